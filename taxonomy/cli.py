@@ -1,0 +1,215 @@
+"""The `taxonomy` command. Thin: parse, call the library, print."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from taxonomy.secrets import redact
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="Induce a verifier-capability taxonomy from a rubric corpus and use it.")
+console = Console(stderr=True)
+out = Console()
+
+ProviderOpt = typer.Option(None, "--provider", "-p", help="auto | gemini | vertex | openai | offline (default: the config's llm.provider; auto = gemini with a key, else offline)")
+RunDirOpt = typer.Option(None, "--run-dir", help="run directory (default: outputs/<pipeline>/<backend-model>, so the same command resumes)")
+QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
+
+
+def _fail(exc: BaseException) -> None:
+    console.print(f"[red]error:[/red] {redact(str(exc))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _guard(fn):
+    """Known bad input becomes one clear line and exit code 2; nothing already written is touched."""
+    from functools import wraps
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from taxonomy.errors import USER_ERRORS
+
+        try:
+            return fn(*args, **kwargs)
+        except USER_ERRORS as exc:
+            _fail(exc)
+        except KeyboardInterrupt:
+            console.print("interrupted: finished calls are cached; run the same command again to resume")
+            raise typer.Exit(130)
+
+    return wrapper
+
+
+def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], quiet: bool, limit: Optional[int] = None):
+    """A pipeline TOML opens (or resumes) its default run; a run directory reopens with its recorded settings."""
+    from taxonomy.config import load_config
+    from taxonomy.pipeline import open_session
+    from taxonomy.run import RunDir
+
+    if target.is_dir():
+        cfg = config_from_run(target)
+        provider = provider or RunDir(target).manifest.get("backend")
+        run_dir = target
+    else:
+        cfg = load_config(target)
+    if limit is not None:
+        cfg.corpus.limit = limit
+    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet)
+    console.print(s.notice(), highlight=False)
+    return s
+
+
+def config_from_run(run_dir: Path):
+    from taxonomy.config import PipelineConfig
+    from taxonomy.run import RunDir
+
+    manifest = RunDir(run_dir).manifest
+    if "settings" not in manifest:
+        from taxonomy.run import RunError
+
+        raise RunError(f"{run_dir / 'manifest.json'}: missing or has no settings; fix: pass a pipeline TOML, or a run directory made by `taxonomy run`")
+    return PipelineConfig.model_validate({**manifest["settings"], "base_dir": manifest.get("config_dir", ".")})
+
+
+def _print_stage(stage: str, info: dict) -> None:
+    if info.get("skipped"):
+        console.print(f"[dim]{stage}: already on disk, skipped[/dim]")
+        return
+    keys = ("criteria", "failed", "unique_labels", "clusters", "micro_capabilities", "capabilities", "calls", "cache_hits", "retries", "reasks", "prompt_tokens", "output_tokens", "cost_usd", "seconds")
+    parts = [f"{k}={info[k]}" for k in keys if k in info]
+    console.print(f"[green]{stage}[/green]: " + ", ".join(parts), highlight=False)
+    for note in (info.get("repairs") or []) + (info.get("notes") or []):
+        console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
+
+
+def _print_failures(s, artifact: str, limit: int = 5) -> None:
+    import polars as pl
+
+    frame = s.run.read_parquet(artifact)
+    failed = frame.filter(pl.col("status") == "failed")
+    if failed.height:
+        console.print(f"[yellow]{failed.height} criteria failed validation after re-asks (kept as failed in {artifact}):[/yellow]")
+        for r in failed.head(limit).iter_rows(named=True):
+            console.print(f"  {r['criterion_id']}: {'; '.join(r['problems'])[:200]}", highlight=False)
+
+
+@app.command()
+@_guard
+def discover(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
+             run_dir: Optional[Path] = RunDirOpt, limit: Optional[int] = typer.Option(None, help="only the first N criteria"),
+             quiet: bool = QuietOpt) -> None:
+    """Stage 1: tag every criterion with 1-3 validated free-text capability labels."""
+    from taxonomy.pipeline import run_stage
+
+    s = _session(pipeline, provider, run_dir, quiet, limit)
+    _print_stage("discover", run_stage(s, "discover"))
+    _print_failures(s, "stage1_labels.parquet")
+    out.print(f"Stage 1 labels: {s.run.path / 'stage1_labels.parquet'}")
+
+
+def _stage_command(stage: str, doc: str):
+    def command(run_dir: Path = typer.Argument(..., help="run directory"), provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
+        from taxonomy.pipeline import run_stage
+
+        s = _session(run_dir, provider, None, quiet)
+        _print_stage(stage, run_stage(s, stage))
+
+    command.__doc__ = doc
+    app.command(name=stage)(_guard(command))
+
+
+_stage_command("cluster", "Stage 2a: embed the unique labels and cluster them into micro-clusters.")
+_stage_command("canonicalize", "Stage 2b: name each micro-cluster (name, description, signal, example, non-examples).")
+_stage_command("merge", "Stage 2c: merge micro-capabilities into the final taxonomy, constraints checked and repaired in code.")
+
+
+@app.command()
+@_guard
+def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TOML / corpus to tag against --taxonomy"),
+        taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="a frozen taxonomy.json to tag against"),
+        distilled: Optional[Path] = typer.Option(None, "--distilled", help="a model from `taxonomy distill`: tag cheaply, send only low-confidence criteria to the LLM"),
+        provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt) -> None:
+    """Stage 3: tag every criterion with 1-3 taxonomy capabilities, most confident first."""
+    from taxonomy.pipeline import primary_shares, run_stage
+
+    if target.is_file() and target.suffix != ".toml":
+        target = _adhoc_pipeline(target, run_dir)
+    s = _session(target, provider, run_dir, quiet)
+    if distilled is not None:
+        from taxonomy.distill import tag_with_distilled
+
+        info = tag_with_distilled(s, distilled, taxonomy)
+        s.run.record("tag", info)
+    else:
+        info = run_stage(s, "tag", taxonomy_path=taxonomy)
+    _print_stage("tag", info)
+    _print_failures(s, "stage3_tags.parquet")
+    _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet")))
+    out.print(f"Stage 3 tags: {s.run.path / 'stage3_tags.parquet'}")
+
+
+def _adhoc_pipeline(corpus: Path, run_dir: Optional[Path]) -> Path:
+    """A bare corpus file gets a minimal pipeline config written beside its run."""
+    name = corpus.stem.split(".")[0]
+    suffixes = "".join(corpus.suffixes)
+    fmt = "rubric_list" if suffixes in (".json", ".json.gz") else "tasks_jsonl" if corpus.name.startswith("tasks.jsonl") else "table"
+    folder = (run_dir or Path("outputs") / name).resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    toml = folder / "pipeline.toml"
+    toml.write_text(f'name = "{name}"\n[corpus]\npath = "{corpus.resolve()}"\nformat = "{fmt}"\n[output]\ndir = "{folder.parent}"\n')
+    return toml
+
+
+def _print_shares(shares) -> None:
+    table = Table(title="Share of criteria by primary capability")
+    table.add_column("capability")
+    table.add_column("criteria", justify="right")
+    table.add_column("share", justify="right")
+    for r in shares.iter_rows(named=True):
+        table.add_row(r["capability"], str(r["n"]), f"{100 * r['share']:.1f}%")
+    out.print(table)
+
+
+@app.command()
+@_guard
+def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
+        run_dir: Optional[Path] = RunDirOpt, force: Optional[str] = typer.Option(None, help="re-run from this stage on: discover|cluster|canonicalize|merge|tag"),
+        limit: Optional[int] = typer.Option(None, help="only the first N criteria"), report: bool = typer.Option(True, help="write report.html at the end"),
+        quiet: bool = QuietOpt) -> None:
+    """All stages, resuming from what is on disk; ends with the taxonomy and report paths."""
+    import resource
+    import time
+
+    from taxonomy.pipeline import primary_shares, run_pipeline
+    from taxonomy.run import STAGES
+
+    if force is not None and force not in STAGES:
+        _fail(ValueError(f"--force {force}: unknown stage; fix: use one of {', '.join(STAGES)}"))
+    start = time.perf_counter()
+    s = _session(pipeline, provider, run_dir, quiet, limit)
+    run_pipeline(s, force_from=force, on_stage=_print_stage)
+    _print_failures(s, "stage1_labels.parquet")
+    _print_failures(s, "stage3_tags.parquet")
+    _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet")))
+    if report:
+        from taxonomy.analysis.report import render_report
+
+        render_report(s.run.path)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    s.run.manifest["totals"] = {"wall_seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak_mb, 1)}
+    s.run.save_manifest()
+    console.print(s.notice(), highlight=False)
+    out.print(f"Done in {time.perf_counter() - start:.1f} s (peak memory {peak_mb:.0f} MB).")
+    out.print(f"Taxonomy: {s.run.path / 'taxonomy.md'}")
+    if report:
+        out.print(f"Report:   {s.run.path / 'report.html'}")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()

@@ -1,0 +1,158 @@
+"""PipelineConfig: one TOML per corpus in pipelines/. Every knob has a default.
+
+The numbers the paper fixes (80 micro-clusters, 8-10 capabilities, 40% / 2% shares,
+1-3 labels, 4-8 words) live here as defaults, never as literals in the stages.
+"""
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from taxonomy.corpus import CorpusConfig
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Prices(Section):
+    """USD per million tokens; used only for the cost summary."""
+
+    input: float = 0.50
+    output: float = 3.00
+
+
+class LLMConfig(Section):
+    provider: Literal["auto", "gemini", "vertex", "openai", "offline"] = "auto"
+    model: str = "gemini-3-flash-preview"
+    temperature: float = 0.0
+    concurrency: int = Field(32, ge=1)
+    requests_per_minute: int = Field(1000, ge=1)
+    tokens_per_minute: int = Field(4_000_000, ge=1)
+    max_retries: int = Field(6, ge=0)
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 60.0
+    timeout_s: float = 120.0
+    reask_attempts: int = Field(2, ge=0)
+    # Vertex: fall back to GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION when empty.
+    project: str = ""
+    location: str = ""
+    # OpenAI-compatible servers (vLLM, Ollama, llama.cpp server).
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    prices: Prices = Prices()
+
+
+class EmbeddingConfig(Section):
+    provider: Literal["auto", "gemini", "local"] = "auto"
+    # Gemini API default; on Vertex the paper's text-embedding-005 is used unless set.
+    model: str = "gemini-embedding-001"
+    vertex_model: str = "text-embedding-005"
+    batch_size: int = Field(100, ge=1)
+    # Local embedder: TF-IDF over words and character n-grams, reduced by SVD.
+    local_dim: int = Field(256, ge=8)
+
+
+class LabelRules(Section):
+    """Stage 1 / Stage 2 label form, shared by every validator and prompt."""
+
+    min_labels: int = 1
+    max_labels: int = 3
+    min_words: int = 4
+    max_words: int = 8
+    suffix: str = "_capability"
+    rationale_prefix: str = "the verifier needs to"
+    agent_verbs: list[str] = [
+        "build", "construct", "produce", "create", "design", "develop", "write", "draft",
+        "generate", "populate", "deliver", "prepare", "assemble", "compile", "render", "output",
+        "implement", "make",
+    ]
+    forbidden_tokens: list[str] = [
+        "excel", "xlsx", "pptx", "pdf", "openpyxl", "pandas", "python", "jinja", "json", "csv",
+        "mcp", "sec", "edgar", "sql", "api", "pytorch", "torch", "numpy", "docx", "html",
+    ]
+
+
+class DiscoverConfig(Section):
+    batch_size: int = Field(20, ge=1)
+    brief_max_chars: int = Field(4000, ge=0)
+
+
+class ClusterConfig(Section):
+    k: int = Field(80, ge=2)
+    linkage: Literal["ward", "average", "complete", "single"] = "ward"
+    metric: Literal["euclidean", "cosine"] = "euclidean"
+    # Above this many unique labels, cluster mini-batch k-means centroids instead.
+    exact_max: int = Field(12_000, ge=10)
+    centroids: int = Field(3_000, ge=10)
+    seed: int = 0
+
+
+class CanonicalizeConfig(Section):
+    max_members: int = Field(40, ge=1)
+    examples: int = Field(5, ge=0)
+
+
+class MergeConfig(Section):
+    min_caps: int = Field(8, ge=1)
+    max_caps: int = Field(10, ge=1)
+    max_share: float = Field(0.40, gt=0, le=1)
+    min_share: float = Field(0.02, ge=0, lt=1)
+    # Capabilities whose centroids are at least this cosine-similar must name each other.
+    confusable_similarity: float = Field(0.80, ge=-1, le=1)
+
+
+class TagConfig(Section):
+    batch_size: int = Field(20, ge=1)
+    min_tags: int = 1
+    max_tags: int = 3
+
+
+class OutputConfig(Section):
+    dir: str = "../outputs"
+
+
+class PipelineConfig(Section):
+    name: str
+    corpus: CorpusConfig
+    llm: LLMConfig = LLMConfig()
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    labels: LabelRules = LabelRules()
+    discover: DiscoverConfig = DiscoverConfig()
+    cluster: ClusterConfig = ClusterConfig()
+    canonicalize: CanonicalizeConfig = CanonicalizeConfig()
+    merge: MergeConfig = MergeConfig()
+    tag: TagConfig = TagConfig()
+    output: OutputConfig = OutputConfig()
+    # Folder of the TOML file; relative paths inside the config resolve against it.
+    base_dir: Path = Path(".")
+
+    def resolve(self, path: str) -> Path:
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self.base_dir / p).resolve()
+
+
+class ConfigError(ValueError):
+    """A bad pipeline config, reported on one line naming the file, the key and the fix."""
+
+
+def load_config(path: str | Path) -> PipelineConfig:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such pipeline config; fix: pass a TOML file such as pipelines/paperbench.toml")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML ({exc}); fix: correct the syntax at that line") from None
+    raw["base_dir"] = path.parent.resolve()
+    try:
+        return PipelineConfig.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        raise ConfigError(
+            f"{path}: key {key}: {err['msg']}; fix: correct or remove {key} (see pipelines/paperbench.toml)"
+        ) from None

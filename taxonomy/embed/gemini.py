@@ -1,0 +1,62 @@
+"""Gemini embeddings through google-genai, batched and cached like LLM calls."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from tenacity import retry_if_exception_type, stop_after_attempt, wait_exponential_jitter, Retrying
+
+from taxonomy.embed import l2_normalize
+from taxonomy.llm.base import TransientError
+from taxonomy.llm.cache import Cache, request_key
+
+
+class GeminiEmbedder:
+    def __init__(self, provider, model: str, batch_size: int, cache: Cache, max_retries: int = 6):
+        self.provider = provider  # a GeminiProvider: its client carries the key or the Vertex credentials
+        self.model = model
+        self.name = f"{provider.name}:{model}"
+        self.batch_size = batch_size
+        self.cache = cache
+        self.max_retries = max_retries
+        self.calls = 0
+
+    def _key(self, text: str) -> str:
+        return request_key({**self.provider.identity(), "embed_model": self.model, "text": text})
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        # Snake-case labels embed better as words (fewer tokens, better separated).
+        inputs = [t.replace("_", " ") for t in texts]
+        vectors: dict[str, list[float]] = {}
+        missing = []
+        for text in dict.fromkeys(inputs):
+            hit = self.cache.get(self._key(text))
+            if hit is None:
+                missing.append(text)
+            else:
+                vectors[text] = json.loads(hit[0])
+        for start in range(0, len(missing), self.batch_size):
+            chunk = missing[start : start + self.batch_size]
+            for text, values in zip(chunk, self._call(chunk)):
+                vectors[text] = values
+                self.cache.put(self._key(text), "embed", json.dumps(values))
+        return l2_normalize(np.asarray([vectors[t] for t in inputs], dtype=np.float32))
+
+    def _call(self, chunk: list[str]) -> list[list[float]]:
+        from google.genai import errors
+
+        def once() -> list[list[float]]:
+            try:
+                response = self.provider.client().models.embed_content(model=self.model, contents=chunk)
+            except errors.APIError as exc:
+                if exc.code == 429 or (exc.code or 0) >= 500:
+                    raise TransientError(str(exc.message)) from None
+                raise
+            self.calls += 1
+            return [e.values for e in response.embeddings]
+
+        retrying = Retrying(
+            retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(self.max_retries + 1),
+            wait=wait_exponential_jitter(initial=1, max=30), reraise=True,
+        )
+        return retrying(once)

@@ -1,0 +1,1 @@
+"""One runner for every LLM call; providers for Gemini (API key or Vertex) and OpenAI-compatible servers."""

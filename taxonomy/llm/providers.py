@@ -1,0 +1,193 @@
+"""Providers: google-genai (Gemini API key, or Vertex AI via vertexai=True) and OpenAI-compatible servers.
+
+The SDKs' own retries are off: retries live once, in the runner. Each provider maps its
+SDK's errors to TransientError (retry) or PermanentError (stop).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from pydantic import BaseModel
+
+from taxonomy.config import LLMConfig
+from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn
+
+GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+# A short-lived OAuth access token (e.g. `gcloud auth print-access-token`) for Vertex,
+# for machines without application-default credentials.
+VERTEX_TOKEN_ENV = "GOOGLE_VERTEX_ACCESS_TOKEN"
+
+
+class ProviderError(ValueError):
+    """A provider that cannot be set up, reported on one line with the fix."""
+
+
+def gemini_api_key() -> str | None:
+    return next((os.environ[k] for k in GEMINI_KEY_ENVS if os.environ.get(k)), None)
+
+
+def _retry_after(headers: Any) -> float | None:
+    try:
+        value = headers.get("retry-after") if headers is not None else None
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class GeminiProvider:
+    """google-genai in Gemini API mode (api key) or Vertex mode (project, location, credentials)."""
+
+    def __init__(self, cfg: LLMConfig, *, vertex: bool, credentials: Any = None):
+        from google import genai  # imported here so `--help` stays fast
+
+        self.name = "vertex" if vertex else "gemini"
+        self.model = cfg.model
+        self._timeout_ms = int(cfg.timeout_s * 1000)
+        if vertex:
+            project = cfg.project or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
+            location = cfg.location or os.environ.get("GOOGLE_CLOUD_LOCATION", "") or "us-central1"
+            if not project:
+                raise ProviderError(
+                    "vertex: no project; fix: set llm.project in the pipeline config or GOOGLE_CLOUD_PROJECT"
+                )
+            if credentials is None and os.environ.get(VERTEX_TOKEN_ENV):
+                from google.oauth2.credentials import Credentials
+
+                credentials = Credentials(token=os.environ[VERTEX_TOKEN_ENV])
+            self._kwargs = dict(vertexai=True, project=project, location=location, credentials=credentials)
+            self._where = {"project": project, "location": location}
+        else:
+            key = gemini_api_key()
+            if not key:
+                raise ProviderError("gemini: no API key; fix: export GEMINI_API_KEY (or GOOGLE_API_KEY), or use --provider offline")
+            self._kwargs = dict(api_key=key)
+            self._where = {}
+        self._clients: dict[int, Any] = {}
+        self._genai = genai
+
+    def client(self) -> Any:
+        """One client per event loop: the SDK's async transport is bound to the loop that made it.
+
+        Clients are kept alive on purpose: a collected genai.Client closes its connection pool.
+        """
+        loop_id = id(asyncio.get_running_loop()) if _in_loop() else 0
+        if loop_id not in self._clients:
+            from google.genai import types
+
+            # No base_url here: the SDK reads GOOGLE_GEMINI_BASE_URL / GOOGLE_VERTEX_BASE_URL itself.
+            options = types.HttpOptions(timeout=self._timeout_ms)
+            self._clients[loop_id] = self._genai.Client(http_options=options, **self._kwargs)
+        return self._clients[loop_id]
+
+    def identity(self) -> dict[str, Any]:
+        return {"provider": self.name, "model": self.model, **self._where}
+
+    async def complete(
+        self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float
+    ) -> Completion:
+        from google.genai import errors, types
+
+        contents = [types.Content(role=t.role, parts=[types.Part(text=t.text)]) for t in turns]
+        config = types.GenerateContentConfig(
+            system_instruction=system,
+            temperature=temperature,
+            response_mime_type="application/json",
+            response_schema=schema,
+        )
+        try:
+            response = await self.client().aio.models.generate_content(model=self.model, contents=contents, config=config)
+        except errors.APIError as exc:
+            code = exc.code or 0
+            message = f"{self.name} {code} {exc.status or ''}: {str(exc.message or '')[:300]}"
+            if code == 429 or code >= 500 or code == 408:
+                raise TransientError(message, _retry_after(getattr(exc.response, "headers", None))) from None
+            raise PermanentError(message) from None
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise TransientError(f"{self.name}: {type(exc).__name__}: {exc}") from None
+        except Exception as exc:  # the transport's own timeout/connection errors (httpx, aiohttp)
+            if "timeout" in type(exc).__name__.lower() or "connect" in type(exc).__name__.lower():
+                raise TransientError(f"{self.name}: {type(exc).__name__}") from None
+            raise
+        usage = response.usage_metadata
+        return Completion(
+            text=response.text or "",
+            prompt_tokens=(usage.prompt_token_count or 0) if usage else 0,
+            output_tokens=(usage.candidates_token_count or 0) if usage else 0,
+        )
+
+
+class OpenAICompatibleProvider:
+    """Any server speaking the OpenAI chat-completions API: vLLM, Ollama, a llama.cpp server."""
+
+    def __init__(self, cfg: LLMConfig):
+        import openai
+
+        if not cfg.base_url:
+            raise ProviderError("openai: no base URL; fix: set llm.base_url (e.g. http://localhost:8000/v1) in the pipeline config")
+        self.name = "openai"
+        self.model = cfg.model
+        self._base_url = cfg.base_url
+        # Local servers often need no key; the SDK insists on a non-empty one.
+        self._client = openai.AsyncOpenAI(
+            base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env) or "none", max_retries=0, timeout=cfg.timeout_s
+        )
+        self._openai = openai
+
+    def identity(self) -> dict[str, Any]:
+        return {"provider": self.name, "model": self.model, "base_url": self._base_url}
+
+    async def complete(
+        self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float
+    ) -> Completion:
+        openai = self._openai
+        messages = ([{"role": "system", "content": system}] if system else []) + [
+            {"role": "assistant" if t.role == "model" else "user", "content": t.text} for t in turns
+        ]
+        response_format = {
+            "type": "json_schema",
+            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+        }
+        try:
+            response = await self._client.chat.completions.create(
+                model=self.model, messages=messages, temperature=temperature, response_format=response_format
+            )
+        except openai.APIStatusError as exc:
+            message = f"openai {exc.status_code}: {str(exc.message)[:300]}"
+            if exc.status_code == 429 or exc.status_code >= 500 or exc.status_code == 408:
+                raise TransientError(message, _retry_after(exc.response.headers)) from None
+            raise PermanentError(message) from None
+        except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            raise TransientError(f"openai: {type(exc).__name__}") from None
+        usage = response.usage
+        return Completion(
+            text=response.choices[0].message.content or "",
+            prompt_tokens=usage.prompt_tokens if usage else 0,
+            output_tokens=usage.completion_tokens if usage else 0,
+        )
+
+
+def _in_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+        return True
+    except RuntimeError:
+        return False
+
+
+def resolve_provider_name(requested: str) -> str:
+    """`auto` means Gemini when a key is present, otherwise the offline backend."""
+    if requested != "auto":
+        return requested
+    return "gemini" if gemini_api_key() else "offline"
+
+
+def make_provider(cfg: LLMConfig, name: str, credentials: Any = None):
+    if name == "gemini":
+        return GeminiProvider(cfg, vertex=False)
+    if name == "vertex":
+        return GeminiProvider(cfg, vertex=True, credentials=credentials)
+    if name == "openai":
+        return OpenAICompatibleProvider(cfg)
+    raise ProviderError(f"unknown LLM provider {name!r}; fix: use gemini, vertex, openai or offline")

@@ -1,0 +1,194 @@
+"""The one LLM runner every stage goes through.
+
+It owns, once: the cache (a re-run pays nothing), concurrency, request- and token-per-minute
+limits, retries with exponential backoff and jitter (honouring Retry-After), parsing against
+the schema, validation and the bounded re-ask, and per-stage usage and cost.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Generic, Sequence, TypeVar
+
+from aiolimiter import AsyncLimiter
+from pydantic import BaseModel, ValidationError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+
+from taxonomy.config import LLMConfig, Prices
+from taxonomy.llm.base import Completion, Provider, TransientError, Turn
+from taxonomy.llm.cache import Cache, request_key
+from taxonomy.prompts import render
+from taxonomy.secrets import redact
+from taxonomy.validate import Violation
+
+log = logging.getLogger("taxonomy.llm")
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass
+class Job(Generic[T]):
+    prompt: str
+    schema: type[T]
+    validate: Callable[[T], list[Violation]]
+    system: str | None = None
+
+
+@dataclass
+class Answer(Generic[T]):
+    value: T | None  # the last answer that parsed, even if it still has violations
+    violations: list[Violation]
+    attempts: int
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None and not self.violations
+
+
+@dataclass
+class Usage:
+    calls: int = 0  # requests answered by the provider (paid)
+    cache_hits: int = 0
+    retries: int = 0
+    reasks: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0
+
+    def cost(self, prices: Prices) -> float:
+        return (self.prompt_tokens * prices.input + self.output_tokens * prices.output) / 1e6
+
+    def as_dict(self, prices: Prices) -> dict[str, float | int]:
+        return {**self.__dict__, "seconds": round(self.seconds, 3), "cost_usd": round(self.cost(prices), 6)}
+
+
+@dataclass
+class Runner:
+    provider: Provider
+    cfg: LLMConfig
+    cache: Cache
+    show_progress: bool = True
+    usage: dict[str, Usage] = field(default_factory=dict)
+
+    def run(self, stage: str, jobs: Sequence[Job[T]], description: str = "") -> list[Answer[T]]:
+        """Answer every job; results keep the jobs' order."""
+        usage = self.usage.setdefault(stage, Usage())
+        started = time.perf_counter()
+        try:
+            return asyncio.run(self._run_all(stage, list(jobs), description or stage, usage))
+        finally:
+            usage.seconds += time.perf_counter() - started
+
+    async def _run_all(self, stage: str, jobs: list[Job[T]], description: str, usage: Usage) -> list[Answer[T]]:
+        # Limiters are bound to the running loop, so they are made per run.
+        self._slots = asyncio.Semaphore(self.cfg.concurrency)
+        self._requests = AsyncLimiter(self.cfg.requests_per_minute, 60)
+        self._tokens = AsyncLimiter(self.cfg.tokens_per_minute, 60)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        with Progress(*columns, disable=not self.show_progress, transient=False) as progress:
+            bar = progress.add_task(description, total=len(jobs))
+
+            async def one(job: Job[T]) -> Answer[T]:
+                answer = await self._ask(stage, job, usage)
+                progress.advance(bar)
+                return answer
+
+            return list(await asyncio.gather(*(one(job) for job in jobs)))
+
+    async def _ask(self, stage: str, job: Job[T], usage: Usage) -> Answer[T]:
+        turns = [Turn("user", job.prompt)]
+        best: T | None = None
+        violations: list[Violation] = []
+        for attempt in range(1, self.cfg.reask_attempts + 2):
+            completion = await self._complete(stage, turns, job, usage)
+            try:
+                value = job.schema.model_validate_json(_strip_fence(completion.text))
+            except ValidationError as exc:
+                violations = [Violation(None, f"the answer does not match the JSON schema: {_first_error(exc)}")]
+            else:
+                best, violations = value, job.validate(value)
+            if not violations:
+                return Answer(best, [], attempt)
+            if attempt <= self.cfg.reask_attempts:
+                usage.reasks += 1
+                feedback = render("reask.j2", violations=[str(v) for v in violations[:40]])
+                turns = turns + [Turn("model", completion.text or "(empty)"), Turn("user", feedback)]
+        return Answer(best, violations, self.cfg.reask_attempts + 1)
+
+    async def _complete(self, stage: str, turns: list[Turn], job: Job[T], usage: Usage) -> Completion:
+        request = {
+            **self.provider.identity(),
+            "system": job.system,
+            "turns": [[t.role, t.text] for t in turns],
+            "schema": job.schema.model_json_schema(),
+            "temperature": self.cfg.temperature,
+        }
+        key = request_key(request)
+        cached = self.cache.get(key)
+        if cached is not None:
+            usage.cache_hits += 1
+            return Completion(cached[0], 0, 0)
+        completion = await self._call_with_retries(turns, job, usage)
+        self.cache.put(key, stage, completion.text, completion.prompt_tokens, completion.output_tokens)
+        usage.calls += 1
+        usage.prompt_tokens += completion.prompt_tokens
+        usage.output_tokens += completion.output_tokens
+        return completion
+
+    async def _call_with_retries(self, turns: list[Turn], job: Job[T], usage: Usage) -> Completion:
+        estimate = min(sum(len(t.text) for t in turns) // 4 + 1, self.cfg.tokens_per_minute)
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(TransientError),
+            stop=stop_after_attempt(self.cfg.max_retries + 1),
+            wait=_wait_honouring_retry_after(self.cfg),
+            before_sleep=lambda state: _note_retry(state, usage),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                async with self._slots:
+                    await self._requests.acquire()
+                    await self._tokens.acquire(estimate)
+                    try:
+                        return await asyncio.wait_for(
+                            self.provider.complete(turns, system=job.system, schema=job.schema, temperature=self.cfg.temperature),
+                            timeout=self.cfg.timeout_s,
+                        )
+                    except asyncio.TimeoutError:
+                        raise TransientError(f"no answer within {self.cfg.timeout_s} s") from None
+        raise AssertionError("unreachable: tenacity reraises the last error")
+
+
+def _wait_honouring_retry_after(cfg: LLMConfig):
+    backoff = wait_exponential_jitter(initial=cfg.backoff_initial_s, max=cfg.backoff_max_s)
+
+    def wait(state) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        hinted = getattr(exc, "retry_after", None)
+        return min(float(hinted), cfg.backoff_max_s) if hinted is not None else backoff(state)
+
+    return wait
+
+
+def _note_retry(state, usage: Usage) -> None:
+    usage.retries += 1
+    exc = state.outcome.exception() if state.outcome else None
+    log.warning("retrying after %s", redact(str(exc)))
+
+
+def _strip_fence(text: str) -> str:
+    """Some OpenAI-compatible servers wrap JSON in a markdown fence despite the schema."""
+    text = text.strip()
+    if text.startswith("```"):
+        text = text.split("\n", 1)[1] if "\n" in text else ""
+        text = text.rsplit("```", 1)[0]
+    return text
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err.get("loc", ())) or "top level"
+    return f"{err['msg']} at {where}"
+

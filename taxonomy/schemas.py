@@ -1,0 +1,85 @@
+"""Pydantic models of every LLM answer and every JSON artifact.
+
+LLM answers are always a top-level object: Gemini takes an array schema, but
+OpenAI-compatible json_schema modes want an object, and one shape serves both.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+# ---- Stage 1: discovery -------------------------------------------------------------
+class DiscoveryItem(Model):
+    criterion_idx: int
+    capabilities: list[str]
+    rationale: str
+
+
+class DiscoveryAnswer(Model):
+    items: list[DiscoveryItem]
+
+
+# ---- Stage 2b: one micro-cluster named ----------------------------------------------
+class CapabilityCard(Model):
+    name: str
+    description: str
+    diagnostic_signal: str
+    example_pattern: str
+    non_examples: list[str]
+
+
+class MicroCapability(CapabilityCard):
+    cluster_id: int
+    n_criteria: int = 0
+    share: float = 0.0
+    member_labels: list[str] = []
+
+
+# ---- Stage 2c: the merge ------------------------------------------------------------
+class MergedCapability(CapabilityCard):
+    member_input_names: list[str]
+
+
+class MergeAnswer(Model):
+    capabilities: list[MergedCapability]
+
+
+# ---- Stage 3: closed-vocabulary tagging ---------------------------------------------
+class TagItem(Model):
+    criterion_idx: int
+    capabilities: list[str]
+
+
+class TagAnswer(Model):
+    items: list[TagItem]
+
+
+# ---- Artifacts ----------------------------------------------------------------------
+class TaxonomyCapability(CapabilityCard):
+    members: list[str] = Field(description="names of the member micro-capabilities")
+    share: float = Field(0.0, description="share of criteria whose dominant micro-cluster maps here")
+
+
+class Taxonomy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = 1
+    corpus: str = ""
+    n_criteria: int = 0
+    capabilities: list[TaxonomyCapability]
+    repairs: list[str] = []
+    content_hash: str = ""
+
+    def compute_hash(self) -> str:
+        body = [c.model_dump() for c in self.capabilities]
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+
+    def names(self) -> list[str]:
+        return [c.name for c in self.capabilities]

@@ -1,0 +1,1 @@
+"""Pure steps over artifacts: each reads the run directory's files and writes its own."""

@@ -1,0 +1,59 @@
+"""taxonomy.json in and taxonomy.md out. A hand-edited taxonomy is checked before Stage 3 uses it."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from taxonomy.config import LabelRules
+from taxonomy.schemas import Taxonomy
+from taxonomy.validate import label_problems
+
+
+class TaxonomyError(ValueError):
+    """A malformed taxonomy file, on one line naming the file, the place and the fix."""
+
+
+def load_taxonomy(path: str | Path, rules: LabelRules | None = None) -> Taxonomy:
+    path = Path(path)
+    if not path.is_file():
+        raise TaxonomyError(f"{path}: no such taxonomy file; fix: point to the taxonomy.json of a finished run")
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise TaxonomyError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg}); fix: correct the edit at that line") from None
+    try:
+        taxonomy = Taxonomy.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        raise TaxonomyError(f"{path}: {where}: {err['msg']}; fix: every capability needs name, description, diagnostic_signal, example_pattern, non_examples, members") from None
+    if not taxonomy.capabilities:
+        raise TaxonomyError(f"{path}: capabilities: empty; fix: list at least one capability")
+    rules = rules or LabelRules()
+    seen: set[str] = set()
+    for i, cap in enumerate(taxonomy.capabilities):
+        problems = label_problems(cap.name, rules)
+        if problems:
+            raise TaxonomyError(f"{path}: capabilities.{i}.name: {problems[0]}; fix: rename it")
+        if cap.name in seen:
+            raise TaxonomyError(f"{path}: capabilities.{i}.name: `{cap.name}` appears twice; fix: give each capability a unique name")
+        seen.add(cap.name)
+    # A hand edit changes the content; the hash then names the edited taxonomy, not the generated one.
+    taxonomy.content_hash = taxonomy.compute_hash()
+    return taxonomy
+
+
+def taxonomy_markdown(taxonomy: Taxonomy) -> str:
+    lines = [f"# Capability taxonomy: {taxonomy.corpus or 'corpus'}", "",
+             f"{len(taxonomy.capabilities)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", "",
+             "| capability | share | description |", "|---|---:|---|"]
+    lines += [f"| `{c.name}` | {100 * c.share:.1f}% | {c.description} |" for c in taxonomy.capabilities]
+    for c in taxonomy.capabilities:
+        lines += ["", f"## `{c.name}`", "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
+                  f"- **Example:** {c.example_pattern}", f"- **Members:** {', '.join(f'`{m}`' for m in c.members)}"]
+        lines += [f"- **Boundary:** {ne}" for ne in c.non_examples]
+    if taxonomy.repairs:
+        lines += ["", "## Repairs made in code", ""] + [f"- {r}" for r in taxonomy.repairs]
+    return "\n".join(lines) + "\n"

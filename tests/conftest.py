@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from taxonomy.cli import app
+from tests import responders
+from tests.fake_gemini import FakeGeminiServer
+
+ROOT = Path(__file__).resolve().parent.parent
+API_KEY = "gemini-test-key-must-never-leak-0123456789"
+
+
+@pytest.fixture
+def server():
+    with FakeGeminiServer(responder=responders.model) as srv:
+        yield srv
+
+
+@pytest.fixture
+def gemini_env(server, monkeypatch):
+    """The SDK's own environment variables point it at the local server."""
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", server.url)
+    monkeypatch.setenv("GEMINI_API_KEY", API_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    return server
+
+
+@pytest.fixture
+def offline_env(monkeypatch):
+    for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+
+
+def write_pipeline(tmp_path: Path, corpus: str = "devai", extra: str = "", **corpus_keys) -> Path:
+    """A pipeline TOML over a bundled corpus, with fast backoff so retry tests take milliseconds."""
+    keys = "".join(f"{k} = {v!r}\n" if not isinstance(v, list) else f"{k} = {v!r}\n" for k, v in corpus_keys.items())
+    path = tmp_path / f"{corpus}.toml"
+    path.write_text(
+        f'name = "{corpus}"\n'
+        f'[corpus]\npath = "{ROOT / "data" / corpus}"\nformat = "{corpus}"\n{keys}'
+        f'[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n'
+        f'[output]\ndir = "{tmp_path / "outputs"}"\n{extra}'.replace("'", '"')
+    )
+    return path
+
+
+def invoke(*args: str, ok: bool = True):
+    result = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+def files_text(folder: Path) -> str:
+    """Everything written under a folder, as text (binary files decoded leniently)."""
+    return "".join(p.read_bytes().decode("utf-8", "replace") for p in folder.rglob("*") if p.is_file())

@@ -1,0 +1,112 @@
+"""Answers a Gemini-shaped test server gives, read off our own prompts the way a model would.
+
+They are deliberately simple but always valid, so a test can break exactly one thing at a time.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import re
+
+CRITERION = re.compile(r'<criterion idx="(\d+)"[^>]*>\n(?:\(part of: [^\n]*\)\n)?(.*?)\n</criterion>', re.S)
+CANDIDATE = re.compile(r"^- `([a-z_]+)`: ([\d.]+)% \((\d+) criteria\)", re.M)
+TAXONOMY_NAME = re.compile(r"^### `([a-z_]+)`", re.M)
+MEMBER = re.compile(r'<label freq="\d+">([a-z_]+)</label>')
+
+CHECKS = {
+    ("metric", "score", "accuracy", "loss", "%", "result"): "reported_metric_value_recomputation_capability",
+    ("implement", "code", "function", "class", "model"): "implementation_logic_inspection_capability",
+    ("dataset", "data", "load"): "input_data_setup_verification_capability",
+    ("save", "file", "directory", "log"): "artifact_presence_confirmation_capability",
+    ("plot", "figure", "visual", "chart"): "visual_output_inspection_capability",
+}
+FALLBACK = "criterion_requirement_interpretation_capability"
+
+
+def _stable(text: str) -> int:
+    return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+def criteria(prompt: str) -> list[tuple[int, str]]:
+    return [(int(i), html.unescape(t.replace("&lt;", "<").replace("&gt;", ">"))) for i, t in CRITERION.findall(prompt)]
+
+
+def quote(text: str) -> str:
+    words = text.split()
+    return " ".join(words[: min(4, len(words))]).replace('"', "")
+
+
+def discovery_item(i: int, text: str) -> dict:
+    lowered = text.lower()
+    labels = [label for keys, label in CHECKS.items() if any(k in lowered for k in keys)][:2] or [FALLBACK]
+    return {"criterion_idx": i, "capabilities": labels, "rationale": f'the verifier needs to check "{quote(text)}" in the deliverable'}
+
+
+def discovery(prompt: str) -> dict:
+    return {"items": [discovery_item(i, t) for i, t in criteria(prompt)]}
+
+
+def canonicalize(prompt: str) -> dict:
+    members = MEMBER.findall(prompt)
+    name = members[0] if members else FALLBACK
+    return {
+        "name": name, "description": f"Checks of the kind `{name}` names.",
+        "diagnostic_signal": "The trace shows the verifier opening the evidence.",
+        "example_pattern": "The verifier opens the deliverable and compares.", "non_examples": [],
+    }
+
+
+def merge(prompt: str, n_caps: int = 9) -> dict:
+    """Greedy balanced grouping: biggest candidate to the currently smallest group."""
+    candidates = [(name, float(share)) for name, share, _ in CANDIDATE.findall(prompt)]
+    n_caps = min(n_caps, len(candidates))
+    groups: list[list[tuple[str, float]]] = [[] for _ in range(n_caps)]
+    for name, share in sorted(candidates, key=lambda c: -c[1]):
+        min(groups, key=lambda g: sum(s for _, s in g)).append((name, share))
+    names = [g[0][0] for g in groups]
+    return {"capabilities": [
+        {
+            "name": g[0][0], "description": f"Everything `{g[0][0]}` covers.", "diagnostic_signal": "The verifier opens the evidence.",
+            "example_pattern": "The verifier checks the value.",
+            "non_examples": [f"if it is about {other}, prefer `{other}`" for other in names if other != g[0][0]],
+            "member_input_names": [n for n, _ in g],
+        }
+        for g in groups
+    ]}
+
+
+def tagging(prompt: str) -> dict:
+    names = TAXONOMY_NAME.findall(prompt)
+    items = []
+    for i, text in criteria(prompt):
+        first = _stable(text) % len(names)
+        items.append({"criterion_idx": i, "capabilities": [names[first], names[(first + 1) % len(names)]]})
+    return {"items": items}
+
+
+def guidance(prompt: str) -> dict:
+    return {"summary": "Check the evidence directly.", "procedure": ["open the deliverable", "locate the value", "compare"],
+            "evidence": ["the value in the file", "the source"], "pitfalls": ["trusting the agent's summary", "rounding"]}
+
+
+def kind(prompt: str) -> str:
+    if "Criteria to annotate" in prompt:
+        return "discover"
+    if "ONE cluster" in prompt:
+        return "canonicalize"
+    if "Merge near-duplicates" in prompt:
+        return "merge"
+    if "Criteria to tag" in prompt:
+        return "tag"
+    if "judge guidance" in prompt:
+        return "guidance"
+    raise AssertionError("unknown prompt kind")
+
+
+ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "tag": tagging, "guidance": guidance}
+
+
+def model(req) -> dict:
+    """The default well-behaved model: re-asks are answered from the original request (the first turn)."""
+    prompt = req.texts[0]
+    return ANSWER[kind(prompt)](prompt)

@@ -1,0 +1,152 @@
+"""Stage 1 through the CLI and the real google-genai SDK against a local Gemini-shaped server."""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from taxonomy.config import LabelRules
+from taxonomy.stages.discover import item_problems
+from tests import responders
+from tests.conftest import API_KEY, files_text, invoke, write_pipeline
+from tests.fake_gemini import Reply
+
+N = 30  # criteria: DevAI's first tasks, several batches of up to 20 within each task
+
+
+def run_discover(tmp_path, *extra):
+    toml = write_pipeline(tmp_path, limit=N)
+    result = invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", *extra)
+    return result, pl.read_parquet(tmp_path / "run" / "stage1_labels.parquet")
+
+
+def batches(server) -> int:
+    return len({r.texts[0] for r in server.requests if r.kind == "generate"})
+
+
+def test_valid_answers_give_labels_for_every_criterion(gemini_env, tmp_path):
+    result, labels = run_discover(tmp_path)
+    assert labels.height == N and labels["status"].to_list() == ["ok"] * N
+    for row in labels.iter_rows(named=True):
+        assert 1 <= len(row["labels"]) <= 3 and row["rationale"].startswith("the verifier needs to")
+    req = gemini_env.requests[0]
+    assert req.mode == "gemini" and req.path.startswith("/v1/models/") and req.headers["x-goog-api-key"] == API_KEY
+    assert req.schema is not None and "Criteria to annotate" in req.texts[0]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    stage = manifest["stages"]["discover"]
+    assert stage["calls"] == gemini_env.count(kind="generate") and stage["prompt_tokens"] > 0 and stage["cost_usd"] > 0
+    assert "Backend: gemini" in result.stderr if hasattr(result, "stderr") else True
+
+
+def test_batches_criteria_of_one_task_per_call(gemini_env, tmp_path):
+    run_discover(tmp_path)
+    prompts = [r.texts[0] for r in gemini_env.requests]
+    sizes = [len(responders.criteria(p)) for p in prompts]
+    assert sum(sizes) == N and max(sizes) <= 20 and len(prompts) < N
+
+
+@pytest.mark.parametrize("status", [429, 500])
+def test_transient_error_then_success(gemini_env, tmp_path, status):
+    gemini_env.fail_next(status, retry_after=0 if status == 429 else None)
+    _, labels = run_discover(tmp_path)
+    assert labels["status"].to_list() == ["ok"] * N
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["stages"]["discover"]["retries"] == 1
+
+
+def test_malformed_json_then_valid_reask(gemini_env, tmp_path):
+    gemini_env.malformed_next()
+    _, labels = run_discover(tmp_path)
+    assert labels["status"].to_list() == ["ok"] * N
+    reasks = [r for r in gemini_env.requests if len(r.texts) == 3]
+    assert len(reasks) == 1 and reasks[0].roles == ["user", "model", "user"]
+    assert "does not match the JSON schema" in reasks[0].texts[2]
+
+
+def test_missing_criterion_is_reasked(gemini_env, tmp_path):
+    def drop_first(req):
+        answer = responders.discovery(req.texts[0])
+        answer["items"] = answer["items"][1:]
+        return answer
+
+    gemini_env.push(drop_first)
+    _, labels = run_discover(tmp_path)
+    assert labels["status"].to_list() == ["ok"] * N
+    (reask,) = [r for r in gemini_env.requests if len(r.texts) == 3]
+    assert "criterion 0: missing from the answer" in reask.texts[2]
+
+
+def test_forbidden_token_is_reasked_and_never_kept(gemini_env, tmp_path):
+    def excel(req):
+        answer = responders.discovery(req.texts[0])
+        answer["items"][0]["capabilities"] = ["excel_workbook_check_capability"]
+        return answer
+
+    gemini_env.push(excel)
+    _, labels = run_discover(tmp_path)
+    assert "excel_workbook_check_capability" not in labels["labels"].explode().to_list()
+    (reask,) = [r for r in gemini_env.requests if len(r.texts) == 3]
+    assert "`excel`" in reask.texts[2]
+
+
+def test_persistent_violation_is_kept_as_failed_with_reasons(gemini_env, tmp_path):
+    def build_verb(req):
+        answer = responders.discovery(req.texts[0])
+        answer["items"][0]["capabilities"] = ["build_dcf_model_capability"]
+        return answer
+
+    gemini_env.responder = build_verb
+    result, labels = run_discover(tmp_path)
+    failed = labels.filter(pl.col("status") == "failed")
+    assert failed.height >= 1 and all(r == [] for r in failed["labels"].to_list())
+    assert any("agent-side verb `build`" in p for p in failed["problems"].explode().to_list())
+    assert labels.filter(pl.col("status") == "ok").height == N - failed.height
+    assert "failed validation" in result.output
+
+
+def test_second_run_is_answered_from_cache(gemini_env, tmp_path):
+    run_discover(tmp_path)
+    first = gemini_env.count(kind="generate")
+    gemini_env.reset()
+    (tmp_path / "run" / "stage1_labels.parquet").unlink()
+    _, labels = run_discover(tmp_path)
+    assert first > 0 and gemini_env.count() == 0 and labels.height == N
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["stages"]["discover"]["calls"] == 0 and manifest["stages"]["discover"]["cache_hits"] == first
+
+
+def test_api_key_never_reaches_cache_logs_or_outputs(gemini_env, tmp_path):
+    gemini_env.fail_next(429, retry_after=0)
+    result, _ = run_discover(tmp_path)
+    assert API_KEY not in result.output
+    assert API_KEY not in files_text(tmp_path)
+
+
+def test_vertex_mode(server, monkeypatch, tmp_path):
+    monkeypatch.setenv("GOOGLE_VERTEX_BASE_URL", server.url)
+    monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", "test-project")
+    monkeypatch.setenv("GOOGLE_CLOUD_LOCATION", "europe-west4")
+    monkeypatch.setenv("GOOGLE_VERTEX_ACCESS_TOKEN", "ya29.test-token-value")
+    toml = write_pipeline(tmp_path, limit=N)
+    invoke("discover", toml, "--provider", "vertex", "--run-dir", tmp_path / "run", "-q")
+    req = server.requests[0]
+    assert req.mode == "vertex" and "/projects/test-project/locations/europe-west4/" in req.path
+    assert req.headers["authorization"] == "Bearer ya29.test-token-value"
+    assert "ya29.test-token-value" not in files_text(tmp_path)
+
+
+def test_offline_labels_pass_the_same_validators(offline_env, tmp_path):
+    toml = write_pipeline(tmp_path)
+    result = invoke("discover", toml, "--run-dir", tmp_path / "run", "-q")
+    assert "Backend: offline" in result.output
+    labels = pl.read_parquet(tmp_path / "run" / "stage1_labels.parquet")
+    crit = pl.read_parquet(tmp_path / "run" / "criteria.parquet").select("criterion_id", "text")
+    rules = LabelRules()
+    for row in labels.join(crit, on="criterion_id").iter_rows(named=True):
+        assert row["status"] == "ok" and item_problems(row["labels"], row["rationale"], row["text"], rules) == []
+
+
+def test_missing_key_is_one_clear_line(offline_env, tmp_path):
+    result = invoke("discover", write_pipeline(tmp_path), "--provider", "gemini", ok=False)
+    assert result.exit_code == 2 and "GEMINI_API_KEY" in result.output and "Traceback" not in result.output
