@@ -25,6 +25,8 @@ class Cache:
         self._lock = threading.Lock()
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
+        # Survives a crash or Ctrl-C of this process; only an OS crash could lose the last answers.
+        self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, kind TEXT, value TEXT, prompt_tokens INT, output_tokens INT)"
         )

@@ -14,6 +14,12 @@ from pydantic import BaseModel
 from taxonomy.config import LLMConfig
 from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn
 
+
+def json_schema(model: type[BaseModel]) -> dict:
+    from taxonomy.llm.runner import json_schema as cached
+
+    return cached(model)
+
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 # A short-lived OAuth access token (e.g. `gcloud auth print-access-token`) for Vertex,
 # for machines without application-default credentials.
@@ -94,7 +100,8 @@ class GeminiProvider:
             system_instruction=system,
             temperature=temperature,
             response_mime_type="application/json",
-            response_schema=schema,
+            # Plain JSON Schema, built once per class: converting a pydantic class every call costs milliseconds.
+            response_json_schema=json_schema(schema),
         )
         try:
             response = await self.client().aio.models.generate_content(model=self.model, contents=contents, config=config)
@@ -147,7 +154,7 @@ class OpenAICompatibleProvider:
         ]
         response_format = {
             "type": "json_schema",
-            "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+            "json_schema": {"name": schema.__name__, "schema": json_schema(schema)},
         }
         try:
             response = await self._client.chat.completions.create(

@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, Generic, Sequence, TypeVar
 
 from aiolimiter import AsyncLimiter
@@ -122,7 +123,7 @@ class Runner:
             **self.provider.identity(),
             "system": job.system,
             "turns": [[t.role, t.text] for t in turns],
-            "schema": job.schema.model_json_schema(),
+            "schema": json_schema(job.schema),
             "temperature": self.cfg.temperature,
         }
         key = request_key(request)
@@ -159,6 +160,12 @@ class Runner:
                     except asyncio.TimeoutError:
                         raise TransientError(f"no answer within {self.cfg.timeout_s} s") from None
         raise AssertionError("unreachable: tenacity reraises the last error")
+
+
+@lru_cache(maxsize=None)
+def json_schema(model: type[BaseModel]) -> dict:
+    """Built once per schema class: pydantic's generator costs milliseconds a call."""
+    return model.model_json_schema()
 
 
 def _wait_honouring_retry_after(cfg: LLMConfig):

@@ -1,0 +1,25 @@
+# Two entry points for a fresh machine: `make demo` (the main job) and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+.PHONY: install demo test bench
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/taxonomy run pipelines/paperbench.toml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/stage1_throughput.py
+	$(BIN)/python benchmarks/quality.py
+	$(BIN)/python benchmarks/clustering_scale.py

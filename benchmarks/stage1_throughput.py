@@ -1,0 +1,80 @@
+"""Stage 1 over all PaperBench leaves against a local Gemini-shaped server with a fixed latency.
+
+Prints calls, prompt tokens per criterion (batched vs one criterion per call), and the ratio of
+measured wall time to the ideal calls x latency / concurrency. Targets: ratio <= 1.2, tokens >= 4x lower.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from taxonomy.config import load_config  # noqa: E402
+from taxonomy.pipeline import ensure_criteria, open_session  # noqa: E402
+from taxonomy.prompts import render  # noqa: E402
+from taxonomy.stages.common import batches_by_task  # noqa: E402
+from taxonomy.stages.discover import discover  # noqa: E402
+from tests import responders  # noqa: E402
+from tests.fake_gemini import FakeGeminiServer  # noqa: E402
+
+
+def prompt_tokens(criteria, cfg, batch_size: int) -> int:
+    """Same estimate the local server reports (characters / 4), so both sides are counted alike."""
+    total = 0
+    for b in batches_by_task(criteria, batch_size, cfg.discover.brief_max_chars):
+        total += len(render("stage1_discovery.j2", rules=cfg.labels, task_id=b.task_id, brief=b.brief, criteria=b.rows)) // 4
+    return total
+
+
+def serve(conn, latency: float) -> None:
+    """The server runs in its own process, as a real endpoint would: its work must not share the client's GIL."""
+    with FakeGeminiServer(responder=responders.model, latency_s=latency) as server:
+        conn.send(server.url)
+        conn.recv()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--latency", type=float, default=0.2)
+    parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=20)
+    args = parser.parse_args()
+
+    cfg = load_config(ROOT / "pipelines" / "paperbench.toml")
+    cfg.llm.concurrency = args.concurrency
+    cfg.llm.requests_per_minute = 100_000  # measure the runner, not a quota
+    cfg.discover.batch_size = args.batch_size
+    parent, child = mp.Pipe()
+    proc = mp.get_context("spawn").Process(target=serve, args=(child, args.latency), daemon=True)
+    proc.start()
+    url = parent.recv()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ.update(GOOGLE_GEMINI_BASE_URL=url, GEMINI_API_KEY="benchmark-key-not-secret")
+        session = open_session(cfg, provider="gemini", run_dir=Path(tmp) / "run", show_progress=False)
+        criteria = ensure_criteria(session)
+        start = time.perf_counter()
+        labels = discover(criteria, cfg, session.runner)
+        wall = time.perf_counter() - start
+        usage = session.runner.usage["discover"]
+    parent.send("stop")
+    proc.join(5)
+    calls = usage.calls
+    ideal = calls * args.latency / args.concurrency
+    single = prompt_tokens(criteria, cfg, 1)
+    print(f"criteria            {criteria.height}")
+    print(f"failed              {labels.filter(labels['status'] == 'failed').height}")
+    print(f"calls               {calls} (batch size {args.batch_size}, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms)")
+    print(f"wall / ideal        {wall:.2f} s / {ideal:.2f} s = ratio {wall / ideal:.2f}  (target <= 1.2)")
+    print(f"prompt tok/criterion {usage.prompt_tokens / criteria.height:.0f} batched vs {single / criteria.height:.0f} one per call "
+          f"= {single / max(usage.prompt_tokens, 1):.1f}x lower  (target >= 4x)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from taxonomy.cli import main
+
+main()
