@@ -1,0 +1,391 @@
+"""One self-contained HTML page per run: tables plus matplotlib charts inlined as SVG.
+
+The page must open offline years from now, so nothing is linked: CSS lives in the
+template, charts are inline <svg>, and any rasterised scatter is a data: URI.
+Every artifact except criteria.parquet and taxonomy.json may be missing; its
+section then says "not computed" instead of failing the whole report.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import matplotlib
+import matplotlib.colors
+import matplotlib.ticker
+import numpy as np
+import polars as pl
+from markupsafe import Markup
+from matplotlib.figure import Figure
+
+from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
+from taxonomy.schemas import Taxonomy
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+MAX_HEATMAP_TASKS = 60
+RASTER_POINTS = 2000  # above this many labels the scatter is embedded as one PNG, not one <path> each
+UNMAPPED = "(unmapped)"
+STAGE_FIELDS = ("seconds", "calls", "cache_hits", "prompt_tokens", "output_tokens", "cost_usd")
+
+
+def render_report(run_dir: Path, out: Path | None = None) -> Path:
+    run_dir = Path(run_dir)
+    out = Path(out) if out is not None else run_dir / "report.html"
+    html = _environment().get_template("report.html.j2").render(**build_context(run_dir))
+    _write_atomic(out, html)
+    return out
+
+
+def build_context(run_dir: Path) -> dict[str, Any]:
+    criteria = pl.read_parquet(run_dir / "criteria.parquet")
+    taxonomy = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text(encoding="utf-8"))
+    manifest = _read_json(run_dir / "manifest.json") or {}
+    tags = _read_parquet(run_dir / "stage3_tags.parquet")
+    joined = join_tags(criteria, tags) if tags is not None else None
+    colors = _capability_colors(taxonomy.names())
+    return {
+        "header": _header(manifest, taxonomy, criteria),
+        "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
+        "has_stage3": joined is not None,
+        "shares_svg": _shares_chart(taxonomy, joined),
+        "label_map": _label_map(run_dir, taxonomy, colors),
+        "heatmap": _heatmap(joined, taxonomy.names()) if joined is not None else None,
+        "breakdown": _breakdown(run_dir / "breakdown"),
+        "cost": _cost(manifest),
+        "failures": _failures(run_dir, criteria.height),
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+
+
+# ---- reading artifacts --------------------------------------------------------------
+def _read_parquet(path: Path) -> pl.DataFrame | None:
+    return pl.read_parquet(path) if path.is_file() else None
+
+
+def _read_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+# ---- sections -----------------------------------------------------------------------
+def _header(manifest: dict, taxonomy: Taxonomy, criteria: pl.DataFrame) -> dict[str, Any]:
+    return {
+        "pipeline": manifest.get("pipeline") or taxonomy.corpus or "unknown pipeline",
+        "backend": manifest.get("backend", "not recorded"),
+        "model": manifest.get("model", "not recorded"),
+        "created": _date(manifest.get("created")),
+        "version": taxonomy.version,
+        "content_hash": taxonomy.content_hash or "no hash",
+        "corpus": taxonomy.corpus,
+        "n_criteria": criteria.height,
+        "n_tasks": criteria["task_id"].n_unique(),
+        "n_capabilities": len(taxonomy.capabilities),
+    }
+
+
+def _date(value: str | None) -> str:
+    if not value:
+        return "not recorded"
+    try:
+        return datetime.fromisoformat(value).strftime("%Y-%m-%d %H:%M")
+    except ValueError:
+        return value
+
+
+def _primary_shares(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> dict[str, float]:
+    if joined is None:
+        return {}
+    shares = capability_shares(joined, taxonomy.names())
+    return dict(zip(shares["capability"], shares["share"]))
+
+
+def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict[str, Any]]:
+    primary = _primary_shares(taxonomy, joined)
+    return [
+        {
+            "name": c.name, "description": c.description, "signal": c.diagnostic_signal,
+            "share": c.share, "primary_share": primary.get(c.name), "members": c.members,
+        }
+        for c in taxonomy.capabilities
+    ]
+
+
+def _label_map(run_dir: Path, taxonomy: Taxonomy, colors: dict[str, str]) -> dict[str, Any]:
+    clusters = _read_parquet(run_dir / "clusters.parquet")
+    emb_path = run_dir / "label_embeddings.npy"
+    if clusters is None or not emb_path.is_file():
+        return _absent("clusters.parquet or label_embeddings.npy is absent")
+    emb = np.load(emb_path)
+    if emb.ndim != 2 or emb.shape[0] != clusters.height or emb.shape[0] < 3:
+        return _absent(f"label_embeddings.npy has shape {emb.shape}; clusters.parquet has {clusters.height} rows")
+    micro = _read_json(run_dir / "micro_capabilities.json") or []
+    caps = _labels_to_capabilities(clusters["cluster_id"].to_list(), micro, taxonomy)
+    xy = _project_2d(emb)
+    note = "" if micro else "micro_capabilities.json is absent, so no label is mapped to a capability."
+    freq = clusters["frequency"].to_numpy() if "frequency" in clusters.columns else np.ones(len(caps))
+    svg = _label_map_chart(xy, caps, freq, colors)
+    return {"missing": None, "svg": svg, "n": len(caps), "note": note}
+
+
+def _labels_to_capabilities(cluster_ids: list[int], micro: list[dict], taxonomy: Taxonomy) -> list[str]:
+    """cluster id → micro-capability name → the taxonomy capability listing it as a member."""
+    cap_of_member = {m: c.name for c in taxonomy.capabilities for m in c.members}
+    cap_of_cluster = {m.get("cluster_id"): cap_of_member.get(m.get("name"), UNMAPPED) for m in micro}
+    return [cap_of_cluster.get(cid, UNMAPPED) for cid in cluster_ids]
+
+
+def _project_2d(emb: np.ndarray) -> np.ndarray:
+    # PCA centres the cloud, which TruncatedSVD does not; at 2 components on a few
+    # thousand labels the full SVD is cheap, so no randomised solver is needed.
+    from sklearn.decomposition import PCA
+
+    emb = np.asarray(emb, dtype=np.float64)
+    if emb.shape[1] < 2:
+        return np.column_stack([emb[:, 0], np.zeros(len(emb))])
+    return PCA(n_components=2, random_state=0).fit_transform(emb)
+
+
+def _heatmap(joined: pl.DataFrame, names: list[str]) -> dict[str, Any]:
+    matrix = task_capability_matrix(joined, names)
+    n_tasks = matrix.height
+    # Keep the tasks with the most tagged criteria: they carry most of the picture.
+    totals = matrix.select(pl.sum_horizontal(names).alias("_total")) if names else None
+    if n_tasks > MAX_HEATMAP_TASKS and totals is not None:
+        order = np.argsort(-totals["_total"].to_numpy(), kind="stable")[:MAX_HEATMAP_TASKS]
+        matrix = matrix[sorted(order.tolist())]
+    note = f"Showing the {MAX_HEATMAP_TASKS} tasks with the most criteria, of {n_tasks}." if n_tasks > MAX_HEATMAP_TASKS else ""
+    return {"svg": _heatmap_chart(matrix, names), "note": note, "n_tasks": n_tasks}
+
+
+def _breakdown(folder: Path) -> dict[str, Any]:
+    if not folder.is_dir():
+        return _absent("no breakdown/ folder in this run")
+    main = folder / "breakdown.csv"
+    frame = pl.read_csv(main) if main.is_file() else None
+    gaps = [
+        {"verifier": p.stem.removeprefix("gap_"), "table": _table(pl.read_csv(p))}
+        for p in sorted(folder.glob("gap_*.csv"))
+    ]
+    if frame is None and not gaps:
+        return _absent("breakdown/ holds neither breakdown.csv nor gap_*.csv")
+    has_rates = frame is not None and {"verifier", "capability", "fp_rate", "fn_rate"} <= set(frame.columns)
+    return {
+        "missing": None,
+        "table": _table(frame) if frame is not None else None,
+        "svg": _fp_fn_chart(frame) if has_rates and frame.height else None,
+        "gaps": gaps,
+    }
+
+
+def _cost(manifest: dict) -> dict[str, Any]:
+    stages = manifest.get("stages") or {}
+    if not stages:
+        return _absent("manifest.json is absent or records no stages")
+    rows = [{"stage": name, **{f: (s or {}).get(f) for f in STAGE_FIELDS}} for name, s in stages.items()]
+    total = {"stage": "total", **{f: sum(r[f] or 0 for r in rows) for f in STAGE_FIELDS}}
+    return {"missing": None, "rows": rows, "total": total}
+
+
+def _failures(run_dir: Path, n_criteria: int) -> list[dict[str, Any]]:
+    out = []
+    for stage, file in (("Stage 1 (discover)", "stage1_labels.parquet"), ("Stage 3 (tag)", "stage3_tags.parquet")):
+        df = _read_parquet(run_dir / file)
+        if df is None:
+            out.append({"stage": stage, "missing": True})
+            continue
+        failed = int((df["status"] != "ok").sum()) if "status" in df.columns else 0
+        reasked = int((df["attempts"] > 1).sum()) if "attempts" in df.columns else None
+        out.append({
+            "stage": stage, "missing": False, "rows": df.height, "failed": failed,
+            "reasked": reasked, "absent": max(n_criteria - df.height, 0),
+        })
+    return out
+
+
+def _absent(reason: str) -> dict[str, Any]:
+    """A section that could not be drawn; the template prints "not computed" and the reason."""
+    return {"missing": reason, "svg": None, "note": "", "n": 0, "table": None, "gaps": [], "rows": [], "total": None}
+
+
+def _table(df: pl.DataFrame) -> dict[str, Any]:
+    """Columns and pre-formatted cells, so the template stays free of number logic."""
+    numeric = [dt.is_numeric() for dt in df.dtypes]
+    rows = [[(_fmt(v), num) for v, num in zip(row, numeric)] for row in df.iter_rows()]
+    return {"columns": list(zip(df.columns, numeric)), "rows": rows}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return "nan" if v != v else f"{v:.3f}"
+    return str(v)
+
+
+# ---- charts -------------------------------------------------------------------------
+def _capability_colors(names: list[str]) -> dict[str, str]:
+    cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
+    colors = {n: matplotlib.colors.to_hex(cmap(i % cmap.N)) for i, n in enumerate(names)}
+    colors[UNMAPPED] = "#b0b0b0"
+    return colors
+
+
+def _style() -> dict[str, Any]:
+    # Text stays <text> (small, selectable) and never goes through mathtext, so a "$" in
+    # a task id is printed as is.
+    return {"svg.fonttype": "none", "text.parse_math": False, "font.size": 9,
+            "axes.spines.top": False, "axes.spines.right": False}
+
+
+def _svg(fig: Figure, salt: str) -> Markup:
+    """The figure as a bare <svg> element fit for inlining in HTML."""
+    buf = io.StringIO()
+    # A per-figure salt keeps clip-path / marker ids unique across the inline SVGs.
+    with matplotlib.rc_context({**_style(), "svg.hashsalt": salt}):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
+    referenced = set(re.findall(r"#([\w.-]+)", text))
+    # matplotlib names every group (figure_1, axes_1, ...); repeated across charts these
+    # would be duplicate ids in one page. Keep only the ids something points to.
+    text = re.sub(r'\sid="([^"]+)"', lambda m: m.group(0) if m.group(1) in referenced else "", text)
+    text = text.replace("<svg ", '<svg role="img" ', 1)
+    return Markup(text)
+
+
+def _shares_chart(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> Markup:
+    names = taxonomy.names()
+    primary = _primary_shares(taxonomy, joined)
+    y = np.arange(len(names))
+    with matplotlib.rc_context(_style()):
+        fig = Figure(figsize=(8, 0.45 * len(names) + 1.2))
+        ax = fig.add_subplot()
+        h = 0.4 if primary else 0.7
+        ax.barh(y - (h / 2 if primary else 0), [c.share for c in taxonomy.capabilities], h,
+                label="share in taxonomy (dominant micro-cluster)", color="#4c72b0")
+        if primary:
+            ax.barh(y + h / 2, [primary.get(n, 0.0) for n in names], h,
+                    label="share as primary tag (Stage 3)", color="#dd8452")
+        ax.set_yticks(y, names)
+        ax.invert_yaxis()
+        ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+        ax.set_xlabel("share of criteria")
+        ax.legend(loc="lower right", frameon=False)
+    return _svg(fig, "shares")
+
+
+def _label_map_chart(xy: np.ndarray, caps: list[str], freq: np.ndarray, colors: dict[str, str]) -> Markup:
+    # Marker area grows with log frequency; small corpora get bigger dots to stay visible.
+    base = 28 if len(caps) < 500 else 8
+    sizes = base * (1 + np.log1p(np.asarray(freq, dtype=float)))
+    raster = len(caps) > RASTER_POINTS
+    with matplotlib.rc_context(_style()):
+        fig = Figure(figsize=(9, 6.5))
+        ax = fig.add_subplot()
+        caps_arr = np.asarray(caps)
+        # Unmapped points first, so coloured ones are drawn on top.
+        for cap in [UNMAPPED] + [c for c in colors if c != UNMAPPED]:
+            mask = caps_arr == cap
+            if mask.any():
+                ax.scatter(xy[mask, 0], xy[mask, 1], s=sizes[mask], c=colors.get(cap, "#b0b0b0"),
+                           alpha=0.75, linewidths=0, label=f"{cap} ({int(mask.sum())})", rasterized=raster)
+        ax.set_xlabel("PC 1")
+        ax.set_ylabel("PC 2")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, markerscale=1.2)
+    return _svg(fig, "label-map")
+
+
+def _heatmap_chart(matrix: pl.DataFrame, names: list[str]) -> Markup:
+    values = matrix.select(names).to_numpy() if names else np.zeros((matrix.height, 0))
+    tasks = [_short(str(t), 48) for t in matrix["task_id"].to_list()]
+    with matplotlib.rc_context(_style()):
+        fig = Figure(figsize=(max(6, 0.55 * len(names) + 4), 0.22 * len(tasks) + 2.2))
+        ax = fig.add_subplot()
+        im = ax.imshow(values, aspect="auto", cmap="Blues", interpolation="nearest")
+        ax.set_xticks(np.arange(len(names)), names, rotation=40, ha="right")
+        ax.set_yticks(np.arange(len(tasks)), tasks, fontsize=7)
+        if values.size <= 600:
+            limit = values.max() * 0.6 if values.size else 0
+            for (i, j), v in np.ndenumerate(values):
+                if v:
+                    ax.text(j, i, str(int(v)), ha="center", va="center", fontsize=7,
+                            color="white" if v > limit else "#222")
+        bar = fig.colorbar(im, ax=ax, label="criteria (primary tag)", shrink=0.6)
+        bar.locator = matplotlib.ticker.MaxNLocator(integer=True)
+        bar.update_ticks()
+    return _svg(fig, "heatmap")
+
+
+def _fp_fn_chart(frame: pl.DataFrame) -> Markup:
+    # One panel per verifier, or per (verifier, extra group) when the breakdown was
+    # grouped further: every column before the metrics except `capability` keys a panel.
+    metrics_at = frame.columns.index("n") if "n" in frame.columns else len(frame.columns)
+    keys = [c for c in frame.columns[:metrics_at] if c != "capability"] or ["verifier"]
+    panels = frame.select(keys).unique(maintain_order=True).rows()
+    caps = frame["capability"].unique(maintain_order=True).to_list()
+    with matplotlib.rc_context(_style()):
+        fig = Figure(figsize=(max(7, 0.7 * len(caps) + 2), 3.0 * len(panels)))
+        axes = fig.subplots(len(panels), 1, squeeze=False, sharex=True)[:, 0]
+        x = np.arange(len(caps))
+        for ax, panel in zip(axes, panels):
+            sub = frame.filter(pl.all_horizontal([pl.col(k).eq_missing(v) for k, v in zip(keys, panel)]))
+            rates = {c: (fp, fn) for c, fp, fn in sub.select("capability", "fp_rate", "fn_rate").iter_rows()}
+            fp = [_nz(rates.get(c, (None, None))[0]) for c in caps]
+            fn = [_nz(rates.get(c, (None, None))[1]) for c in caps]
+            ax.bar(x - 0.2, fp, 0.4, label="false positive rate", color="#c44e52")
+            ax.bar(x + 0.2, fn, 0.4, label="false negative rate", color="#8172b3")
+            ax.set_title(" · ".join(f"{k}: {v}" for k, v in zip(keys, panel)), loc="left", fontsize=9)
+            ax.yaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
+        axes[0].legend(loc="upper right", frameon=False, ncols=2)
+        axes[-1].set_xticks(x, caps, rotation=40, ha="right")
+    return _svg(fig, "breakdown")
+
+
+def _nz(v: float | None) -> float:
+    return 0.0 if v is None or v != v else float(v)
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+# ---- template -----------------------------------------------------------------------
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,  # every string from a corpus or an LLM is untrusted text
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["pct"] = lambda v, d=1: "—" if v is None else f"{100 * v:.{d}f}%"
+    env.filters["num"] = lambda v: "—" if v is None else (f"{v:,.2f}" if isinstance(v, float) else f"{v:,}")
+    env.filters["breakable"] = _breakable
+    env.filters["usd"] = lambda v: "—" if v is None else f"${v:,.4f}"
+    return env
+
+
+def _breakable(name: str) -> Markup:
+    """snake_case names may wrap after an underscore instead of mid-word."""
+    return Markup("_<wbr>").join(Markup.escape(part) for part in str(name).split("_"))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
