@@ -210,6 +210,63 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
         out.print(f"Report:   {s.run.path / 'report.html'}")
 
 
+@app.command()
+@_guard
+def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
+              verdicts: list[str] = typer.Option(..., "--verdicts", help="devai:PATH, paperbench:PATH, or a CSV/JSONL/parquet with criterion_id, verifier, verdict[, system]; repeatable"),
+              reference: str = typer.Option("human", help="the verifier whose verdicts are the ground truth"),
+              by: str = typer.Option("primary", help="primary | any | a criteria column"),
+              boot: int = typer.Option(1000, help="bootstrap resamples of tasks for the 95% CI (0: none)")) -> None:
+    """Per-capability verifier error rate, FP, FN, F1 (unmet), CIs and paired tests against human labels."""
+    from taxonomy.analysis.breakdown_files import run_breakdown
+    from taxonomy.run import RunDir
+
+    result = run_breakdown(RunDir(run_dir), verdicts, reference=reference, by=by, n_boot=boot)
+    out.print(result.markdown, markup=False, highlight=False)
+    out.print(f"Tables: {run_dir / 'breakdown'}")
+
+
+@app.command()
+@_guard
+def report(run_dir: Path = typer.Argument(..., help="a run directory")) -> None:
+    """One self-contained HTML page (tables and charts) for a run; opens offline."""
+    from taxonomy.analysis.report import render_report
+    from taxonomy.run import RunDir
+
+    RunDir(run_dir).need("taxonomy.json", "merge")
+    out.print(f"Report: {render_report(run_dir)}")
+
+
+@app.command()
+@_guard
+def audit(target: Path = typer.Argument(..., help="the new corpus: a pipeline TOML or a corpus file"),
+          taxonomy: Path = typer.Option(..., "--taxonomy", help="the frozen taxonomy.json to audit against"),
+          provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt) -> None:
+    """Coverage audit of a new corpus against a frozen taxonomy: shares, gaps, unmapped, duplicates, bundles."""
+    from taxonomy.analysis.audit_run import run_audit
+
+    if target.is_file() and target.suffix != ".toml":
+        target = _adhoc_pipeline(target, run_dir)
+    s = _session(target, provider, run_dir, quiet)
+    result = run_audit(s, taxonomy)
+    out.print(result.to_markdown(max_rows=15), markup=False, highlight=False)
+    out.print(f"Audit: {s.run.path / 'audit'}")
+
+
+@app.command()
+@_guard
+def guidance(run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
+             notes: Optional[Path] = typer.Option(None, "--notes", help="domain notes (markdown) to weave into the guidance"),
+             provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
+    """One guidance file per capability, a criterion -> guidance routing table, and one judge-guidance file per task."""
+    from taxonomy.analysis.guidance import generate_guidance
+
+    s = _session(run_dir, provider, None, quiet)
+    info = generate_guidance(s, notes)
+    s.run.record("guidance", info)
+    out.print(f"{info['capabilities']} capability files, {info['tasks']} task files, routing for {info['routed_criteria']} criteria: {info['folder']}")
+
+
 def main() -> None:  # pragma: no cover - console entry point
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app()

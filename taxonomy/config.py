@@ -111,6 +111,14 @@ class TagConfig(Section):
     max_tags: int = 3
 
 
+class AuditConfig(Section):
+    # Criteria whose best capability fits below this score are listed as "none of the above".
+    none_threshold: float = Field(0.15, ge=0, le=1)
+    # A capability present in at least this share of tasks is expected in every task.
+    missing_share: float = Field(0.5, gt=0, le=1)
+    duplicate_similarity: float = Field(0.9, gt=0, le=1)
+
+
 class OutputConfig(Section):
     dir: str = "../outputs"
 
@@ -126,6 +134,7 @@ class PipelineConfig(Section):
     canonicalize: CanonicalizeConfig = CanonicalizeConfig()
     merge: MergeConfig = MergeConfig()
     tag: TagConfig = TagConfig()
+    audit: AuditConfig = AuditConfig()
     output: OutputConfig = OutputConfig()
     # Folder of the TOML file; relative paths inside the config resolve against it.
     base_dir: Path = Path(".")

@@ -8,6 +8,8 @@ import hashlib
 import html
 import re
 
+from taxonomy.config import LabelRules
+
 CRITERION = re.compile(r'<criterion idx="(\d+)"[^>]*>\n(?:\(part of: [^\n]*\)\n)?(.*?)\n</criterion>', re.S)
 CANDIDATE = re.compile(r"^- `([a-z_]+)`: ([\d.]+)% \((\d+) criteria\)", re.M)
 TAXONOMY_NAME = re.compile(r"^### `([a-z_]+)`", re.M)
@@ -36,9 +38,19 @@ def quote(text: str) -> str:
     return " ".join(words[: min(4, len(words))]).replace('"', "")
 
 
+FORBIDDEN = set(LabelRules().forbidden_tokens) | set(LabelRules().agent_verbs)
+
+
+def topic_words(text: str) -> list[str]:
+    words = [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 5 and w not in FORBIDDEN]
+    return list(dict.fromkeys(words))[:2]
+
+
 def discovery_item(i: int, text: str) -> dict:
+    """Like a model's labels: a kind of check, made specific by what the criterion is about."""
     lowered = text.lower()
-    labels = [label for keys, label in CHECKS.items() if any(k in lowered for k in keys)][:2] or [FALLBACK]
+    kinds = [label for keys, label in CHECKS.items() if any(k in lowered for k in keys)][:2] or [FALLBACK]
+    labels = ["_".join(topic_words(text) + [kinds[0]])] + kinds[1:]
     return {"criterion_idx": i, "capabilities": labels, "rationale": f'the verifier needs to check "{quote(text)}" in the deliverable'}
 
 

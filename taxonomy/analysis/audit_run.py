@@ -1,0 +1,35 @@
+"""`taxonomy audit`: tag a new corpus against a frozen taxonomy, then audit its coverage into RUN/audit/."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from taxonomy.analysis.audit import AuditResult, audit_coverage
+from taxonomy.analysis.breakdown import write_csv
+from taxonomy.pipeline import Session, ensure_criteria, run_stage
+from taxonomy.taxonomy_io import load_taxonomy
+
+
+def fit_scores(criteria: pl.DataFrame, tags: pl.DataFrame, taxonomy, cfg) -> pl.DataFrame:
+    """LLM tags carry no score, so how well a criterion fits is measured the same way for every backend:
+    by the offline tagger's similarity of the criterion to the capability definitions."""
+    from taxonomy.offline.discover import discover_offline
+    from taxonomy.offline.tag import tag_offline
+
+    labels = discover_offline(criteria, cfg.labels)
+    scored = tag_offline(criteria, labels.select("criterion_id", "labels"), taxonomy, None, cfg.tag.max_tags)
+    return tags.drop("score", strict=False).join(scored.select("criterion_id", "score"), on="criterion_id", how="left")
+
+
+def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
+    taxonomy = load_taxonomy(taxonomy_path, s.cfg.labels)
+    run_stage(s, "tag", taxonomy_path=taxonomy_path)
+    criteria = ensure_criteria(s)
+    tags = fit_scores(criteria, s.run.read_parquet("stage3_tags.parquet"), taxonomy, s.cfg)
+    a = s.cfg.audit
+    result = audit_coverage(criteria, tags, taxonomy, none_threshold=a.none_threshold, missing_share=a.missing_share, dup_threshold=a.duplicate_similarity)
+    for name in ("shares", "task_matrix", "missing", "unmapped", "duplicates", "bundled"):
+        write_csv(getattr(result, name), s.run.path / "audit" / f"{name}.csv")
+    s.run.write_text("audit/audit.md", result.to_markdown())
+    return result
