@@ -1,0 +1,26 @@
+"""The one embedder protocol. Implementations: `local` (offline TF-IDF + SVD) and a remote one.
+
+Every embedder returns float32 rows of unit L2 norm, so a dot product is a cosine and
+euclidean (ward) distances rank pairs exactly as cosine distances do.
+"""
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """One float32, L2-normalised row per text, in input order."""
+        ...
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    """Unit rows as float32; an all-zero row stays zero instead of becoming NaN."""
+    x = np.asarray(x, dtype=np.float32)
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return x / np.where(norms > 0, norms, 1.0)

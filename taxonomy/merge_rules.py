@@ -1,0 +1,515 @@
+"""Stage 2c merge constraints: one checker and one deterministic repair solver.
+
+Both paths share them: the LLM path checks the model's merge, re-asks with the
+violations and, as a last resort, repairs its best answer with `solve_merge`; the
+offline path calls `solve_merge` without a start and agglomerates from scratch.
+
+Shares are always computed here from the mapping and `micro[i].n_criteria` (the number
+of criteria whose dominant micro-cluster is i); numbers a model states are ignored.
+When no micro-capability has criteria (all zero) each counts as one, so shares stay defined.
+`centroids` rows are aligned with `micro` (row i belongs to micro[i]).
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import string
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.cluster import AgglomerativeClustering
+
+from taxonomy.config import LabelRules, MergeConfig
+from taxonomy.schemas import MergedCapability, MicroCapability, TaxonomyCapability
+from taxonomy.validate import Violation, label_problems
+
+_EPS = 1e-9
+_CARD_FIELDS = {
+    "description": "write 1-2 sentences on what the verifier checks",
+    "diagnostic_signal": "write one sentence on the cue in a criterion that calls for it",
+    "example_pattern": "write a 1-2 sentence example criterion",
+}
+
+
+# ---- shared helpers --------------------------------------------------------------
+def _weights(micro: list[MicroCapability]) -> np.ndarray:
+    w = np.array([max(m.n_criteria, 0) for m in micro], dtype=np.float64)
+    return w if w.sum() > 0 else np.ones(len(micro))
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}".rstrip("0").rstrip(".") + "%"
+
+
+def _first_owner_members(proposal: list[MergedCapability], index: dict[str, int]) -> list[list[int]]:
+    """Known members per capability; a micro listed more than once counts where it appears first."""
+    taken: set[int] = set()
+    out = []
+    for cap in proposal:
+        mine = []
+        for name in cap.member_input_names:
+            i = index.get(name)
+            if i is not None and i not in taken:
+                taken.add(i)
+                mine.append(i)
+        out.append(mine)
+    return out
+
+
+def _centroid(members: list[int], w: np.ndarray, centroids: np.ndarray) -> np.ndarray:
+    if not members:
+        return np.zeros(centroids.shape[1])
+    ww = w[members] if w[members].sum() > 0 else np.ones(len(members))
+    c = (ww[:, None] * centroids[members]).sum(axis=0)
+    norm = np.linalg.norm(c)
+    return c / norm if norm > 0 else c
+
+
+def _mentions(cap: MergedCapability, other_name: str) -> bool:
+    # Whole-name match, so `verify_totals_capability` is not found inside `cross_verify_totals_capability`.
+    pattern = re.compile(rf"(?<![a-z_]){re.escape(other_name.lower())}(?![a-z_])")
+    return any(pattern.search(ne.lower()) for ne in cap.non_examples)
+
+
+def _index(micro: list[MicroCapability]) -> dict[str, int]:
+    index = {m.name: i for i, m in enumerate(micro)}
+    if len(index) != len(micro):
+        dupes = sorted(n for n, c in Counter(m.name for m in micro).items() if c > 1)
+        raise ValueError(f"micro-capability names must be unique (Stage 2b guarantees it); repeated: {', '.join(dupes)}")
+    return index
+
+
+def _check_centroids(micro: list[MicroCapability], centroids: np.ndarray) -> np.ndarray:
+    centroids = np.asarray(centroids, dtype=np.float64)
+    if centroids.ndim != 2 or len(centroids) != len(micro):
+        raise ValueError(
+            f"centroids must have one row per micro-capability ({len(micro)}), got shape {centroids.shape}; "
+            "pass cluster_centroids(...)[[m.cluster_id for m in micro]]"
+        )
+    return centroids
+
+
+def capability_similarity(
+    proposal: list[MergedCapability], micro: list[MicroCapability], centroids: np.ndarray
+) -> np.ndarray:
+    """Cosine similarity between capabilities; each capability's centroid is the share-weighted,
+    normalised mean of its members' micro centroids. A capability without known members is 0 to all."""
+    centroids = _check_centroids(micro, centroids)
+    index = _index(micro)
+    w = _weights(micro)
+    vecs = []
+    for cap in proposal:
+        members = list(dict.fromkeys(index[n] for n in cap.member_input_names if n in index))
+        vecs.append(_centroid(members, w, centroids))
+    c = np.array(vecs).reshape(len(proposal), centroids.shape[1])
+    return c @ c.T
+
+
+# ---- the checker -------------------------------------------------------------------
+def check_merge(
+    proposal: list[MergedCapability],
+    micro: list[MicroCapability],
+    cfg: MergeConfig,
+    rules: LabelRules,
+    similarity: np.ndarray | None,
+) -> list[Violation]:
+    """Every broken merge rule as a message that says what to change (empty when all hold).
+
+    `similarity` is `capability_similarity(proposal, micro, centroids)`; with None the
+    confusable-pair rule is skipped and the min-share message names no neighbour.
+    """
+    out: list[str] = []
+    index = _index(micro)
+    w = _weights(micro)
+    members = _first_owner_members(proposal, index)
+    shares = [w[m].sum() / max(w.sum(), _EPS) for m in members]
+    by_share = sorted(range(len(proposal)), key=lambda c: (-shares[c], c))
+    n = len(proposal)
+    if similarity is not None and np.shape(similarity) != (n, n):
+        raise ValueError(f"similarity must be {n}x{n} (one row per capability), got {np.shape(similarity)}")
+
+    span = f"{cfg.min_caps}-{cfg.max_caps}"
+    if n < cfg.min_caps:
+        broad = ", ".join(f"`{proposal[c].name}`" for c in by_share[:2])
+        fix = f"split the broadest ({broad}) along their members" if broad else "map the input names into capabilities"
+        out.append(f"you gave {n} capabilities; give {span}: {fix}")
+    elif n > cfg.max_caps:
+        small = ", ".join(f"`{proposal[c].name}`" for c in by_share[cfg.max_caps:][::-1])
+        out.append(f"you gave {n} capabilities; give {span}: merge the smallest ({small}) into their nearest neighbours")
+
+    out += _mapping_problems(proposal, micro, index)
+
+    for c, cap in enumerate(proposal):
+        if shares[c] > cfg.max_share + _EPS:
+            parts = ", ".join(micro[i].name for i in sorted(members[c], key=lambda i: (-w[i], i)))
+            out.append(f"`{cap.name}` holds {shares[c]:.1%} of criteria (max {_pct(cfg.max_share)}); split it along its members: {parts}")
+        elif not members[c]:
+            out.append(f"`{cap.name}` has no valid members; give it input names or drop it")
+        elif shares[c] < cfg.min_share - _EPS:
+            hint = ""
+            if similarity is not None and n > 1:
+                row = [(similarity[c, d], -d) for d in range(n) if d != c]
+                hint = f" (nearest: `{proposal[-max(row)[1]].name}`)"
+            out.append(f"`{cap.name}` holds {shares[c]:.1%} of criteria (min {_pct(cfg.min_share)}); merge it into its nearest neighbour{hint}")
+
+    for cap in proposal:
+        out += label_problems(cap.name, rules)
+        for field, fix in _CARD_FIELDS.items():
+            if not getattr(cap, field).strip():
+                out.append(f"`{cap.name}` has an empty {field}; {fix}")
+    for name, count in Counter(c.name for c in proposal).items():
+        if count > 1:
+            out.append(f"the name `{name}` is used by {count} capabilities; give each capability a distinct name")
+
+    if similarity is not None:
+        for a, b in itertools.combinations(range(n), 2):
+            pa, pb = proposal[a], proposal[b]
+            if similarity[a, b] >= cfg.confusable_similarity and not (_mentions(pa, pb.name) or _mentions(pb, pa.name)):
+                out.append(
+                    f"`{pa.name}` and `{pb.name}` are confusable (centroid similarity {similarity[a, b]:.2f} >= "
+                    f"{cfg.confusable_similarity:.2f}); add to either one's non_examples a boundary naming the other, "
+                    f'e.g. "if <pattern>, prefer `{pb.name}`"'
+                )
+    return [Violation(None, msg) for msg in out]
+
+
+def _mapping_problems(proposal: list[MergedCapability], micro: list[MicroCapability], index: dict[str, int]) -> list[str]:
+    out = []
+    places: dict[int, list[str]] = {}
+    for cap in proposal:
+        unknown = [n for n in cap.member_input_names if n not in index]
+        if unknown:
+            listed = ", ".join(f"`{u}`" for u in unknown)
+            out.append(f"`{cap.name}` lists unknown member(s) {listed}; use only the input names exactly as given")
+        for name in cap.member_input_names:
+            if name in index:
+                places.setdefault(index[name], []).append(cap.name)
+    for i, caps in sorted(places.items()):
+        if len(caps) > 1:
+            where = ", ".join(f"`{c}`" for c in caps)
+            out.append(f"`{micro[i].name}` is mapped {len(caps)} times ({where}); keep it in exactly one capability")
+    unmapped = [m.name for i, m in enumerate(micro) if i not in places]
+    if unmapped:
+        listed = ", ".join(f"`{u}`" for u in unmapped)
+        out.append(f"{len(unmapped)} input name(s) are not mapped: {listed}; add each to exactly one capability's member_input_names")
+    return out
+
+
+# ---- the solver --------------------------------------------------------------------
+@dataclass
+class _Group:
+    members: list[int]  # micro indices
+    card: MergedCapability | None = None  # the model's card while the group is still the model's
+
+
+class _Solver:
+    def __init__(self, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules):
+        self.micro, self.cfg, self.rules = micro, cfg, rules
+        self.centroids = _check_centroids(micro, centroids)
+        self.index = _index(micro)
+        self.w = _weights(micro)
+        self.total = self.w.sum()
+        self.repairs: list[str] = []
+        self._reported: set[tuple] = set()
+
+    # -- measures
+    def share(self, g: _Group) -> float:
+        return self.w[g.members].sum() / self.total
+
+    def centroid(self, g: _Group) -> np.ndarray:
+        return _centroid(g.members, self.w, self.centroids)
+
+    def ranked(self, members: list[int]) -> list[int]:
+        return sorted(members, key=lambda i: (-self.w[i], i))
+
+    def label(self, g: _Group) -> str:
+        return g.card.name if g.card else self.micro[self.ranked(g.members)[0]].name
+
+    def note_once(self, key: tuple, message: str) -> None:
+        if key not in self._reported:
+            self._reported.add(key)
+            self.repairs.append(message)
+
+    def nearest(self, target: np.ndarray, groups: list[_Group], extra: float, skip: _Group | None = None) -> _Group | None:
+        """Most similar group that can absorb `extra` share and stay within max_share."""
+        order = sorted(
+            (g for g in groups if g is not skip),
+            key=lambda g: (-float(self.centroid(g) @ target), groups.index(g)),
+        )
+        return next((g for g in order if self.share(g) + extra <= self.cfg.max_share + _EPS), None)
+
+    # -- starting points
+    def from_start(self, start: list[MergedCapability]) -> list[_Group]:
+        owner: dict[int, str] = {}
+        groups = []
+        for cap in start:
+            members = []
+            for name in cap.member_input_names:
+                i = self.index.get(name)
+                if i is None:
+                    self.repairs.append(f"dropped unknown member `{name}` from `{cap.name}`")
+                elif i in owner:
+                    self.repairs.append(f"`{name}` was also mapped to `{cap.name}`; kept it only in `{owner[i]}`")
+                else:
+                    owner[i] = cap.name
+                    members.append(i)
+            if members:
+                groups.append(_Group(members, cap.model_copy(deep=True)))
+            else:
+                self.repairs.append(f"dropped `{cap.name}`: it has no valid, unclaimed member")
+        if not groups:
+            return []
+        self.fix_names(groups)
+        for i in range(len(self.micro)):
+            if i not in owner:
+                g = self.nearest(self.centroids[i], groups, self.w[i] / self.total) or self.nearest(self.centroids[i], groups, 0.0)
+                if g is None:  # every group is already over max_share; the split step will fix that
+                    g = groups[0]
+                self.repairs.append(f"mapped the unmapped `{self.micro[i].name}` to `{self.label(g)}` (nearest by centroid)")
+                g.members.append(i)
+        return groups
+
+    def from_scratch(self) -> list[_Group]:
+        """Weighted ward agglomeration of the micro centroids, never past max_share, down to max_caps groups."""
+        groups = [_Group([i]) for i in range(len(self.micro))]
+        floor = self.total * 1e-6  # keeps zero-criteria micro-clusters ordered by distance
+        while len(groups) > self.cfg.max_caps:
+            c = np.array([self.centroid(g) for g in groups])
+            size = np.maximum([self.w[g.members].sum() for g in groups], floor)
+            share = size / self.total
+            sq = (c * c).sum(axis=1)
+            dist = np.maximum(sq[:, None] + sq[None, :] - 2 * c @ c.T, 0.0)
+            # Ward's merge cost favours close pairs and small groups, so no early giant forms.
+            cost = size[:, None] * size[None, :] / (size[:, None] + size[None, :]) * dist
+            cost[np.tril_indices(len(groups))] = np.inf
+            cost[share[:, None] + share[None, :] > self.cfg.max_share + _EPS] = np.inf
+            a, b = np.unravel_index(np.argmin(cost), cost.shape)  # first minimum: deterministic ties
+            if not np.isfinite(cost[a, b]):
+                break
+            groups[a].members += groups.pop(b).members
+        self.repairs.append(
+            f"no usable start: agglomerated {len(self.micro)} micro-capabilities into {len(groups)} groups "
+            f"by weighted centroid distance, none above {_pct(self.cfg.max_share)}"
+        )
+        return groups
+
+    # -- repair steps
+    def repair(self, groups: list[_Group]) -> list[_Group]:
+        cfg = self.cfg
+        max_steps = 4 * len(self.micro) + 20  # each step splits or folds; the loop cannot cycle, this is a guard
+        for _ in range(max_steps):
+            over = [g for g in groups if self.share(g) > cfg.max_share + _EPS]
+            for g in over:
+                if len(g.members) == 1:
+                    self.note_once(("alone", g.members[0]), (
+                        f"infeasible: `{self.label(g)}` alone holds {self.share(g):.1%} of criteria "
+                        f"(max {_pct(cfg.max_share)}); one micro-cluster cannot be split, re-cluster with a larger k"
+                    ))
+            splittable = [g for g in over if len(g.members) > 1]
+            if splittable:
+                self.split(groups, max(splittable, key=self.share), need_min_share=False)
+                continue
+            if self.fold(groups):
+                continue
+            if len(groups) < cfg.min_caps:
+                candidates = sorted(groups, key=lambda g: (-self.share(g), groups.index(g)))
+                if any(self.split(groups, g, need_min_share=True) for g in candidates):
+                    continue
+                self.repairs.append(
+                    f"infeasible: {len(groups)} capabilities and no group splits into two parts of at least "
+                    f"{_pct(cfg.min_share)} each; min_caps={cfg.min_caps} not reached"
+                )
+            return groups
+        self.repairs.append(f"stopped after {max_steps} repair steps; returned the best proposal so far")
+        return groups
+
+    def fold(self, groups: list[_Group]) -> bool:
+        """Fold the smallest group that must go into its nearest neighbour that stays within max_share."""
+        too_many = len(groups) > self.cfg.max_caps
+        cents = np.array([self.centroid(g) for g in groups])
+        sim = cents @ cents.T
+        np.fill_diagonal(sim, -np.inf)
+        closeness = sim.max(axis=1) if len(groups) > 1 else np.zeros(len(groups))
+        # Smallest first; among equal shares the one with the closest neighbour, a natural merge.
+        order = sorted(range(len(groups)), key=lambda j: (round(self.share(groups[j]), 12), -closeness[j], j))
+        for g in [groups[j] for j in order]:
+            small = self.share(g) < self.cfg.min_share - _EPS
+            if not (small or too_many):
+                continue
+            target = self.nearest(self.centroid(g), groups, self.share(g), skip=g)
+            if target is None:
+                self.note_once(("stuck", tuple(sorted(g.members))), (
+                    f"could not fold `{self.label(g)}` ({self.share(g):.1%}) into any group without exceeding "
+                    f"{_pct(self.cfg.max_share)}; left it"
+                ))
+                continue
+            why = f"below the {_pct(self.cfg.min_share)} minimum" if small else f"more than {self.cfg.max_caps} capabilities"
+            self.repairs.append(f"folded `{self.label(g)}` ({self.share(g):.1%}, {why}) into its nearest neighbour `{self.label(target)}`")
+            target.members += g.members
+            groups.remove(g)
+            return True
+        return False
+
+    def split(self, groups: list[_Group], g: _Group, need_min_share: bool) -> bool:
+        parts = self.bisect(g.members, need_min_share)
+        if parts is None:
+            return False
+        big, small = sorted(parts, key=lambda p: (-self.w[p].sum(), min(p)))
+        a, b = _Group(big, g.card), _Group(small)
+        why = f"above the {_pct(self.cfg.max_share)} maximum" if not need_min_share else f"fewer than {self.cfg.min_caps} capabilities"
+        self.repairs.append(
+            f"split `{self.label(g)}` ({self.share(g):.1%}, {why}) along its micro-clusters into "
+            f"`{self.label(a)}` ({self.share(a):.1%}) and `{self.label(b)}` ({self.share(b):.1%})"
+        )
+        at = groups.index(g)
+        groups[at:at + 1] = [a, b]
+        return True
+
+    def bisect(self, members: list[int], need_min_share: bool) -> tuple[list[int], list[int]] | None:
+        """Two-way split: ward on member centroids when both halves reach min_share; else the most
+        balanced cut along the principal axis that does; else (only if allowed) ward anyway."""
+        if len(members) < 2:
+            return None
+        m = sorted(members)
+        x = self.centroids[m]
+        if len(m) == 2:
+            ward = ([m[0]], [m[1]])
+        else:
+            side = AgglomerativeClustering(n_clusters=2, linkage="ward").fit_predict(x)
+            ward = ([i for i, s in zip(m, side) if s == 0], [i for i, s in zip(m, side) if s == 1])
+        ok = lambda p: min(self.w[p[0]].sum(), self.w[p[1]].sum()) / self.total >= self.cfg.min_share - _EPS
+        if ok(ward):
+            return ward
+        centred = x - np.average(x, axis=0, weights=self.w[m] if self.w[m].sum() > 0 else None)
+        axis = np.linalg.svd(centred, full_matrices=False)[2][0]
+        order = [m[j] for j in np.lexsort((np.arange(len(m)), centred @ axis))]
+        cuts = [(order[:k], order[k:]) for k in range(1, len(order))]
+        good = [c for c in cuts if ok(c)]
+        if good:
+            return min(good, key=lambda c: max(self.w[c[0]].sum(), self.w[c[1]].sum()))
+        return None if need_min_share else ward
+
+    # -- cards
+    def fix_names(self, groups: list[_Group]) -> None:
+        """Invalid or repeated names become the largest valid member's name, made unique; the
+        first holder of a repeated name keeps it. Done early so repair messages are unambiguous."""
+        used: set[str] = set()
+        for g in groups:
+            if g.card is None:
+                continue
+            problems = label_problems(g.card.name, self.rules)
+            if problems or g.card.name in used:
+                new = _unique_valid_name([self.micro[i].name for i in self.ranked(g.members)], used, self.rules)
+                why = problems[0] if problems else "the name was already taken by another capability"
+                self.repairs.append(f"renamed `{g.card.name}` to `{new}` ({why})")
+                g.card.name = new
+            used.add(g.card.name)
+
+    def cards(self, groups: list[_Group]) -> list[MergedCapability]:
+        """One card per group; names are settled in the model's order (first holder keeps a
+        duplicated name), the result is listed by descending share."""
+        used: set[str] = set()
+        out = []
+        for g in groups:
+            ranked = self.ranked(g.members)
+            top = self.micro[ranked[0]]
+            if g.card is None:
+                # Micro non_examples name micro siblings that no longer exist; boundaries are redone below.
+                card = MergedCapability(
+                    name=top.name, description=top.description, diagnostic_signal=top.diagnostic_signal,
+                    example_pattern=top.example_pattern, non_examples=[], member_input_names=[],
+                )
+            else:
+                card = g.card.model_copy(deep=True)
+                for field in _CARD_FIELDS:
+                    if not getattr(card, field).strip():
+                        setattr(card, field, getattr(top, field))
+                        self.repairs.append(f"filled the empty {field} of `{card.name}` from its largest member `{top.name}`")
+            problems = label_problems(card.name, self.rules)
+            if problems or card.name in used:
+                new = _unique_valid_name([self.micro[i].name for i in ranked], used, self.rules)
+                why = problems[0] if problems else "the name was already taken by another capability"
+                self.repairs.append(f"renamed `{card.name}` to `{new}` ({why})")
+                card.name = new
+            used.add(card.name)
+            card.member_input_names = [self.micro[i].name for i in ranked]
+            out.append((-self.share(g), card.name, card))
+        return [card for *_, card in sorted(out, key=lambda t: t[:2])]
+
+    def add_boundaries(self, proposal: list[MergedCapability]) -> None:
+        sim = capability_similarity(proposal, self.micro, self.centroids)
+        for a, b in itertools.combinations(range(len(proposal)), 2):
+            pa, pb = proposal[a], proposal[b]
+            if sim[a, b] >= self.cfg.confusable_similarity and not (_mentions(pa, pb.name) or _mentions(pb, pa.name)):
+                pa.non_examples.append(_boundary(pb))
+                pb.non_examples.append(_boundary(pa))
+                self.repairs.append(f"added boundary sentences between confusable `{pa.name}` and `{pb.name}` (similarity {sim[a, b]:.2f})")
+
+
+def _boundary(other: MergedCapability) -> str:
+    gist = other.description.strip().split(". ")[0].rstrip(".").strip()
+    words = gist.split()
+    gist = " ".join(words[:25]) if words else other.name.replace("_", " ")
+    gist = gist[:1].lower() + gist[1:]
+    return f"if the criterion is about {gist}, prefer `{other.name}`."
+
+
+def _variant_words():
+    yield from ("further", "other", "related", "additional", "secondary", "remaining")
+    for n in itertools.count(1):
+        for letters in itertools.product(string.ascii_lowercase, repeat=n):
+            yield "variant" + "".join(letters)
+
+
+def _unique_valid_name(candidates: list[str], used: set[str], rules: LabelRules) -> str:
+    """The first valid unused candidate (largest member first); else a valid one made distinct by a word."""
+    for name in candidates:
+        if name not in used and not label_problems(name, rules):
+            return name
+    base = next((n for n in candidates if not label_problems(n, rules)), f"inspect_grouped_criteria{rules.suffix}")
+    stem = base[: -len(rules.suffix)] if base.endswith(rules.suffix) else base
+    for word in _variant_words():
+        for s in (stem, stem.rsplit("_", 1)[0]):  # drop a word when the extra one breaks the word limit
+            name = f"{s}_{word}{rules.suffix}"
+            if name not in used and not label_problems(name, rules):
+                return name
+    raise AssertionError("unreachable")
+
+
+def solve_merge(
+    micro: list[MicroCapability],
+    centroids: np.ndarray,
+    cfg: MergeConfig,
+    rules: LabelRules,
+    start: list[MergedCapability] | None = None,
+) -> tuple[list[MergedCapability], list[str]]:
+    """Deterministically repair `start` (or build from scratch) into a proposal that passes
+    `check_merge`; returns it with the repair actions taken, in order. When the constraints
+    cannot all hold (fewer micro-clusters than min_caps, one micro-cluster above max_share),
+    it returns the best proposal and says so in lines starting "infeasible:" or "could not";
+    callers re-check with `check_merge` for the exact residual violations."""
+    if not micro:
+        return [], ["infeasible: no micro-capabilities to merge"]
+    solver = _Solver(micro, centroids, cfg, rules)
+    groups = solver.from_start(start) if start else []
+    if not groups:
+        groups = solver.from_scratch()
+    groups = solver.repair(groups)
+    proposal = solver.cards(groups)
+    solver.add_boundaries(proposal)
+    return proposal, solver.repairs
+
+
+def to_taxonomy_capabilities(proposal: list[MergedCapability], micro: list[MicroCapability]) -> list[TaxonomyCapability]:
+    """Artifact form: members are the known input names (first mapping wins), share computed from n_criteria."""
+    index = _index(micro)
+    w = _weights(micro)
+    out = []
+    for cap, members in zip(proposal, _first_owner_members(proposal, index)):
+        out.append(TaxonomyCapability(
+            name=cap.name, description=cap.description, diagnostic_signal=cap.diagnostic_signal,
+            example_pattern=cap.example_pattern, non_examples=list(cap.non_examples),
+            members=[micro[i].name for i in members], share=round(float(w[members].sum() / w.sum()), 6),
+        ))
+    return out

@@ -1,0 +1,123 @@
+"""Stage 2a: unique Stage 1 labels -> embeddings -> k micro-clusters; criterion -> dominant cluster.
+
+Exact agglomerative clustering costs O(n^2) time and memory (see /work/shared/FACTS.md:
+30,000 labels take ~4 min and ~7 GB). Above `cfg.exact_max` unique labels we first
+compress them to `cfg.centroids` mini-batch k-means centroids and cluster those, so
+100,000 labels fit in minutes and a few GB.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from sklearn.cluster import AgglomerativeClustering, MiniBatchKMeans
+
+from taxonomy.config import ClusterConfig
+from taxonomy.embed import Embedder, l2_normalize
+
+
+@dataclass
+class ClusterResult:
+    clusters: pl.DataFrame  # label str, frequency i64, cluster_id i64; frequency desc, then label
+    criterion_clusters: pl.DataFrame  # criterion_id str, dominant_cluster i64
+    embeddings: np.ndarray  # row i embeds clusters["label"][i]
+    method: str  # which path ran, e.g. "agglomerative(ward, euclidean)"
+
+
+def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig) -> ClusterResult:
+    """Cluster the unique labels of the `ok` Stage 1 rows into `min(cfg.k, n_unique)` clusters.
+
+    Cluster ids are renumbered 0..k-1 by descending cluster size (unique labels), ties by
+    the position of the cluster's most frequent label in `clusters`.
+
+    Dominant cluster of a criterion: the cluster holding the most of its labels; when
+    several clusters tie, the one holding its highest-ranked (first listed, most
+    confident) label among the tied clusters. Criteria without labels get no row.
+    """
+    ok = stage1.filter(pl.col("status") == "ok").select("criterion_id", "labels")
+    per_criterion = [
+        (str(cid), [lab.strip() for lab in (labels or []) if lab and lab.strip()])
+        for cid, labels in ok.iter_rows()
+    ]
+    freq = Counter(lab for _, labels in per_criterion for lab in labels)
+    labels = sorted(freq, key=lambda lab: (-freq[lab], lab))
+
+    if not labels:
+        return ClusterResult(
+            clusters=pl.DataFrame(schema={"label": pl.Utf8, "frequency": pl.Int64, "cluster_id": pl.Int64}),
+            criterion_clusters=pl.DataFrame(schema={"criterion_id": pl.Utf8, "dominant_cluster": pl.Int64}),
+            embeddings=np.zeros((0, 0), dtype=np.float32),
+            method="empty",
+        )
+
+    embeddings = embedder.embed(labels)
+    raw, method = _assign(embeddings, cfg)
+    ids = _renumber(raw)
+    cluster_of = dict(zip(labels, ids.tolist()))
+
+    clusters = pl.DataFrame(
+        {"label": labels, "frequency": [freq[lab] for lab in labels], "cluster_id": ids},
+        schema={"label": pl.Utf8, "frequency": pl.Int64, "cluster_id": pl.Int64},
+    )
+    dominant = [(cid, dominant_cluster([cluster_of[lab] for lab in labs])) for cid, labs in per_criterion if labs]
+    criterion_clusters = pl.DataFrame(
+        {"criterion_id": [c for c, _ in dominant], "dominant_cluster": [d for _, d in dominant]},
+        schema={"criterion_id": pl.Utf8, "dominant_cluster": pl.Int64},
+    )
+    return ClusterResult(clusters, criterion_clusters, embeddings, method)
+
+
+def dominant_cluster(ranked_cluster_ids: list[int]) -> int:
+    """Most frequent cluster among a criterion's labels (given most confident first); ties go
+    to the tied cluster that appears first, i.e. holds the highest-ranked label."""
+    counts = Counter(ranked_cluster_ids)
+    top = max(counts.values())
+    return next(c for c in ranked_cluster_ids if counts[c] == top)
+
+
+def cluster_centroids(embeddings: np.ndarray, cluster_ids: np.ndarray) -> np.ndarray:
+    """Row c = the L2-normalised mean embedding of cluster c (ids 0..max); empty clusters stay zero."""
+    ids = np.asarray(cluster_ids, dtype=np.int64)
+    n_clusters = int(ids.max()) + 1 if len(ids) else 0
+    sums = np.zeros((n_clusters, embeddings.shape[1]), dtype=np.float64)
+    np.add.at(sums, ids, embeddings)
+    return l2_normalize(sums)
+
+
+# ---- internals -------------------------------------------------------------------
+def _assign(x: np.ndarray, cfg: ClusterConfig) -> tuple[np.ndarray, str]:
+    n = len(x)
+    k = min(cfg.k, n)
+    # Ward is only defined for euclidean distance; on unit rows that ranks pairs as cosine does.
+    metric = "euclidean" if cfg.linkage == "ward" else cfg.metric
+    if k <= 1:
+        return np.zeros(n, dtype=np.int64), "single-cluster"
+    if n <= cfg.exact_max:
+        return _agglomerate(x, k, cfg.linkage, metric), f"agglomerative({cfg.linkage}, {metric})"
+
+    n_centroids = max(k, min(cfg.centroids, n))
+    # batch_size 1024 keeps k-means++ seeding on ~3k samples; at 4096 the seeding alone
+    # took a minute for 100,000 labels, and more, smaller steps gave lower inertia.
+    km = MiniBatchKMeans(n_clusters=n_centroids, random_state=cfg.seed, n_init=1, batch_size=1024).fit(x)
+    # Mini-batch k-means can leave a centroid without members; cluster only the used ones.
+    used, nearest = np.unique(km.labels_, return_inverse=True)
+    centres = l2_normalize(km.cluster_centers_[used])
+    k = min(k, len(used))
+    top = _agglomerate(centres, k, cfg.linkage, metric) if k > 1 else np.zeros(len(used), dtype=np.int64)
+    return top[nearest], f"minibatch-kmeans({len(used)}) + agglomerative({cfg.linkage}, {metric})"
+
+
+def _agglomerate(x: np.ndarray, k: int, linkage: str, metric: str) -> np.ndarray:
+    model = AgglomerativeClustering(n_clusters=k, linkage=linkage, metric=metric)
+    return model.fit_predict(x).astype(np.int64)
+
+
+def _renumber(raw: np.ndarray) -> np.ndarray:
+    """Ids by descending size, ties by first appearance (rows come most frequent first)."""
+    uniq, first, sizes = np.unique(raw, return_index=True, return_counts=True)
+    order = sorted(range(len(uniq)), key=lambda i: (-sizes[i], first[i]))
+    new_id = np.empty(int(uniq.max()) + 1, dtype=np.int64)
+    new_id[uniq[order]] = np.arange(len(order))
+    return new_id[raw]

@@ -1,0 +1,91 @@
+"""Stage 3: closed-vocabulary tagging. Every criterion gets 1-3 taxonomy names, most confident first."""
+from __future__ import annotations
+
+from functools import partial
+
+import polars as pl
+
+from taxonomy.config import PipelineConfig, TagConfig
+from taxonomy.llm.runner import Job, Runner
+from taxonomy.prompts import render
+from taxonomy.schemas import TagAnswer, Taxonomy
+from taxonomy.stages.common import Batch, batches_by_task, item_status
+from taxonomy.validate import Violation, check_coverage
+
+SCHEMA = {
+    "criterion_id": pl.Utf8, "tags": pl.List(pl.Utf8), "primary": pl.Utf8, "score": pl.Float64,
+    "attempts": pl.Int64, "status": pl.Utf8, "problems": pl.List(pl.Utf8),
+}
+
+
+def tag_problems(tags: list[str], names: list[str], cfg: TagConfig) -> list[str]:
+    problems = []
+    if not cfg.min_tags <= len(tags) <= cfg.max_tags:
+        problems.append(f"give {cfg.min_tags}-{cfg.max_tags} capability names, not {len(tags)}")
+    if len(set(tags)) != len(tags):
+        problems.append("do not repeat a capability for the same criterion")
+    unknown = [t for t in tags if t not in names]
+    if unknown:
+        problems.append(
+            f"{', '.join(f'`{u}`' for u in unknown)} not in the taxonomy; use exactly one of: {', '.join(names)}"
+        )
+    return problems
+
+
+def validate_answer(answer: TagAnswer, n: int, names: list[str], cfg: TagConfig) -> list[Violation]:
+    out = check_coverage([item.criterion_idx for item in answer.items], n)
+    for item in answer.items:
+        if 0 <= item.criterion_idx < n:
+            out += [Violation(item.criterion_idx, p) for p in tag_problems(item.capabilities, names, cfg)]
+    return out
+
+
+def tag(
+    criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, runner: Runner | None,
+    stage1: pl.DataFrame | None = None, micro_labels: dict[str, list[str]] | None = None,
+) -> pl.DataFrame:
+    """Stage 3 over a criteria table; `runner=None` selects the offline backend (which reads Stage 1 labels)."""
+    if runner is None:
+        return _tag_offline(criteria, taxonomy, cfg, stage1, micro_labels)
+    batches = list(batches_by_task(criteria, cfg.tag.batch_size, cfg.discover.brief_max_chars))
+    names = taxonomy.names()
+    jobs = [_job(b, taxonomy, cfg) for b in batches]
+    answers = runner.run("tag", jobs, "Stage 3 tagging")
+    rows = []
+    for batch, answer in zip(batches, answers):
+        items = {it.criterion_idx: it for it in (answer.value.items if answer.value else [])}
+        for i, (status, problems) in enumerate(item_status(answer.violations, len(batch.rows), set(items))):
+            tags = items[i].capabilities if status == "ok" else []
+            rows.append({
+                "criterion_id": batch.rows[i]["criterion_id"], "tags": tags, "primary": tags[0] if tags else None,
+                "score": None, "attempts": answer.attempts, "status": status, "problems": problems,
+            })
+    return pl.DataFrame(rows, schema=SCHEMA)
+
+
+def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[TagAnswer]:
+    prompt = render(
+        "stage3_tagging.j2", rules=cfg.labels, tag=cfg.tag, capabilities=taxonomy.capabilities,
+        task_id=batch.task_id, brief=batch.brief, criteria=batch.rows,
+    )
+    check = partial(validate_answer, n=len(batch.rows), names=taxonomy.names(), cfg=cfg.tag)
+    return Job(prompt=prompt, schema=TagAnswer, validate=check)
+
+
+def _tag_offline(criteria, taxonomy, cfg, stage1, micro_labels) -> pl.DataFrame:
+    from taxonomy.offline.discover import discover_offline
+    from taxonomy.offline.tag import tag_offline
+
+    if stage1 is None:  # a new corpus against a frozen taxonomy: derive its labels first
+        stage1 = discover_offline(criteria, cfg.labels)
+    found = tag_offline(criteria, stage1.select("criterion_id", "labels"), taxonomy, micro_labels, cfg.tag.max_tags)
+    names = taxonomy.names()
+    rows = []
+    for r in found.iter_rows(named=True):
+        problems = tag_problems(r["tags"], names, cfg.tag)
+        rows.append({
+            "criterion_id": r["criterion_id"], "tags": [] if problems else r["tags"],
+            "primary": None if problems else r["primary"], "score": r["score"],
+            "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
+        })
+    return pl.DataFrame(rows, schema=SCHEMA)

@@ -1,0 +1,189 @@
+"""Stages 2 and 3 and the whole run through the CLI and the real google-genai SDK, repair paths included."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import polars as pl
+import pytest
+
+from taxonomy.config import LabelRules, MergeConfig
+from taxonomy.merge_rules import capability_similarity, check_merge
+from taxonomy.schemas import MergedCapability, MicroCapability, Taxonomy
+from tests import responders
+from tests.conftest import invoke, write_pipeline
+
+
+def full_run(tmp_path, *extra: str):
+    toml = write_pipeline(tmp_path)  # DevAI: 365 criteria, k = 80 micro-clusters by default
+    run_dir = tmp_path / "run"
+    result = invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", *extra)
+    return result, run_dir
+
+
+def load_run(run_dir):
+    taxonomy = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text())
+    micro = [MicroCapability.model_validate(m) for m in json.loads((run_dir / "micro_capabilities.json").read_text())]
+    return taxonomy, micro
+
+
+def assert_taxonomy_passes_every_check(run_dir):
+    from taxonomy.pipeline import micro_centroids  # noqa: F401  (documented path; centroids rebuilt below)
+    from taxonomy.stages.cluster import cluster_centroids
+
+    taxonomy, micro = load_run(run_dir)
+    clusters = pl.read_parquet(run_dir / "clusters.parquet")
+    centroids_all = cluster_centroids(np.load(run_dir / "label_embeddings.npy"), clusters["cluster_id"].to_numpy())
+    centroids = np.stack([centroids_all[m.cluster_id] for m in micro])
+    proposal = [MergedCapability(**c.model_dump(exclude={"members", "share"}), member_input_names=c.members) for c in taxonomy.capabilities]
+    cfg = MergeConfig()
+    assert check_merge(proposal, micro, cfg, LabelRules(), capability_similarity(proposal, micro, centroids)) == []
+    assert cfg.min_caps <= len(taxonomy.capabilities) <= cfg.max_caps
+    assert sorted(m for c in taxonomy.capabilities for m in c.members) == sorted(m.name for m in micro)
+    return taxonomy, micro
+
+
+def test_full_run_produces_a_valid_taxonomy_and_tags(gemini_env, tmp_path):
+    result, run_dir = full_run(tmp_path)
+    taxonomy, micro = assert_taxonomy_passes_every_check(run_dir)
+    assert len(micro) == 80 and taxonomy.content_hash == taxonomy.compute_hash()
+    tags = pl.read_parquet(run_dir / "stage3_tags.parquet")
+    assert tags.height == 365 and tags["status"].to_list() == ["ok"] * 365
+    assert set(tags["primary"]) <= set(taxonomy.names())
+    assert all(1 <= len(t) <= 3 and t[0] == p for t, p in zip(tags["tags"], tags["primary"]))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    for stage in ("discover", "cluster", "canonicalize", "merge", "tag"):
+        assert "seconds" in manifest["stages"][stage]
+    assert manifest["stages"]["canonicalize"]["calls"] == 80 and manifest["stages"]["merge"]["calls"] == 1
+    assert set(manifest["prompt_hashes"]) == {"discover", "canonicalize", "merge", "tag"}
+    embeds = [r for r in gemini_env.requests if r.kind == "embed"]
+    assert embeds and embeds[0].path.endswith(":batchEmbedContents")
+    assert (run_dir / "taxonomy.md").read_text().startswith("# Capability taxonomy")
+    assert (run_dir / "report.html").exists() and "Report:" in result.output
+
+
+def test_rerun_of_a_finished_run_sends_nothing(gemini_env, tmp_path):
+    full_run(tmp_path)
+    gemini_env.reset()
+    full_run(tmp_path, "--force", "discover")
+    assert gemini_env.count() == 0
+
+
+def test_each_stage_runs_alone_from_the_run_directory(gemini_env, tmp_path):
+    toml = write_pipeline(tmp_path, limit=120)
+    run_dir = tmp_path / "run"
+    invoke("discover", toml, "--provider", "gemini", "--run-dir", run_dir, "-q")
+    for stage, artifact in (("cluster", "clusters.parquet"), ("canonicalize", "micro_capabilities.json"),
+                            ("merge", "taxonomy.json"), ("tag", "stage3_tags.parquet")):
+        invoke(stage, run_dir, "-q")
+        assert (run_dir / artifact).exists()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["backend"] == "gemini" and set(manifest["stages"]) == {"discover", "cluster", "canonicalize", "merge", "tag"}
+
+
+def test_stage_out_of_order_is_one_clear_line(gemini_env, tmp_path):
+    toml = write_pipeline(tmp_path, limit=20)
+    invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
+    result = invoke("merge", tmp_path / "run", ok=False)
+    assert result.exit_code == 2 and "micro_capabilities.json: missing; fix: run `taxonomy canonicalize" in result.output
+
+
+def _merge_breaker(mutate, times: int | None = None):
+    """The model's merge answers break a rule: the first `times` of them, or all."""
+    broken = []
+
+    def respond(req):
+        answer = responders.model(req)
+        if responders.kind(req.texts[0]) == "merge" and (times is None or len(broken) < times):
+            broken.append(req)
+            mutate(answer["capabilities"])
+        return answer
+    return respond
+
+
+def _twelve(caps):
+    while len(caps) < 12:  # split the biggest groups until there are 12
+        big = max(caps, key=lambda c: len(c["member_input_names"]))
+        half = big["member_input_names"][len(big["member_input_names"]) // 2:]
+        big["member_input_names"] = big["member_input_names"][: len(big["member_input_names"]) // 2]
+        caps.append({**big, "name": half[0], "member_input_names": half})
+
+
+def _giant(caps):
+    """Four groups give all but one member to the first, which ends near half the criteria."""
+    for c in caps[1:5]:
+        caps[0]["member_input_names"] += c["member_input_names"][1:]
+        c["member_input_names"] = c["member_input_names"][:1]
+
+
+def _drop_micro(caps):
+    caps[-1]["member_input_names"].pop()
+
+
+def _repeat_name(caps):
+    caps[1]["name"] = caps[0]["name"]
+
+
+BREAKERS = {"twelve_capabilities": (_twelve, "you gave 12 capabilities; give 8-10"), "one_holds_55_percent": (_giant, "max 40%"),
+            "drops_a_micro_cluster": (_drop_micro, "not mapped"), "repeats_a_name": (_repeat_name, "give each capability a distinct name")}
+
+
+@pytest.mark.parametrize("case", sorted(BREAKERS))
+def test_merge_violation_is_reasked_then_fixed(gemini_env, tmp_path, case):
+    mutate, _ = BREAKERS[case]
+    gemini_env.responder = _merge_breaker(mutate, times=1)
+    _, run_dir = full_run(tmp_path)
+    merges = [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "merge"]
+    assert len(merges) == 2 and len(merges[1].texts) == 3  # the re-ask carries the violations
+    assert BREAKERS[case][1] in merges[1].texts[2]
+    taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
+    assert taxonomy.repairs == []
+
+
+@pytest.mark.parametrize("case", sorted(BREAKERS))
+def test_persistent_merge_violation_is_repaired_in_code(gemini_env, tmp_path, case):
+    mutate, _ = BREAKERS[case]
+    gemini_env.responder = _merge_breaker(mutate)
+    _, run_dir = full_run(tmp_path)
+    taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
+    assert taxonomy.repairs and "still broke" in taxonomy.repairs[0]
+    assert not any(r.startswith("unresolved") for r in taxonomy.repairs)
+
+
+def test_unknown_capability_in_stage3_is_reasked(gemini_env, tmp_path):
+    def unknown(req):
+        answer = responders.model(req)
+        if responders.kind(req.texts[0]) == "tag":
+            answer["items"][0]["capabilities"] = ["invented_overall_quality_judgement_capability"]
+        return answer
+
+    toml = write_pipeline(tmp_path, limit=40)
+    run_dir = tmp_path / "run"
+    invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
+    (tmp_path / "cache.sqlite").unlink()  # otherwise the cached tags answer and the model is never asked
+    gemini_env.reset()
+    gemini_env.push(unknown)
+    invoke("tag", run_dir, "-q")
+    reasks = [r for r in gemini_env.requests if len(r.texts) == 3]
+    assert len(reasks) == 1 and "`invented_overall_quality_judgement_capability` not in the taxonomy" in reasks[0].texts[2]
+    tags = pl.read_parquet(run_dir / "stage3_tags.parquet")
+    assert "invented_overall_quality_judgement_capability" not in tags["tags"].explode().to_list()
+
+
+def test_hand_edited_taxonomy_retags_and_bad_edit_is_clear(gemini_env, tmp_path):
+    toml = write_pipeline(tmp_path, limit=40)
+    run_dir = tmp_path / "run"
+    invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
+    edited = json.loads((run_dir / "taxonomy.json").read_text())
+    edited["capabilities"][0]["name"] = "hand_renamed_value_check_capability"
+    frozen = tmp_path / "edited.json"
+    frozen.write_text(json.dumps(edited))
+    invoke("tag", run_dir, "--taxonomy", frozen, "-q")
+    assert "hand_renamed_value_check_capability" in set(pl.read_parquet(run_dir / "stage3_tags.parquet")["tags"].explode())
+    edited["capabilities"][1]["name"] = "Bad Name"
+    frozen.write_text(json.dumps(edited))
+    result = invoke("tag", run_dir, "--taxonomy", frozen, ok=False)
+    assert result.exit_code == 2 and "capabilities.1.name" in result.output and "fix:" in result.output
+    frozen.write_text("{not json")
+    result = invoke("tag", run_dir, "--taxonomy", frozen, ok=False)
+    assert "line 1: invalid JSON" in result.output
