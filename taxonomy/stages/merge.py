@@ -14,13 +14,37 @@ from taxonomy.config import PipelineConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.merge_rules import capability_similarity, check_merge, solve_merge, to_taxonomy_capabilities
 from taxonomy.prompts import render
-from taxonomy.schemas import MergeAnswer, MicroCapability, Taxonomy
+from taxonomy.schemas import MergeAnswer, MergedCapability, MicroCapability, Taxonomy
 from taxonomy.validate import Violation
 
 
 def _violations(answer: MergeAnswer, micro, centroids, cfg: PipelineConfig) -> list[Violation]:
     similarity = capability_similarity(answer.capabilities, micro, centroids)
     return check_merge(answer.capabilities, micro, cfg.merge, cfg.labels, similarity)
+
+
+def _groups_by_check_kind(micro: list[MicroCapability]) -> list[MergedCapability] | None:
+    """Offline start: one group per kind of check (the kind most of a micro-cluster's labels name).
+
+    Embedding centroids of offline labels mix kind words with object words; grouping by kind keeps
+    capabilities about how a criterion is checked rather than what it is about. The solver then
+    repairs count and shares as for any start."""
+    from collections import Counter
+
+    from taxonomy.offline import check_kind
+
+    groups: dict[str, list[MicroCapability]] = {}
+    for m in micro:
+        kinds = Counter(k for k in (check_kind(label) for label in m.member_labels) if k)
+        if not kinds:
+            return None  # labels not from the offline lexicon (e.g. a hand-made run): no prior
+        groups.setdefault(kinds.most_common(1)[0][0], []).append(m)
+    start = []
+    for members in groups.values():
+        lead = max(members, key=lambda m: (m.n_criteria, m.name))
+        start.append(MergedCapability(**lead.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}),
+                                      member_input_names=[m.name for m in members]))
+    return start
 
 
 def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, runner: Runner | None, corpus: str = "") -> Taxonomy:
@@ -41,6 +65,8 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
                 + "; ".join(str(v) for v in answer.violations[:5])
             )
     if proposal is None:
+        if runner is None:
+            start = _groups_by_check_kind(micro)
         proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start)
         repairs += solver_notes
     remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids))
