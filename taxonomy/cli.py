@@ -133,6 +133,7 @@ _stage_command("merge", "Stage 2c: merge micro-capabilities into the final taxon
 def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TOML / corpus to tag against --taxonomy"),
         taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="a frozen taxonomy.json to tag against"),
         distilled: Optional[Path] = typer.Option(None, "--distilled", help="a model from `taxonomy distill`: tag cheaply, send only low-confidence criteria to the LLM"),
+        threshold: Optional[float] = typer.Option(None, help="with --distilled: confidence below which a criterion goes to the LLM (default: the one saved at training)"),
         provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt) -> None:
     """Stage 3: tag every criterion with 1-3 taxonomy capabilities, most confident first."""
     from taxonomy.pipeline import primary_shares, run_stage
@@ -143,8 +144,7 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
     if distilled is not None:
         from taxonomy.distill import tag_with_distilled
 
-        info = tag_with_distilled(s, distilled, taxonomy)
-        s.run.record("tag", info)
+        info = tag_with_distilled(s, distilled, taxonomy, threshold)
     else:
         info = run_stage(s, "tag", taxonomy_path=taxonomy)
     _print_stage("tag", info)
@@ -265,6 +265,20 @@ def guidance(run_dir: Path = typer.Argument(..., help="a run directory with Stag
     info = generate_guidance(s, notes)
     s.run.record("guidance", info)
     out.print(f"{info['capabilities']} capability files, {info['tasks']} task files, routing for {info['routed_criteria']} criteria: {info['folder']}")
+
+
+@app.command()
+@_guard
+def distill(run_dir: Path = typer.Argument(..., help="a run directory with a finished Stage 3"),
+            holdout: float = typer.Option(0.2, help="share of tasks held out to measure agreement"),
+            seed: int = typer.Option(0)) -> None:
+    """Train a cheap classifier on the Stage 3 tags (held-out agreement by task) for `taxonomy tag --distilled`."""
+    from taxonomy.distill import train_distilled
+    from taxonomy.run import RunDir
+
+    report = train_distilled(RunDir(run_dir), holdout=holdout, seed=seed)
+    out.print(report.markdown(), markup=False, highlight=False)
+    out.print(f"Model: {report.model_path}")
 
 
 def main() -> None:  # pragma: no cover - console entry point
