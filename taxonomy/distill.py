@@ -318,7 +318,7 @@ def tag_with_distilled(
     Writes stage3_tags.parquet (the Stage 3 schema plus `source`: distilled | llm | offline) and
     stage3_summary.md into the session's run, and records the "tag" stage in its manifest.
     """
-    from taxonomy.pipeline import _micro, _usage, ensure_criteria, primary_shares, summary_markdown
+    from taxonomy.pipeline import _usage, ensure_criteria, primary_shares, summary_markdown
     from taxonomy.stages.tag import SCHEMA, tag
 
     start = time.perf_counter()
@@ -346,7 +346,7 @@ def tag_with_distilled(
             stage1 = s.run.read_parquet("stage1_labels.parquet").filter(pl.col("criterion_id").is_in(rest["criterion_id"].to_list()))
             if stage1.height < rest.height:  # labels of another corpus: let the offline backend derive its own
                 stage1 = None
-        micro_labels = {m.name: m.member_labels for m in _micro(s)} if s.run.has("micro_capabilities.json") and taxonomy_path is None else None
+        micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
         sent = tag(rest, taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)
         sent = sent.select(list(SCHEMA)).cast(SCHEMA).with_columns(source=pl.lit(fallback))
     else:

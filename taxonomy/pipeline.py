@@ -157,7 +157,7 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
 
     taxonomy = load_taxonomy(taxonomy_path or s.run.need("taxonomy.json", "merge"))
     stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
-    micro_labels = {m.name: m.member_labels for m in _micro(s)} if s.run.has("micro_capabilities.json") and taxonomy_path is None else None
+    micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
     tags = tag(ensure_criteria(s), taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)
     s.run.write_parquet("stage3_tags.parquet", tags)
     summary = primary_shares(tags)

@@ -65,6 +65,8 @@ class TagAnswer(Model):
 class TaxonomyCapability(CapabilityCard):
     members: list[str] = Field(description="names of the member micro-capabilities")
     share: float = Field(0.0, description="share of criteria whose dominant micro-cluster maps here")
+    # The Stage 1 labels of its micro-clusters: a frozen taxonomy tags a new corpus by them offline.
+    labels: list[str] = []
 
 
 class Taxonomy(BaseModel):

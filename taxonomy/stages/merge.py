@@ -71,9 +71,10 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
         repairs += solver_notes
     remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids))
     repairs += [f"unresolved: {v}" for v in remaining]
-    taxonomy = Taxonomy(
-        corpus=corpus, n_criteria=sum(m.n_criteria for m in micro),
-        capabilities=to_taxonomy_capabilities(proposal, micro), repairs=repairs,
-    )
+    capabilities = to_taxonomy_capabilities(proposal, micro)
+    labels_of = {m.name: m.member_labels for m in micro}
+    for cap in capabilities:
+        cap.labels = sorted({label for member in cap.members for label in labels_of.get(member, [])})
+    taxonomy = Taxonomy(corpus=corpus, n_criteria=sum(m.n_criteria for m in micro), capabilities=capabilities, repairs=repairs)
     taxonomy.content_hash = taxonomy.compute_hash()
     return taxonomy

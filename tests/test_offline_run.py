@@ -1,0 +1,52 @@
+"""The main job with no key: the whole pipeline offline through the CLI, and a frozen taxonomy reused."""
+from __future__ import annotations
+
+import json
+
+import polars as pl
+
+from taxonomy.schemas import Taxonomy
+from tests.conftest import ROOT, invoke, write_pipeline
+from tests.test_stages import assert_taxonomy_passes_every_check
+
+
+def test_offline_run_on_devai_passes_every_check(offline_env, tmp_path):
+    run_dir = tmp_path / "run"
+    result = invoke("run", write_pipeline(tmp_path), "--run-dir", run_dir)
+    assert "Backend: offline" in result.output and "GEMINI_API_KEY" in result.output
+    assert f"Report:   {run_dir / 'report.html'}" in result.output.replace("\n", "")
+    taxonomy, micro = assert_taxonomy_passes_every_check(run_dir)
+    assert all(cap.labels for cap in taxonomy.capabilities)
+    tags = pl.read_parquet(run_dir / "stage3_tags.parquet")
+    assert tags["status"].to_list() == ["ok"] * 365 and set(tags["primary"]) <= set(taxonomy.names())
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["backend"] == "offline" and manifest["model"] == "none" and manifest["totals"]["peak_rss_mb"] > 0
+
+
+def test_frozen_taxonomy_tags_a_corpus_as_the_run_did(offline_env, tmp_path):
+    run_dir = tmp_path / "run"
+    invoke("run", write_pipeline(tmp_path), "--run-dir", run_dir, "-q", "--no-report")
+    frozen = tmp_path / "frozen"
+    invoke("tag", ROOT / "pipelines" / "devai.toml", "--taxonomy", run_dir / "taxonomy.json", "--run-dir", frozen, "-q")
+    a = pl.read_parquet(run_dir / "stage3_tags.parquet").select("criterion_id", "primary")
+    b = pl.read_parquet(frozen / "stage3_tags.parquet").select("criterion_id", "primary")
+    assert a.join(b, on="criterion_id", suffix="_frozen").filter(pl.col("primary") != pl.col("primary_frozen")).height == 0
+
+
+def test_bare_corpus_file_is_tagged_against_a_frozen_taxonomy(offline_env, tmp_path):
+    run_dir = tmp_path / "run"
+    invoke("run", write_pipeline(tmp_path, limit=120), "--run-dir", run_dir, "-q", "--no-report")
+    corpus = tmp_path / "new_rubric.jsonl"
+    corpus.write_text('{"task_id": "t1", "text": "The reported F1 score on the test split is at least 0.80."}\n'
+                      '{"task_id": "t1", "text": "A README explains how to run the training script."}\n')
+    result = invoke("tag", corpus, "--taxonomy", run_dir / "taxonomy.json", "--run-dir", tmp_path / "new", "-q")
+    tags = pl.read_parquet(tmp_path / "new" / "stage3_tags.parquet")
+    names = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text()).names()
+    assert tags.height == 2 and set(tags["primary"]) <= set(names) and "Share of criteria" in result.output
+
+
+def test_bad_config_is_one_clear_line(offline_env, tmp_path):
+    toml = write_pipeline(tmp_path)
+    toml.write_text(toml.read_text() + "[cluster]\nk = 1\n")
+    result = invoke("run", toml, ok=False)
+    assert result.exit_code == 2 and "key cluster.k" in result.output and "fix:" in result.output
