@@ -105,6 +105,28 @@ def test_persistent_violation_is_kept_as_failed_with_reasons(gemini_env, tmp_pat
     assert "failed validation" in result.output
 
 
+def test_invalid_item_stays_failed_when_reasks_come_back_malformed(gemini_env, tmp_path):
+    target = []
+
+    def excel_then_malformed(req):
+        """One conversation: its first answer breaks criterion 0, its re-asks come back truncated."""
+        if not target:
+            target.append(req.texts[0])
+        if req.texts[0] != target[0]:
+            return responders.model(req)
+        if len(req.texts) > 1:
+            return '{"items": ['
+        answer = responders.discovery(req.texts[0])
+        answer["items"][0]["capabilities"] = ["excel_workbook_check_capability"]
+        return answer
+
+    gemini_env.responder = excel_then_malformed
+    _, labels = run_discover(tmp_path)
+    failed = labels.filter(pl.col("status") == "failed")
+    assert failed.height == 1 and "`excel`" in failed["problems"][0][0]
+    assert labels.filter(pl.col("status") == "ok").height == N - 1
+
+
 def test_second_run_is_answered_from_cache(gemini_env, tmp_path):
     run_discover(tmp_path)
     first = gemini_env.count(kind="generate")

@@ -100,8 +100,10 @@ class Runner:
 
     async def _ask(self, stage: str, job: Job[T], usage: Usage) -> Answer[T]:
         turns = [Turn("user", job.prompt)]
+        # The parsed answer with the fewest violations, kept with its own violations, so a later
+        # unparseable answer can neither discard it nor make its failed items look valid.
         best: T | None = None
-        violations: list[Violation] = []
+        best_violations: list[Violation] = []
         for attempt in range(1, self.cfg.reask_attempts + 2):
             completion = await self._complete(stage, turns, job, usage)
             try:
@@ -109,14 +111,16 @@ class Runner:
             except ValidationError as exc:
                 violations = [Violation(None, f"the answer does not match the JSON schema: {_first_error(exc)}")]
             else:
-                best, violations = value, job.validate(value)
+                violations = job.validate(value)
+                if best is None or len(violations) <= len(best_violations):
+                    best, best_violations = value, violations
             if not violations:
                 return Answer(best, [], attempt)
             if attempt <= self.cfg.reask_attempts:
                 usage.reasks += 1
                 feedback = render("reask.j2", violations=[str(v) for v in violations[:40]])
                 turns = turns + [Turn("model", completion.text or "(empty)"), Turn("user", feedback)]
-        return Answer(best, violations, self.cfg.reask_attempts + 1)
+        return Answer(best, best_violations if best is not None else violations, self.cfg.reask_attempts + 1)
 
     async def _complete(self, stage: str, turns: list[Turn], job: Job[T], usage: Usage) -> Completion:
         request = {
