@@ -11,7 +11,7 @@ from typing import Any, Callable
 import numpy as np
 import polars as pl
 
-from taxonomy.config import PipelineConfig
+from taxonomy.config import ConfigError, PipelineConfig
 from taxonomy.corpus import load_corpus
 from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import make_provider, resolve_provider_name
@@ -49,7 +49,10 @@ class Session:
             from taxonomy.embed.gemini import GeminiEmbedder
 
             if self.runner is None or self.backend not in ("gemini", "vertex"):
-                raise ValueError("embedding.provider = gemini needs --provider gemini or vertex; fix: set embedding.provider = \"local\"")
+                raise ConfigError(
+                    f"{self.cfg.base_dir}: key embedding.provider: gemini embeddings need --provider gemini or vertex; "
+                    'fix: set embedding.provider = "local" or "auto"'
+                )
             model = self.cfg.embedding.vertex_model if self.backend == "vertex" else self.cfg.embedding.model
             return GeminiEmbedder(self.runner.provider, model, self.cfg.embedding.batch_size, self.cache, self.cfg.llm.max_retries)
         from taxonomy.embed.local import LocalEmbedder

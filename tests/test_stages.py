@@ -187,3 +187,23 @@ def test_hand_edited_taxonomy_retags_and_bad_edit_is_clear(gemini_env, tmp_path)
     frozen.write_text("{not json")
     result = invoke("tag", run_dir, "--taxonomy", frozen, ok=False)
     assert "line 1: invalid JSON" in result.output
+
+
+def test_name_collision_between_clusters_is_reasked(gemini_env, tmp_path):
+    def same_name(req):
+        answer = responders.model(req)
+        if responders.kind(req.texts[0]) == "canonicalize" and "already given to other clusters" not in req.texts[0]:
+            answer["name"] = "shared_generic_value_check_capability"
+        return answer
+
+    gemini_env.responder = same_name
+    toml = write_pipeline(tmp_path, limit=120)
+    run_dir = tmp_path / "run"
+    invoke("discover", toml, "--provider", "gemini", "--run-dir", run_dir, "-q")
+    invoke("cluster", run_dir, "-q")
+    invoke("canonicalize", run_dir, "-q")
+    micro = json.loads((run_dir / "micro_capabilities.json").read_text())
+    names = [m["name"] for m in micro]
+    assert len(set(names)) == len(names) and names.count("shared_generic_value_check_capability") == 1
+    renames = [r for r in gemini_env.requests if "already given to other clusters" in r.texts[0]]
+    assert len(renames) == len(micro) - 1 and "shared_generic_value_check_capability" in renames[0].texts[0]

@@ -285,4 +285,6 @@ def load_verdicts(spec: str) -> pl.DataFrame:
     if not path.exists() and sep and "/" not in kind and len(kind) > 1:
         raise _err(spec, None, f"unknown verdict source `{kind}`",
                    "use devai:PATH, paperbench:PATH or a .csv/.jsonl/.parquet file")
-    return load_verdict_table(path, {})
+    # One table is usually one rollout; without a `system` column the file name stands for it.
+    system = path.name.split(".")[0]
+    return load_verdict_table(path, {}, defaults={"system": system})
