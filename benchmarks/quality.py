@@ -1,0 +1,448 @@
+"""How good is the Stage 3 primary capability as a partition of the criteria?
+
+Scores the primary capability of a run against the gold categories that ship with the data
+(PaperBench `task_category` -> column `category`, and `finegrained_category`; DevAI `category`)
+and prints, from the same run, what plain topic clustering gets with the same number of clusters.
+
+    .venv/bin/python benchmarks/quality.py                       # offline run of both corpora
+    .venv/bin/python benchmarks/quality.py --corpus devai
+    .venv/bin/python benchmarks/quality.py --provider gemini     # also the LLM run (resumes its run dir)
+    .venv/bin/python benchmarks/quality.py --run-dir outputs/paperbench/offline   # score, don't re-run
+
+Rows of each table (k = the number of distinct primary capabilities of the run):
+  <backend> taxonomy primary    Stage 3 primary tag of the run
+  ... category hidden           the same offline pipeline with the `category` column blanked
+                                before Stage 1 (Stage 1 and 3 read it as a hint, so this row shows
+                                how much of the score comes from the gold field itself)
+  kmeans-embed                  KMeans(k) on LocalEmbedder(dim=256) embeddings of the criterion text
+  kmeans-tfidf-svd              KMeans(k) on TF-IDF (word 1-2 grams) + TruncatedSVD(100) of the text
+  random, same sizes            the primary labels shuffled (mean of 5 seeds): chance level
+  one cluster                   every criterion in one group
+
+Columns, per gold field: NMI (arithmetic normalisation) and ARI, both 0 at chance and 1 for
+identical partitions; H = harmonic purity, the harmonic mean of purity (each cluster counted
+by its majority gold class) and inverse purity (each gold class counted by its majority
+cluster). H is not corrected for chance -- one cluster already gets 2p/(1+p), p = the largest
+gold class's share -- so read it only against the one-cluster row. Rows with no gold value are
+left out of that field's scores.
+leak = adjusted mutual information between the partition and the criterion's source task
+(PaperBench paper, DevAI instance): a capability should say what kind of check a criterion
+needs, not which task it came from.
+
+Targets: NMI above the best plain baseline on every gold field; leak <= 0.15 on PaperBench;
+the offline run over all 8,921 PaperBench leaves in <= 60 s.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+from sklearn.cluster import KMeans
+from sklearn.decomposition import TruncatedSVD
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.metrics import adjusted_mutual_info_score, adjusted_rand_score, normalized_mutual_info_score
+from sklearn.metrics.cluster import contingency_matrix
+from threadpoolctl import threadpool_limits
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from taxonomy.config import load_config  # noqa: E402
+from taxonomy.corpus import load_corpus  # noqa: E402
+from taxonomy.embed.local import LocalEmbedder  # noqa: E402
+from taxonomy.llm.providers import resolve_provider_name  # noqa: E402
+from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
+from taxonomy.run import default_run_dir  # noqa: E402
+
+GOLDS = {"paperbench": ("category", "finegrained_category"), "devai": ("category",)}
+SHORT = {"category": "cat", "finegrained_category": "fine"}
+LEAK_TARGET = 0.15
+LEAK_CORPORA = ("paperbench",)
+TIME_TARGET_S = 60.0
+SEED = 0
+N_INIT = 4
+RANDOM_SEEDS = 5
+UNTAGGED = "(untagged)"
+HIDDEN = "category-hidden"
+TOP_TASKS = 4
+
+
+# ---- metrics ---------------------------------------------------------------------------------
+def harmonic_purity(gold, pred) -> tuple[float, float, float]:
+    """(harmonic purity, purity, inverse purity) of partition `pred` against classes `gold`.
+
+    purity = sum over clusters of the cluster's largest gold class / N; inverse purity = the
+    same with the roles swapped. The harmonic mean rewards neither one big cluster (purity
+    low) nor singletons (inverse purity low), but it is not corrected for chance.
+    """
+    c = contingency_matrix(gold, pred)  # rows: gold classes, columns: clusters
+    n = c.sum()
+    if n == 0:
+        return float("nan"), float("nan"), float("nan")
+    purity = c.max(axis=0).sum() / n
+    inverse = c.max(axis=1).sum() / n
+    h = 2 * purity * inverse / (purity + inverse) if purity + inverse else 0.0
+    return float(h), float(purity), float(inverse)
+
+
+def one_cluster_harmonic_purity(gold) -> float:
+    """Harmonic purity of the everything-in-one-group partition: 2p/(1+p), p = largest class share."""
+    _, counts = np.unique(np.asarray(gold, dtype=object), return_counts=True)
+    p = counts.max() / counts.sum()
+    return float(2 * p / (1 + p))
+
+
+def topic_leak(task, pred) -> float:
+    """Adjusted mutual information between the partition and the source task."""
+    return float(adjusted_mutual_info_score(list(task), list(pred)))
+
+
+def gold_scores(gold, pred) -> dict[str, float]:
+    """NMI, ARI and harmonic purity of `pred` against `gold`, on the rows whose gold is not None."""
+    keep = [i for i, g in enumerate(gold) if g is not None]
+    g = [gold[i] for i in keep]
+    p = [pred[i] for i in keep]
+    h, purity, inverse = harmonic_purity(g, p)
+    return {
+        "nmi": float(normalized_mutual_info_score(g, p)), "ari": float(adjusted_rand_score(g, p)),
+        "h": h, "purity": purity, "inverse_purity": inverse, "n": len(keep),
+    }
+
+
+def score_partition(pred, golds: dict[str, list], task) -> dict[str, float]:
+    """Flat dict: `<field>:nmi|ari|h` for each gold field, `leak`, `k`."""
+    pred = list(pred)
+    out: dict[str, float] = {"k": len(set(pred))}
+    for name, gold in golds.items():
+        s = gold_scores(gold, pred)
+        out.update({f"{name}:{m}": s[m] for m in ("nmi", "ari", "h")})
+    out["leak"] = topic_leak(task, pred)
+    return out
+
+
+def random_same_sizes(pred, seed: int) -> list:
+    """The labels of `pred` in a random order: a partition with the same cluster sizes."""
+    pred = np.asarray(list(pred), dtype=object)
+    return list(pred[np.random.default_rng(seed).permutation(len(pred))])
+
+
+def mean_scores(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {m: float(np.mean([r[m] for r in runs])) for m in runs[0]}
+
+
+def task_breakdown(task, pred) -> list[dict]:
+    """Each task's share of I(task; cluster): p(t) * KL(p(cluster | t) || p(cluster)), largest first.
+
+    A task with a big share is one whose criteria sit in fewer clusters, or other clusters,
+    than the corpus as a whole; `top_cluster` / `top_share` say where most of them went.
+    """
+    c = contingency_matrix(list(task), list(pred)).astype(float)  # tasks x clusters
+    tasks = np.unique(np.asarray(list(task), dtype=object))
+    clusters = np.unique(np.asarray(list(pred), dtype=object))
+    n = c.sum()
+    p_cluster = c.sum(axis=0) / n
+    rows = []
+    for i, name in enumerate(tasks):
+        row = c[i]
+        q = row / row.sum()
+        nz = q > 0
+        top = int(np.argmax(row))
+        rows.append({"task": str(name), "n": int(row.sum()), "mi": float(row.sum() / n * np.sum(q[nz] * np.log(q[nz] / p_cluster[nz]))),
+                     "top_cluster": str(clusters[top]), "top_share": float(q[top])})
+    total = sum(r["mi"] for r in rows)
+    for r in rows:
+        r["mi_share"] = r["mi"] / total if total > 0 else 0.0
+    return sorted(rows, key=lambda r: -r["mi"])
+
+
+def leak_breakdown(task, pred) -> list[dict]:
+    """Each cluster's share of I(task; cluster): p(c) * KL(p(task | c) || p(task)), largest first.
+
+    Also the cluster's top task, that task's share inside the cluster, and its lift over the
+    task's share of the corpus. A cluster with a big share of the MI is a topic, not a check kind.
+    """
+    c = contingency_matrix(list(task), list(pred)).astype(float)  # tasks x clusters
+    tasks = np.unique(np.asarray(list(task), dtype=object))
+    clusters = np.unique(np.asarray(list(pred), dtype=object))
+    n = c.sum()
+    p_task = c.sum(axis=1) / n
+    total = 0.0
+    rows = []
+    for j, name in enumerate(clusters):
+        col = c[:, j]
+        size = col.sum()
+        q = col / size
+        nz = q > 0
+        contrib = float(size / n * np.sum(q[nz] * np.log(q[nz] / p_task[nz])))
+        total += contrib
+        top = int(np.argmax(col))
+        rows.append({"cluster": str(name), "n": int(size), "mi": contrib, "top_task": str(tasks[top]),
+                     "top_share": float(q[top]), "lift": float(q[top] / p_task[top]),
+                     "tasks": int(nz.sum())})
+    for r in rows:
+        r["mi_share"] = r["mi"] / total if total > 0 else 0.0
+    return sorted(rows, key=lambda r: -r["mi"])
+
+
+# ---- plain topic baselines -------------------------------------------------------------------
+def _kmeans(x: np.ndarray, k: int, seed: int) -> list[int]:
+    k = max(1, min(k, x.shape[0]))
+    return KMeans(n_clusters=k, n_init=N_INIT, random_state=seed).fit_predict(x).tolist()
+
+
+def kmeans_embed(texts: list[str], k: int, seed: int = SEED) -> list[int]:
+    """KMeans on the criteria's own embeddings from the offline embedder (LocalEmbedder, 256 dims)."""
+    return _kmeans(LocalEmbedder(dim=256, seed=seed).embed(texts), k, seed)
+
+
+def kmeans_tfidf_svd(texts: list[str], k: int, seed: int = SEED) -> list[int]:
+    """KMeans on a plain TF-IDF (word 1-2 grams) + TruncatedSVD(100) of the text, rows unit-norm."""
+    x = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2)).fit_transform(texts)
+    dims = max(1, min(100, x.shape[1] - 1, x.shape[0] - 1))
+    z = TruncatedSVD(n_components=dims, random_state=seed).fit_transform(x)
+    z /= np.linalg.norm(z, axis=1, keepdims=True) + 1e-12
+    return _kmeans(z, k, seed)
+
+
+# ---- runs ------------------------------------------------------------------------------------
+@dataclass
+class Scored:
+    """One run's Stage 3 primaries, in criteria order."""
+
+    label: str
+    backend: str
+    run_dir: Path
+    primary: list[str]
+    seconds: float | None = None      # wall time of run_pipeline; None: an existing run was scored
+    peak_rss_mb: float | None = None  # process peak RSS right after the run
+    untagged: int = 0
+    stages: dict = field(default_factory=dict)
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def _primaries(run_dir: Path, ids: list[str]) -> tuple[list[str], int]:
+    tags = pl.read_parquet(run_dir / "stage3_tags.parquet").select("criterion_id", "primary", "status")
+    by_id = {cid: (p if s == "ok" and p else None) for cid, p, s in tags.iter_rows()}
+    out = [by_id.get(cid) for cid in ids]
+    return [p or UNTAGGED for p in out], sum(p is None for p in out)
+
+
+def execute(cfg, provider: str, run_dir: Path, *, hide_category: bool = False) -> tuple[float | None, float, dict]:
+    """Run the pipeline into `run_dir` through the library API unless Stage 3 is already there.
+
+    Returns (seconds or None if nothing ran, peak RSS in MiB, per-stage seconds).
+    """
+    if (run_dir / "stage3_tags.parquet").exists():
+        return None, _peak_rss_mb(), {}
+    start = time.perf_counter()
+    session = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=False)
+    if hide_category and not session.run.has("criteria.parquet"):
+        # The snapshot is what every stage reads, so blanking it here hides the gold field from all of them.
+        frame = load_corpus(cfg.corpus, cfg.base_dir).frame.with_columns(pl.lit(None, pl.Utf8).alias("category"))
+        session.run.write_parquet("criteria.parquet", frame)
+    stages: dict = {}
+    run_pipeline(session, on_stage=lambda st, info: stages.__setitem__(st, info.get("seconds")))
+    return time.perf_counter() - start, _peak_rss_mb(), stages
+
+
+def _manifest(run_dir: Path) -> dict:
+    path = run_dir / "manifest.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+# ---- one corpus ------------------------------------------------------------------------------
+def score_corpus(corpus: str, provider: str, work: Path, existing: Path | None, blind: bool,
+                 llm_dir: Path | None = None) -> dict:
+    cfg = load_config(ROOT / "pipelines" / f"{corpus}.toml")
+    runs: list[Scored] = []
+
+    def add(label: str, backend: str, run_dir: Path, hide: bool = False) -> None:
+        seconds, rss, stages = execute(cfg, backend, run_dir, hide_category=hide)
+        runs.append(Scored(label, backend, run_dir, [], seconds, rss, stages=stages))
+
+    existing_backend = _manifest(existing).get("backend") if existing else None
+    offline_dir = existing if existing_backend == "offline" else work / corpus / "offline"
+    add("offline taxonomy primary", "offline", offline_dir)
+    if blind:
+        add("offline primary, category hidden", "offline", work / corpus / f"offline-{HIDDEN}", hide=True)
+    if existing is not None and existing_backend not in (None, "offline"):
+        add(f"{existing_backend} taxonomy primary", existing_backend, existing)
+    elif resolve_provider_name(provider) != "offline":
+        backend = resolve_provider_name(provider)
+        add(f"{backend} taxonomy primary", backend, llm_dir or _llm_run_dir(cfg, backend))
+
+    # Gold and task from the main run's snapshot (a hidden-category run has them blanked).
+    criteria = pl.read_parquet(runs[0].run_dir / "criteria.parquet")
+    ids = criteria["criterion_id"].to_list()
+    texts = [t or "" for t in criteria["text"].to_list()]
+    task = criteria["task_id"].to_list()
+    golds = {g: criteria[g].to_list() for g in GOLDS[corpus] if g in criteria.columns}
+    for r in runs:
+        r.primary, r.untagged = _primaries(r.run_dir, ids)
+
+    rows: dict[str, dict] = {}
+    t0 = time.perf_counter()
+    for r in runs:
+        rows[r.label] = score_partition(r.primary, golds, task)
+    ks = sorted({rows[r.label]["k"] for r in runs})
+    # One BLAS thread: on a shared 2-core box OpenBLAS's spinning threads make these small
+    # factorisations ~10x slower under load. The baselines are not timed against a target.
+    with threadpool_limits(limits=1, user_api="blas"):
+        for k in ks:
+            tag = f" k={k}" if len(ks) > 1 else ""
+            rows[f"baseline kmeans-embed{tag}"] = score_partition(kmeans_embed(texts, k), golds, task)
+            rows[f"baseline kmeans-tfidf-svd{tag}"] = score_partition(kmeans_tfidf_svd(texts, k), golds, task)
+    shuffled = [r for r in runs if not r.label.endswith("category hidden")]
+    for r in shuffled:
+        tag = "" if len(shuffled) == 1 else f" ({r.backend})"
+        rows[f"random, same sizes{tag}"] = mean_scores(
+            [score_partition(random_same_sizes(r.primary, s), golds, task) for s in range(RANDOM_SEEDS)])
+    rows["one cluster"] = score_partition([0] * len(ids), golds, task)
+    baseline_seconds = time.perf_counter() - t0
+
+    one_h = {g: one_cluster_harmonic_purity([v for v in gold if v is not None]) for g, gold in golds.items()}
+    gold_leak = {g: topic_leak([t for t, v in zip(task, gold) if v is not None], [v for v in gold if v is not None])
+                 for g, gold in golds.items()}
+    return {
+        "corpus": corpus, "n": len(ids), "n_tasks": len(set(task)), "golds": list(golds), "rows": rows,
+        "runs": runs, "baseline_seconds": baseline_seconds, "one_cluster_h": one_h, "gold_leak": gold_leak,
+        "breakdown": {r.label: leak_breakdown(task, r.primary) for r in runs},
+        "task_breakdown": {r.label: task_breakdown(task, r.primary) for r in runs},
+        "shares": {r.label: _shares(r.primary) for r in runs},
+        "targets": targets(corpus, rows, runs, list(golds)),
+    }
+
+
+def _llm_run_dir(cfg, backend: str) -> Path:
+    # The pipeline's own run dir: resumes it, and its answer cache (next to it) is shared.
+    return default_run_dir(cfg, backend, cfg.llm.model)
+
+
+def _shares(primary: list[str]) -> dict[str, float]:
+    values, counts = np.unique(np.asarray(primary, dtype=object), return_counts=True)
+    order = np.argsort(-counts, kind="stable")
+    return {str(values[i]): float(counts[i] / counts.sum()) for i in order}
+
+
+def targets(corpus: str, rows: dict, runs: list[Scored], golds: list[str]) -> list[dict]:
+    """One PASS/FAIL per target and scored taxonomy row (the category-hidden row is informational)."""
+    out = []
+    best = {g: max((v[f"{g}:nmi"], name) for name, v in rows.items() if name.startswith("baseline")) for g in golds}
+    for r in runs:
+        v = rows[r.label]
+        info = r.label.endswith("category hidden")
+        for g in golds:
+            value, (ref, ref_name) = v[f"{g}:nmi"], best[g]
+            out.append({"row": r.label, "target": f"NMI {g} > best plain baseline", "value": value, "ref": ref,
+                        "ref_name": ref_name, "margin": value - ref, "pass": value > ref, "informational": info})
+        if corpus in LEAK_CORPORA:
+            out.append({"row": r.label, "target": f"topic leak <= {LEAK_TARGET}", "value": v["leak"], "ref": LEAK_TARGET,
+                        "ref_name": "", "margin": LEAK_TARGET - v["leak"], "pass": v["leak"] <= LEAK_TARGET,
+                        "informational": info})
+        if corpus == "paperbench" and r.backend == "offline" and r.seconds is not None and not info:
+            out.append({"row": r.label, "target": f"offline run <= {TIME_TARGET_S:.0f} s", "value": r.seconds,
+                        "ref": TIME_TARGET_S, "ref_name": "", "margin": TIME_TARGET_S - r.seconds,
+                        "pass": r.seconds <= TIME_TARGET_S, "informational": False})
+    return out
+
+
+# ---- printing --------------------------------------------------------------------------------
+def render(res: dict) -> str:
+    golds = res["golds"]
+    cols = [(f"{g}:{m}", f"{SHORT.get(g, g)} {m.upper() if m != 'h' else 'H'}") for g in golds for m in ("nmi", "ari", "h")]
+    cols.append(("leak", "leak AMI"))
+    width = max(len(name) for name in res["rows"]) + 2
+    lines = [f"== {res['corpus']}: {res['n']} criteria, {res['n_tasks']} tasks; gold fields: "
+             + ", ".join(f"{SHORT.get(g, g)} = {g}" for g in golds)]
+    for r in res["runs"]:
+        when = (f"pipeline {r.seconds:.1f} s ({', '.join(f'{k} {v:.1f}' for k, v in r.stages.items() if v is not None)})"
+                if r.seconds is not None else "existing run, not re-run")
+        rss = f"process peak RSS so far {r.peak_rss_mb:.0f} MiB" if r.peak_rss_mb else ""
+        lines.append(f"   {r.label}: {when}; {rss}; k = {len(set(r.primary))}"
+                     + (f"; {r.untagged} untagged" if r.untagged else "") + f"; {r.run_dir}")
+    lines.append(f"   baselines and references scored in {res['baseline_seconds']:.1f} s "
+                 f"(KMeans n_init={N_INIT}, seed {SEED}; random = mean of {RANDOM_SEEDS} shuffles)")
+    head = f"{'':{width}}{'k':>4}" + "".join(f"{title:>10}" for _, title in cols)
+    lines += [head, "-" * len(head)]
+    for name, v in res["rows"].items():
+        lines.append(f"{name:{width}}{int(v['k']):>4}" + "".join(f"{v[key]:>10.3f}" for key, _ in cols))
+    lines.append("H = harmonic purity (harmonic mean of purity and inverse purity; not chance-corrected): one-cluster value "
+                 + ", ".join(f"{SHORT.get(g, g)} {h:.3f}" for g, h in res["one_cluster_h"].items()))
+    lines.append("leak of the gold fields themselves (AMI gold vs task): "
+                 + ", ".join(f"{SHORT.get(g, g)} {v:.3f}" for g, v in res["gold_leak"].items()))
+    for t in res["targets"]:
+        verdict = "PASS" if t["pass"] else "FAIL"
+        if t["informational"]:
+            verdict = f"({verdict}, informational)"
+        ref = f" vs {t['ref_name']} {t['ref']:.3f}" if t["ref_name"] else ""
+        lines.append(f"{verdict:>6} {t['row']}: {t['target']}: {t['value']:.3f}{ref} (margin {t['margin']:+.3f})")
+    for label, rows in res["breakdown"].items():
+        lines.append(f"   where the leak comes from, {label} (share of I(task; capability), top task in the capability):")
+        share = res["shares"][label]
+        for b in rows:
+            lines.append(f"     {b['mi_share']:>6.1%}  {b['cluster'][:52]:52} {share[b['cluster']]:>6.1%} of criteria, "
+                         f"{b['tasks']:>2} tasks, top {b['top_task'][:28]} {b['top_share']:.0%} (lift {b['lift']:.1f})")
+        lines.append(f"     tasks carrying most of it: " + "; ".join(
+            f"{t['task'][:28]} ({t['n']} criteria) {t['mi_share']:.0%}, {t['top_share']:.0%} in {t['top_cluster'][:40]}"
+            for t in res["task_breakdown"][label][:TOP_TASKS]))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", choices=["paperbench", "devai", "both"], default="both")
+    ap.add_argument("--provider", default="offline",
+                    help="offline (default), or auto | gemini | vertex | openai to score that LLM run beside the offline one")
+    ap.add_argument("--run-dir", type=Path, action="append", default=[],
+                    help="score this existing run (its manifest names the corpus) instead of running; repeatable")
+    ap.add_argument("--work-dir", type=Path,
+                    help="where fresh runs go (default: offline runs in a temporary folder; an LLM run in the "
+                         "pipeline's own run dir, which it resumes, with its answer cache); a run already finished "
+                         "there is scored, not re-run")
+    ap.add_argument("--no-blind", dest="blind", action="store_false",
+                    help="skip the offline run with the category column hidden")
+    ap.add_argument("--json", type=Path, help="also write the scores here")
+    args = ap.parse_args(argv)
+
+    corpora = ["paperbench", "devai"] if args.corpus == "both" else [args.corpus]
+    existing: dict[str, Path] = {}
+    for d in args.run_dir:
+        name = _manifest(d).get("pipeline")
+        if not (d / "stage3_tags.parquet").exists() or name not in GOLDS:
+            ap.error(f"{d}: not a finished run of paperbench or devai (needs manifest.json and stage3_tags.parquet)")
+        existing[name] = d
+    results = []
+    with tempfile.TemporaryDirectory(prefix="quality-") as tmp:
+        work = args.work_dir or Path(tmp)
+        for corpus in corpora:
+            llm_dir = args.work_dir / corpus / "llm" if args.work_dir else None
+            res = score_corpus(corpus, args.provider, work, existing.get(corpus), args.blind, llm_dir)
+            print(render(res), end="\n\n", flush=True)
+            results.append(res)
+    if args.json:
+        args.json.write_text(json.dumps([_jsonable(r) for r in results], indent=2))
+    return results
+
+
+def _jsonable(res: dict) -> dict:
+    out = {k: v for k, v in res.items() if k != "runs"}
+    out["runs"] = [{"label": r.label, "backend": r.backend, "run_dir": str(r.run_dir), "seconds": r.seconds,
+                    "peak_rss_mb": r.peak_rss_mb, "untagged": r.untagged, "stages": r.stages} for r in res["runs"]]
+    return json.loads(json.dumps(out, default=lambda x: None if isinstance(x, float) and math.isnan(x) else str(x)))
+
+
+if __name__ == "__main__":
+    main()
