@@ -70,7 +70,8 @@ def open_session(
     run = RunDir(run_dir)
     runner = cache = None
     if backend != "offline":
-        cache = Cache(run.path.parent / "cache.sqlite")  # shared by the pipeline's runs: a new run dir re-pays nothing
+        # One cache per pipeline, wherever the run directory is: a new run dir re-pays nothing.
+        cache = Cache(cfg.resolve(cfg.output.dir) / cfg.name / "cache.sqlite")
         runner = Runner(make_provider(cfg.llm, backend, credentials), cfg.llm, cache, show_progress=show_progress)
     run.manifest.update({
         "pipeline": cfg.name, "backend": backend, "model": "none" if runner is None else cfg.llm.model,

@@ -39,7 +39,7 @@ def test_killed_run_resumes_paying_no_call_twice(tmp_path, sig):
         if sig == signal.SIGINT:
             assert "run the same command again to resume" in output
         paid_first = {r.texts[0] for r in server.requests}
-        cached = cached_answers(tmp_path / "cache.sqlite")
+        cached = cached_answers(tmp_path / "outputs" / "devai" / "cache.sqlite")
         assert cached >= 1
         server.reset()
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)

@@ -160,7 +160,7 @@ def test_unknown_capability_in_stage3_is_reasked(gemini_env, tmp_path):
     toml = write_pipeline(tmp_path, limit=40)
     run_dir = tmp_path / "run"
     invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
-    (tmp_path / "cache.sqlite").unlink()  # otherwise the cached tags answer and the model is never asked
+    (tmp_path / "outputs" / "devai" / "cache.sqlite").unlink()  # otherwise the cached tags answer and the model is never asked
     gemini_env.reset()
     gemini_env.push(unknown)
     invoke("tag", run_dir, "-q")
