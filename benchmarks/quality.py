@@ -395,7 +395,7 @@ def render(res: dict) -> str:
         for b in rows:
             lines.append(f"     {b['mi_share']:>6.1%}  {b['cluster'][:52]:52} {share[b['cluster']]:>6.1%} of criteria, "
                          f"{b['tasks']:>2} tasks, top {b['top_task'][:28]} {b['top_share']:.0%} (lift {b['lift']:.1f})")
-        lines.append(f"     tasks carrying most of it: " + "; ".join(
+        lines.append("     tasks carrying most of it: " + "; ".join(
             f"{t['task'][:28]} ({t['n']} criteria) {t['mi_share']:.0%}, {t['top_share']:.0%} in {t['top_cluster'][:40]}"
             for t in res["task_breakdown"][label][:TOP_TASKS]))
     return "\n".join(lines)

@@ -1,7 +1,6 @@
 """The `taxonomy` command. Thin: parse, call the library, print."""
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any, Optional

@@ -18,7 +18,7 @@ from taxonomy.llm.providers import make_provider, resolve_provider_name
 from taxonomy.llm.runner import Runner
 from taxonomy.prompts import template_hash
 from taxonomy.run import OUTPUTS, PROMPTS, STAGES, RunDir, default_run_dir, elapsed, now, versions
-from taxonomy.schemas import MicroCapability, Taxonomy
+from taxonomy.schemas import MicroCapability
 
 
 @dataclass

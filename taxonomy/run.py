@@ -117,6 +117,8 @@ def elapsed(start: float) -> float:
 def default_run_dir(cfg: PipelineConfig, backend: str, model: str) -> Path:
     """Deterministic per (pipeline, backend, model), so re-running the same command resumes it."""
     slug = "offline" if backend == "offline" else f"{backend}-{model}".replace("/", "_").replace(":", "_")
+    if cfg.corpus.limit is not None:  # a smoke run must not leave its small snapshot in the full run's place
+        slug += f"-first{cfg.corpus.limit}"
     return cfg.resolve(cfg.output.dir) / cfg.name / slug
 
 

@@ -10,7 +10,6 @@ from taxonomy.config import LabelRules
 from taxonomy.stages.discover import item_problems
 from tests import responders
 from tests.conftest import API_KEY, files_text, invoke, write_pipeline
-from tests.fake_gemini import Reply
 
 N = 30  # criteria: DevAI's first tasks, several batches of up to 20 within each task
 

@@ -48,7 +48,6 @@ def tag(
     if runner is None:
         return _tag_offline(criteria, taxonomy, cfg, stage1, micro_labels)
     batches = list(batches_by_task(criteria, cfg.tag.batch_size, cfg.discover.brief_max_chars))
-    names = taxonomy.names()
     jobs = [_job(b, taxonomy, cfg) for b in batches]
     answers = runner.run("tag", jobs, "Stage 3 tagging")
     rows = []
