@@ -50,3 +50,12 @@ def test_bad_config_is_one_clear_line(offline_env, tmp_path):
     toml.write_text(toml.read_text() + "[cluster]\nk = 1\n")
     result = invoke("run", toml, ok=False)
     assert result.exit_code == 2 and "key cluster.k" in result.output and "fix:" in result.output
+
+
+def test_smoke_run_does_not_take_the_full_runs_directory(offline_env, tmp_path):
+    toml = write_pipeline(tmp_path)
+    invoke("discover", toml, "--limit", "10", "-q")
+    invoke("discover", toml, "-q")
+    small = pl.read_parquet(tmp_path / "outputs" / "devai" / "offline-first10" / "criteria.parquet")
+    full = pl.read_parquet(tmp_path / "outputs" / "devai" / "offline" / "criteria.parquet")
+    assert (small.height, full.height) == (10, 365)
