@@ -57,6 +57,7 @@ def main() -> None:
     url = parent.recv()
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.update(GOOGLE_GEMINI_BASE_URL=url, GEMINI_API_KEY="benchmark-key-not-secret")
+        cfg.output.dir = tmp  # a fresh answer cache: every call is really made
         session = open_session(cfg, provider="gemini", run_dir=Path(tmp) / "run", show_progress=False)
         criteria = ensure_criteria(session)
         start = time.perf_counter()
