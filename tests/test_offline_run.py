@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 
@@ -59,3 +60,11 @@ def test_smoke_run_does_not_take_the_full_runs_directory(offline_env, tmp_path):
     small = pl.read_parquet(tmp_path / "outputs" / "devai" / "offline-first10" / "criteria.parquet")
     full = pl.read_parquet(tmp_path / "outputs" / "devai" / "offline" / "criteria.parquet")
     assert (small.height, full.height) == (10, 365)
+
+
+def test_capability_descriptions_are_distinct(offline_env, tmp_path):
+    run_dir = tmp_path / "run"
+    invoke("run", ROOT / "pipelines" / "paperbench.toml", "--run-dir", run_dir, "-q", "--no-report")
+    taxonomy = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text())
+    gists = [re.sub(r"\s*\([^)]*\)", "", c.description) for c in taxonomy.capabilities]  # ignore the name in brackets
+    assert len(set(gists)) == len(gists)

@@ -6,6 +6,7 @@ last resort repairs deterministically. The offline backend goes straight to the 
 """
 from __future__ import annotations
 
+import re
 from functools import partial
 
 import numpy as np
@@ -47,6 +48,22 @@ def _groups_by_check_kind(micro: list[MicroCapability]) -> list[MergedCapability
     return start
 
 
+def _distinguish(capabilities: list, suffix: str) -> list:
+    """Two capabilities cut from one group (a repair split) inherit the same card text; a reader
+    and a Stage 3 tagger must still tell them apart, so each names what it covers."""
+    from collections import Counter
+
+    def gist(text: str) -> str:  # the offline cards differ only in a parenthesised name
+        return re.sub(r"\s*\([^)]*\)", "", text).strip().lower()
+
+    seen = Counter(gist(c.description) for c in capabilities)
+    for cap in capabilities:
+        if seen[gist(cap.description)] > 1:
+            covers = ", ".join(m.removesuffix(suffix).replace("_", " ") for m in cap.members[:6])
+            cap.description = f"{cap.description} It covers: {covers}."
+    return capabilities
+
+
 def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, runner: Runner | None, corpus: str = "") -> Taxonomy:
     """`centroids[i]` is the label-embedding centroid of `micro[i]`."""
     repairs: list[str] = []
@@ -71,7 +88,7 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
         repairs += solver_notes
     remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids))
     repairs += [f"unresolved: {v}" for v in remaining]
-    capabilities = to_taxonomy_capabilities(proposal, micro)
+    capabilities = _distinguish(to_taxonomy_capabilities(proposal, micro), cfg.labels.suffix)
     labels_of = {m.name: m.member_labels for m in micro}
     for cap in capabilities:
         cap.labels = sorted({label for member in cap.members for label in labels_of.get(member, [])})
