@@ -12,8 +12,9 @@ from rich.table import Table
 from taxonomy.secrets import redact
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Induce a verifier-capability taxonomy from a rubric corpus and use it.")
-console = Console(stderr=True)
-out = Console()
+console = Console(stderr=True, soft_wrap=True)
+# Markdown tables and paths must never be wrapped, or they break when piped to a file.
+out = Console(soft_wrap=True)
 
 ProviderOpt = typer.Option(None, "--provider", "-p", help="auto | gemini | vertex | openai | offline (default: the config's llm.provider; auto = gemini with a key, else offline)")
 RunDirOpt = typer.Option(None, "--run-dir", help="run directory (default: outputs/<pipeline>/<backend-model>, so the same command resumes)")

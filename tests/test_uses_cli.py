@@ -28,6 +28,8 @@ def _offline(offline_env):
 def test_breakdown_of_the_agent_judge_against_humans(devai_run):
     result = invoke("breakdown", devai_run, "--verdicts", f"devai:{ROOT / 'data' / 'devai'}", "--boot", "200")
     assert "agent_as_a_judge" in result.output and "FN minus FP" in result.output
+    header = next(line for line in result.output.splitlines() if line.startswith("| verifier | capability"))
+    assert header.endswith("| ci_lo | ci_hi |")  # a markdown row is never wrapped
     pooled = pl.read_csv(devai_run / "breakdown" / "breakdown.csv")
     overall = pooled.filter(pl.col("capability") == "ALL").row(0, named=True)
     assert overall["n"] == 1095 and abs(overall["error_rate"] - (overall["fp_rate"] + overall["fn_rate"])) < 1e-9
