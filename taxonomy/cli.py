@@ -45,11 +45,13 @@ def _guard(fn):
     return wrapper
 
 
-def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], quiet: bool, limit: Optional[int] = None):
+def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], quiet: bool, limit: Optional[int] = None,
+             frozen: Optional[Path] = None):
     """A pipeline TOML opens (or resumes) its default run; a run directory reopens with its recorded settings."""
     from taxonomy.config import load_config
     from taxonomy.pipeline import open_session
     from taxonomy.run import RunDir
+    from taxonomy.taxonomy_io import load_taxonomy
 
     if target.is_dir():
         cfg = config_from_run(target)
@@ -59,7 +61,9 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
         cfg = load_config(target)
     if limit is not None:
         cfg.corpus.limit = limit
-    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet)
+    # A corpus tagged against a frozen taxonomy gets its own run, never the pipeline's own run's place.
+    suffix = f"-taxonomy-{load_taxonomy(frozen).content_hash[:8]}" if frozen is not None else ""
+    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix)
     console.print(s.notice(), highlight=False)
     return s
 
@@ -140,7 +144,7 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
 
     if target.is_file() and target.suffix != ".toml":
         target = _adhoc_pipeline(target, run_dir)
-    s = _session(target, provider, run_dir, quiet)
+    s = _session(target, provider, run_dir, quiet, frozen=None if target.is_dir() else taxonomy)
     if distilled is not None:
         from taxonomy.distill import tag_with_distilled
 
@@ -247,7 +251,7 @@ def audit(target: Path = typer.Argument(..., help="the new corpus: a pipeline TO
 
     if target.is_file() and target.suffix != ".toml":
         target = _adhoc_pipeline(target, run_dir)
-    s = _session(target, provider, run_dir, quiet)
+    s = _session(target, provider, run_dir, quiet, frozen=taxonomy)
     result = run_audit(s, taxonomy)
     out.print(result.to_markdown(max_rows=15), markup=False, highlight=False)
     out.print(f"Audit: {s.run.path / 'audit'}")

@@ -62,11 +62,11 @@ class Session:
 
 def open_session(
     cfg: PipelineConfig, *, provider: str | None = None, run_dir: Path | None = None,
-    show_progress: bool = True, credentials: Any = None,
+    show_progress: bool = True, credentials: Any = None, run_suffix: str = "",
 ) -> Session:
     backend = resolve_provider_name(provider or cfg.llm.provider)
     if run_dir is None:
-        run_dir = default_run_dir(cfg, backend, cfg.llm.model)
+        run_dir = default_run_dir(cfg, backend, cfg.llm.model, run_suffix)
     run = RunDir(run_dir)
     runner = cache = None
     if backend != "offline":

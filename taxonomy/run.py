@@ -114,12 +114,14 @@ def elapsed(start: float) -> float:
     return round(time.perf_counter() - start, 3)
 
 
-def default_run_dir(cfg: PipelineConfig, backend: str, model: str) -> Path:
-    """Deterministic per (pipeline, backend, model), so re-running the same command resumes it."""
+def default_run_dir(cfg: PipelineConfig, backend: str, model: str, suffix: str = "") -> Path:
+    """Deterministic per (pipeline, backend, model), so re-running the same command resumes it.
+
+    `suffix` keeps other jobs over the same corpus (tagging against a frozen taxonomy) out of the run's place."""
     slug = "offline" if backend == "offline" else f"{backend}-{model}".replace("/", "_").replace(":", "_")
     if cfg.corpus.limit is not None:  # a smoke run must not leave its small snapshot in the full run's place
         slug += f"-first{cfg.corpus.limit}"
-    return cfg.resolve(cfg.output.dir) / cfg.name / slug
+    return cfg.resolve(cfg.output.dir) / cfg.name / (slug + suffix)
 
 
 def python_command() -> str:

@@ -68,3 +68,18 @@ def test_capability_descriptions_are_distinct(offline_env, tmp_path):
     taxonomy = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text())
     gists = [re.sub(r"\s*\([^)]*\)", "", c.description) for c in taxonomy.capabilities]  # ignore the name in brackets
     assert len(set(gists)) == len(gists)
+
+
+def test_tagging_against_a_frozen_taxonomy_never_overwrites_the_pipelines_run(offline_env, tmp_path):
+    toml = write_pipeline(tmp_path)
+    invoke("run", toml, "-q", "--no-report")
+    own = tmp_path / "outputs" / "devai" / "offline" / "stage3_tags.parquet"
+    before = own.read_bytes()
+    edited = json.loads(own.with_name("taxonomy.json").read_text())
+    edited["capabilities"][0]["name"] = "hand_renamed_value_check_capability"
+    frozen = tmp_path / "edited.json"
+    frozen.write_text(json.dumps(edited))
+    invoke("tag", toml, "--taxonomy", frozen, "-q")
+    assert own.read_bytes() == before
+    (elsewhere,) = (tmp_path / "outputs" / "devai").glob("offline-taxonomy-*/stage3_tags.parquet")
+    assert "hand_renamed_value_check_capability" in set(pl.read_parquet(elsewhere)["tags"].explode())
