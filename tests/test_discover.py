@@ -54,6 +54,29 @@ def test_transient_error_then_success(gemini_env, tmp_path, status):
     assert manifest["stages"]["discover"]["retries"] == 1
 
 
+def test_retries_running_out_is_one_line_and_keeps_what_was_answered(gemini_env, tmp_path):
+    from tests.fake_gemini import Reply
+
+    answered = []
+
+    def fail_after_two(req):
+        if len(answered) >= 2:
+            return Reply.error(503, "overloaded")
+        answered.append(req)
+        return responders.model(req)
+
+    gemini_env.responder = fail_after_two
+    toml = write_pipeline(tmp_path, limit=N)
+    toml.write_text(toml.read_text().replace("concurrency = 8", "concurrency = 1\nmax_retries = 2"))
+    result = invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", ok=False)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "gave up after 2 retries" in result.output and "run the same command again" in result.output
+    gemini_env.responder = responders.model
+    gemini_env.reset()
+    invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
+    assert not {r.texts[0] for r in gemini_env.requests} & {r.texts[0] for r in answered}  # nothing paid twice
+
+
 def test_malformed_json_then_valid_reask(gemini_env, tmp_path):
     gemini_env.malformed_next()
     _, labels = run_discover(tmp_path)

@@ -143,7 +143,6 @@ class Runner:
         return completion
 
     async def _call_with_retries(self, turns: list[Turn], job: Job[T], usage: Usage) -> Completion:
-        estimate = min(sum(len(t.text) for t in turns) // 4 + 1, self.cfg.tokens_per_minute)
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(TransientError),
             stop=stop_after_attempt(self.cfg.max_retries + 1),
@@ -151,6 +150,16 @@ class Runner:
             before_sleep=lambda state: _note_retry(state, usage),
             reraise=True,
         )
+        try:
+            return await self._attempts(retrying, turns, job)
+        except TransientError as exc:
+            raise TransientError(
+                f"{exc} (gave up after {self.cfg.max_retries} retries); fix: check the network, quota or llm.base_url, "
+                "then run the same command again: answers already received are cached"
+            ) from None
+
+    async def _attempts(self, retrying: AsyncRetrying, turns: list[Turn], job: Job[T]) -> Completion:
+        estimate = min(sum(len(t.text) for t in turns) // 4 + 1, self.cfg.tokens_per_minute)
         async for attempt in retrying:
             with attempt:
                 async with self._slots:
