@@ -72,6 +72,8 @@ class Runner:
     cache: Cache
     show_progress: bool = True
     usage: dict[str, Usage] = field(default_factory=dict)
+    # The window the per-minute limits apply to; a test shrinks it to see the limiter work.
+    rate_period_s: float = 60.0
 
     def run(self, stage: str, jobs: Sequence[Job[T]], description: str = "") -> list[Answer[T]]:
         """Answer every job; results keep the jobs' order."""
@@ -85,8 +87,8 @@ class Runner:
     async def _run_all(self, stage: str, jobs: list[Job[T]], description: str, usage: Usage) -> list[Answer[T]]:
         # Limiters are bound to the running loop, so they are made per run.
         self._slots = asyncio.Semaphore(self.cfg.concurrency)
-        self._requests = AsyncLimiter(self.cfg.requests_per_minute, 60)
-        self._tokens = AsyncLimiter(self.cfg.tokens_per_minute, 60)
+        self._requests = AsyncLimiter(self.cfg.requests_per_minute, self.rate_period_s)
+        self._tokens = AsyncLimiter(self.cfg.tokens_per_minute, self.rate_period_s)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, disable=not self.show_progress, transient=False) as progress:
             bar = progress.add_task(description, total=len(jobs))
