@@ -1,0 +1,73 @@
+"""Load a rubric corpus into one criterion table.
+
+Every format ends in the same polars frame, one row per criterion, with these leading
+columns (then any free extra columns):
+
+    task_id       Utf8     the task (paper, instance, file stem, ...)
+    criterion_id  Utf8     unique across the corpus; "<task>/<id>" in multi-task corpora
+    text          Utf8     the criterion
+    weight        Float64  negative = penalty; PaperBench leaves sum to 1 per paper
+    category      Utf8     the corpus's own category, if any (nullable)
+    direction     Utf8     "reward" or "penalty"
+    brief         Utf8     the task brief ("" if none)
+    context       Utf8     ancestor requirements joined " > " (trees), else ""
+    source        Utf8     "<file>:<line>" for rows, "<file>#<JSON pointer>" for JSON nodes
+
+Formats (CorpusConfig.format), one small loader each in LOADERS:
+  table        .jsonl / .jsonl.gz / .csv / .csv.gz / .parquet; columns mapped by ColumnMap,
+               unmapped columns pass through as extra columns
+  paperbench   folder with papers/<paper>/rubric.json[.gz]; leaves only; extras
+               finegrained_category and node_id (the upstream node id)
+  devai        folder with instances/ or devai/instances/; extras requirement_id, prerequisites
+  rubric_list  a JSON list of {"criteria"|"criterion", "weight", ...} (one task), or a folder of them
+  tasks_jsonl  tasks.jsonl lines with task_id, final_prompt, aggregated_rubric_json
+
+Bad input raises CorpusError with a one-line message "<file>: row <n>: <what>; fix: <how>".
+In JSONL files the row is the line number; in CSV and Parquet it is the 1-based data row
+(header not counted); in JSON trees it is a JSON pointer; "-" means the whole file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from taxonomy.corpus.config import LEADING_COLUMNS, ColumnMap, Corpus, CorpusConfig, CorpusError, _show
+from taxonomy.corpus.devai import _load_devai
+from taxonomy.corpus.jsonio import _existing, read_json
+from taxonomy.corpus.paperbench import _load_paperbench
+from taxonomy.corpus.records import _finalize, _Loaded
+from taxonomy.corpus.rubric_list import _load_rubric_list, _load_tasks_jsonl
+from taxonomy.corpus.table import _load_table
+
+__all__ = [
+    "LEADING_COLUMNS",
+    "LOADERS",
+    "ColumnMap",
+    "Corpus",
+    "CorpusConfig",
+    "CorpusError",
+    "load_corpus",
+    "read_json",
+]
+
+LOADERS: dict[str, Callable[[Path, CorpusConfig], _Loaded]] = {
+    "table": _load_table,
+    "paperbench": _load_paperbench,
+    "devai": _load_devai,
+    "rubric_list": _load_rubric_list,
+    "tasks_jsonl": _load_tasks_jsonl,
+}
+
+
+def load_corpus(cfg: CorpusConfig, base_dir: Path) -> Corpus:
+    """Load the corpus `cfg` describes; relative paths resolve against `base_dir`."""
+    path = Path(cfg.path).expanduser()
+    path = path if path.is_absolute() else Path(base_dir) / path
+    if not path.exists() and _existing(path) is None:
+        raise CorpusError(
+            _show(path),
+            "-",
+            "corpus path not found",
+            f"make [corpus] path relative to {Path(base_dir).resolve()} (the pipeline file's folder) or absolute",
+        )
+    return _finalize(LOADERS[cfg.format](path, cfg), cfg)

@@ -1,0 +1,85 @@
+"""Reading JSON and JSONL corpus files, plain or gzipped."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+from taxonomy.corpus.config import CorpusError, _show
+
+
+def _existing(path: Path) -> Path | None:
+    """`path` itself, or its gzipped twin: X.json <-> X.json.gz."""
+    if path.is_file():
+        return path
+    twin = path.with_name(path.name[:-3]) if path.name.endswith(".gz") else path.with_name(path.name + ".gz")
+    return twin if twin.is_file() else None
+
+
+def _read_text(path: Path) -> str:
+    data = path.read_bytes()
+    if path.name.endswith(".gz"):
+        data = gzip.decompress(data)
+    return data.decode("utf-8-sig")
+
+
+def read_json(path: str | Path) -> Any:
+    """Parse X.json, or X.json.gz when only that exists (either name may be passed)."""
+    path = Path(path)
+    found = _existing(path)
+    if found is None:
+        raise CorpusError(
+            _show(path),
+            "-",
+            "file not found (nor its .gz twin)",
+            "check the path; it resolves to " + str(path.resolve()),
+        )
+    try:
+        return json.loads(_read_text(found))
+    except json.JSONDecodeError as exc:
+        raise CorpusError(
+            _show(found),
+            exc.lineno,
+            f"invalid JSON at column {exc.colno}: {exc.msg}",
+            "correct the JSON syntax on that line",
+        ) from None
+    except (UnicodeDecodeError, OSError, EOFError) as exc:
+        raise CorpusError(
+            _show(found),
+            "-",
+            f"cannot read the file ({exc})",
+            "save it as UTF-8 JSON (optionally gzipped as .json.gz)",
+        ) from None
+
+
+def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    """(line number, object) for every non-blank line."""
+    out = []
+    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CorpusError(
+                _show(path),
+                lineno,
+                f"invalid JSON at column {exc.colno}: {exc.msg}",
+                "make each line one complete JSON object",
+            ) from None
+        if not isinstance(obj, dict):
+            raise CorpusError(
+                _show(path),
+                lineno,
+                f"expected a JSON object, got {type(obj).__name__}",
+                "make each line one JSON object such as {\"text\": \"...\"}",
+            )
+        out.append((lineno, obj))
+    return out
+
+
+def _json_files(folder: Path) -> list[tuple[str, Path]]:
+    """(name without .gz, path) of the *.json / *.json.gz files in a folder, sorted."""
+    files = {f.name.removesuffix(".gz"): f for f in folder.iterdir() if f.name.endswith((".json", ".json.gz"))}
+    return sorted(files.items())

@@ -1,0 +1,167 @@
+"""Helpers shared by the format loaders (weights, directions, records, extras) and the final checks."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from taxonomy.corpus.config import LEADING_COLUMNS, Corpus, CorpusConfig, CorpusError
+
+# Bookkeeping columns carried through loading for error messages, dropped at the end.
+_WHERE = {"_file": pl.Utf8, "_row": pl.Utf8}
+_MAX_LISTED = 10  # rows named in one warning
+
+
+def _weight(value: Any, file: str, row: Any, name: str = "weight") -> float:
+    """A finite float from a number or numeric string; CorpusError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        bad = True
+    else:
+        try:
+            w = float(value)
+            bad = not math.isfinite(w)
+        except ValueError:
+            bad = True
+    if bad:
+        raise CorpusError(
+            file,
+            row,
+            f"{name} {value!r} is not a number",
+            "give a finite number such as 1 or -0.5 (negative = penalty)",
+        )
+    return w
+
+
+def _direction(weight: float, given: Any, file: str, row: Any) -> tuple[float, str]:
+    """(weight, direction): negative weight means penalty; an explicit "penalty" makes the weight negative."""
+    if given is None or (isinstance(given, str) and not given.strip()):
+        return weight, "penalty" if weight < 0 else "reward"
+    d = str(given).strip().lower()
+    if d not in ("reward", "penalty"):
+        raise CorpusError(
+            file,
+            row,
+            f"direction {given!r} is neither 'reward' nor 'penalty'",
+            "use 'reward' or 'penalty' (or leave it empty and give penalties a negative weight)",
+        )
+    if d == "reward" and weight < 0:
+        raise CorpusError(
+            file,
+            row,
+            f"direction is 'reward' but weight is negative ({weight:g})",
+            "make the weight positive or set direction to 'penalty'",
+        )
+    return (-abs(weight), "penalty") if d == "penalty" else (weight, "reward")
+
+
+def _list(items: list[str]) -> str:
+    """The first few items, comma-separated, with a count of the rest."""
+    shown = ", ".join(items[:_MAX_LISTED])
+    return shown + (f", ... and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else "")
+
+
+def _str_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    s = str(value).strip()
+    return s or None
+
+
+def _record(task_id, criterion_id, text, weight, category, brief, context, file, row, source, direction=None) -> dict:
+    weight, direction = _direction(weight, direction, file, row)
+    return {
+        "task_id": str(task_id),
+        "criterion_id": str(criterion_id),
+        "text": text if isinstance(text, str) or text is None else str(text),
+        "weight": weight,
+        "category": _str_or_none(category),
+        "direction": direction,
+        "brief": brief or "",
+        "context": context or "",
+        "source": source,
+        "_file": file,
+        "_row": str(row),
+    }
+
+
+def _extras_frame(rows: list[dict]) -> pl.DataFrame:
+    """Free extra columns from per-row dicts; falls back to JSON strings for awkward values."""
+    names = list(dict.fromkeys(k for r in rows for k in r))
+    if not names:
+        return pl.DataFrame()
+    try:
+        return pl.from_dicts(rows, schema=names, infer_schema_length=None, strict=False)
+    except Exception:  # noqa: BLE001 - polars raises various types on mixed nested values
+        def as_text(v: Any) -> str | None:
+            return v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+
+        columns = {k: [as_text(r.get(k)) for r in rows] for k in names}
+        return pl.DataFrame(columns, schema={k: pl.Utf8 for k in names})
+
+
+@dataclass
+class _Loaded:
+    """What a format loader returns: leading-column records, optional extra columns, warnings."""
+
+    records: list[dict]
+    extras: pl.DataFrame | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _prefix_ids(records: list[dict]) -> None:
+    """Make ids "<task>/<id>" (unless already so)."""
+    for r in records:
+        if not r["criterion_id"].startswith(r["task_id"] + "/"):
+            r["criterion_id"] = f"{r['task_id']}/{r['criterion_id']}"
+
+
+def _finalize(loaded: _Loaded, cfg: CorpusConfig) -> Corpus:
+    warnings = list(loaded.warnings)
+    frame = pl.DataFrame(loaded.records, schema={**LEADING_COLUMNS, **_WHERE})
+    extras = loaded.extras if loaded.extras is not None and loaded.extras.width else None
+    if extras is not None:
+        clash = [c for c in extras.columns if c in frame.columns]
+        if clash:
+            extras = extras.rename({c: f"raw_{c}" for c in clash})
+            kept = ", ".join("raw_" + c for c in clash)
+            warnings.append(f"extra column(s) {', '.join(clash)} clash with standard columns; kept as {kept}")
+        frame = pl.concat([frame, extras], how="horizontal")
+
+    def where(i: int) -> tuple[str, str]:
+        return frame["_file"][i], frame["_row"][i]
+
+    empty = frame["text"].is_null() | (frame["text"].str.strip_chars() == "")
+    if empty.any():
+        idx = empty.arg_true().to_list()
+        if cfg.on_empty == "error":
+            raise CorpusError(
+                *where(idx[0]),
+                "criterion text is empty",
+                'write the criterion text, or set on_empty = "skip" in [corpus] to drop such rows',
+            )
+        rows = _list([frame["source"][i] for i in idx])
+        warnings.append(f'dropped {len(idx)} criteria with empty text (on_empty = "skip"): {rows}')
+        frame = frame.filter(~empty)
+
+    first: dict[str, int] = {}
+    for i, cid in enumerate(frame["criterion_id"].to_list()):
+        if cid in first:
+            f0, r0 = where(first[cid])
+            raise CorpusError(
+                *where(i),
+                f"criterion_id {cid!r} repeats row {r0}" + (f" of {f0}" if f0 != where(i)[0] else ""),
+                "give every criterion a unique id (or drop the criterion_id column to number rows)",
+            )
+        first[cid] = i
+
+    dup = frame.with_row_index("_i").filter(pl.col("_i") > pl.col("_i").min().over("task_id", "text"))
+    if dup.height:
+        rows = _list(dup["source"].to_list())
+        warnings.append(f"{dup.height} criteria repeat an earlier criterion's text in the same task (kept): {rows}")
+
+    if cfg.limit is not None:
+        frame = frame.head(cfg.limit)
+    return Corpus(frame.drop(list(_WHERE)), warnings)

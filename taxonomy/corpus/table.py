@@ -1,0 +1,116 @@
+"""The "table" format: one criterion per row of a .jsonl, .csv or .parquet file."""
+from __future__ import annotations
+
+import gzip
+import io
+from pathlib import Path
+
+import polars as pl
+
+from taxonomy.corpus.config import ColumnMap, CorpusConfig, CorpusError, _show
+from taxonomy.corpus.jsonio import _read_jsonl
+from taxonomy.corpus.records import _extras_frame, _list, _Loaded, _prefix_ids, _record, _weight
+
+_TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".csv", ".csv.gz", ".parquet")
+
+
+def _read_table(path: Path) -> tuple[pl.DataFrame, list[int]]:
+    """The raw frame and each row's number as shown in messages."""
+    name, show = path.name.lower(), _show(path)
+    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+        pairs = _read_jsonl(path)
+        rows = [obj for _, obj in pairs]
+        frame = _extras_frame(rows)
+        return frame, [lineno for lineno, _ in pairs]
+    try:
+        if name.endswith((".csv", ".csv.gz")):
+            data = path.read_bytes()
+            if name.endswith(".gz"):
+                data = gzip.decompress(data)
+            frame = pl.read_csv(io.BytesIO(data), infer_schema_length=None)
+        elif name.endswith(".parquet"):
+            frame = pl.read_parquet(path)
+        else:
+            raise CorpusError(
+                show,
+                "-",
+                f"unknown table suffix in {path.name!r}",
+                f"use one of {', '.join(_TABLE_SUFFIXES)}, or set another format (paperbench, devai, rubric_list, tasks_jsonl)",
+            )
+    except CorpusError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - polars/arrow parse errors
+        raise CorpusError(
+            show,
+            "-",
+            f"cannot parse the file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+            "check that it is a well-formed CSV (header row, same number of fields per row) or Parquet file",
+        ) from None
+    return frame, list(range(1, frame.height + 1))
+
+
+def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
+    if path.is_dir():
+        hint = "rubric_list"
+        if (path / "papers").is_dir():
+            hint = "paperbench"
+        elif (path / "instances").is_dir() or (path / "devai" / "instances").is_dir():
+            hint = "devai"
+        raise CorpusError(
+            _show(path),
+            "-",
+            "format 'table' needs a file but this is a folder",
+            f"point path at a .jsonl/.csv/.parquet file, or set format = \"{hint}\"",
+        )
+    show, rel = _show(path), path.name
+    raw, rownums = _read_table(path)
+    cols, defaults = cfg.columns, ColumnMap()
+    found = raw.columns
+    for key, src in cols.model_dump().items():
+        explicit = src != getattr(defaults, key)
+        if src not in found and (key == "text" or explicit):
+            raise CorpusError(
+                show,
+                1,
+                f"column {src!r} (columns.{key}) not found; columns found: {', '.join(found) or 'none'}",
+                f"rename the column in the file or set [corpus.columns] {key} = \"<your column>\"",
+            )
+
+    def column(key: str) -> list:
+        src = getattr(cols, key)
+        return raw[src].to_list() if src in found else [None] * raw.height
+
+    weight_name = "weight" if cols.weight == "weight" else f"weight (column {cols.weight!r})"
+    tasks, ids, texts, weights = column("task_id"), column("criterion_id"), column("text"), column("weight")
+    cats, dirs, briefs, ctxs = column("category"), column("direction"), column("brief"), column("context")
+    has_weight = cols.weight in found
+    records, unweighted = [], []
+    for i, row in enumerate(rownums):
+        w = weights[i]
+        if w is None or (isinstance(w, str) and not w.strip()):
+            if has_weight:
+                unweighted.append(str(row))
+            w = 1.0
+        records.append(
+            _record(
+                task_id="task" if tasks[i] is None else tasks[i],
+                criterion_id=row if ids[i] is None else ids[i],
+                text=texts[i],
+                weight=_weight(w, show, row, weight_name),
+                category=cats[i],
+                brief=briefs[i],
+                context=ctxs[i],
+                file=show,
+                row=row,
+                source=f"{rel}:{row}",
+                direction=dirs[i],
+            )
+        )
+    if len({r["task_id"] for r in records}) > 1:
+        _prefix_ids(records)
+    warnings = []
+    if unweighted:
+        warnings.append(f"{rel}: {len(unweighted)} rows have no weight; used 1.0 (rows {_list(unweighted)})")
+    mapped = set(cols.model_dump().values())
+    extras = raw.select([c for c in found if c not in mapped])
+    return _Loaded(records, extras, warnings)
