@@ -29,10 +29,6 @@ class Session:
     runner: Runner | None  # None: the offline backend
     cache: Cache | None
 
-    @property
-    def model(self) -> str:
-        return "none" if self.runner is None else self.cfg.llm.model
-
     def notice(self) -> str:
         if self.runner is None:
             return (
@@ -136,11 +132,12 @@ def step_canonicalize(s: Session) -> dict[str, Any]:
     return {"micro_capabilities": len(micro), "notes": notes}
 
 
-def micro_centroids(s: Session, micro: list[MicroCapability]) -> np.ndarray:
+def micro_centroids(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
+    """Row i is the label-embedding centroid of micro[i]."""
     from taxonomy.stages.cluster import cluster_centroids
 
-    clusters = s.run.read_parquet("clusters.parquet", "cluster")
-    centroids = cluster_centroids(s.run.read_npy("label_embeddings.npy", "cluster"), clusters["cluster_id"].to_numpy())
+    clusters = run.read_parquet("clusters.parquet", "cluster")
+    centroids = cluster_centroids(run.read_npy("label_embeddings.npy", "cluster"), clusters["cluster_id"].to_numpy())
     return np.stack([centroids[m.cluster_id] for m in micro])
 
 
@@ -149,7 +146,7 @@ def step_merge(s: Session) -> dict[str, Any]:
     from taxonomy.taxonomy_io import taxonomy_markdown
 
     micro = _micro(s)
-    taxonomy = merge(micro, micro_centroids(s, micro), s.cfg, s.runner, corpus=s.cfg.name)
+    taxonomy = merge(micro, micro_centroids(s.run, micro), s.cfg, s.runner, corpus=s.cfg.name)
     s.run.write_json("taxonomy.json", taxonomy.model_dump())
     s.run.write_text("taxonomy.md", taxonomy_markdown(taxonomy))
     return {"capabilities": len(taxonomy.capabilities), "content_hash": taxonomy.content_hash, "repairs": taxonomy.repairs}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -122,7 +121,3 @@ def default_run_dir(cfg: PipelineConfig, backend: str, model: str, suffix: str =
     if cfg.corpus.limit is not None:  # a smoke run must not leave its small snapshot in the full run's place
         slug += f"-first{cfg.corpus.limit}"
     return cfg.resolve(cfg.output.dir) / cfg.name / (slug + suffix)
-
-
-def python_command() -> str:
-    return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import polars as pl
 import pytest
 
@@ -28,13 +27,11 @@ def load_run(run_dir):
 
 
 def assert_taxonomy_passes_every_check(run_dir):
-    from taxonomy.pipeline import micro_centroids  # noqa: F401  (documented path; centroids rebuilt below)
-    from taxonomy.stages.cluster import cluster_centroids
+    from taxonomy.pipeline import micro_centroids
+    from taxonomy.run import RunDir
 
     taxonomy, micro = load_run(run_dir)
-    clusters = pl.read_parquet(run_dir / "clusters.parquet")
-    centroids_all = cluster_centroids(np.load(run_dir / "label_embeddings.npy"), clusters["cluster_id"].to_numpy())
-    centroids = np.stack([centroids_all[m.cluster_id] for m in micro])
+    centroids = micro_centroids(RunDir(run_dir), micro)
     proposal = [MergedCapability(**c.model_dump(exclude={"members", "share"}), member_input_names=c.members) for c in taxonomy.capabilities]
     cfg = MergeConfig()
     assert check_merge(proposal, micro, cfg, LabelRules(), capability_similarity(proposal, micro, centroids)) == []

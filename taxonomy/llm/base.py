@@ -3,6 +3,7 @@ token counts; validation, re-asking, caching, retries and accounting live in the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -44,3 +45,9 @@ class Provider(Protocol):
     async def complete(
         self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float
     ) -> Completion: ...
+
+
+@lru_cache(maxsize=None)
+def json_schema(model: type[BaseModel]) -> dict:
+    """Built once per schema class: pydantic's generator costs milliseconds a call."""
+    return model.model_json_schema()

@@ -12,13 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from taxonomy.config import LLMConfig
-from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn
-
-
-def json_schema(model: type[BaseModel]) -> dict:
-    from taxonomy.llm.runner import json_schema as cached
-
-    return cached(model)
+from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema
 
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 # A short-lived OAuth access token (e.g. `gcloud auth print-access-token`) for Vertex,

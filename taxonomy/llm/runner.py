@@ -10,7 +10,6 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Callable, Generic, Sequence, TypeVar
 
 from aiolimiter import AsyncLimiter
@@ -19,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from taxonomy.config import LLMConfig, Prices
-from taxonomy.llm.base import Completion, Provider, TransientError, Turn
+from taxonomy.llm.base import Completion, Provider, TransientError, Turn, json_schema
 from taxonomy.llm.cache import Cache, request_key
 from taxonomy.prompts import render
 from taxonomy.secrets import redact
@@ -175,12 +174,6 @@ class Runner:
                     except asyncio.TimeoutError:
                         raise TransientError(f"no answer within {self.cfg.timeout_s} s") from None
         raise AssertionError("unreachable: tenacity reraises the last error")
-
-
-@lru_cache(maxsize=None)
-def json_schema(model: type[BaseModel]) -> dict:
-    """Built once per schema class: pydantic's generator costs milliseconds a call."""
-    return model.model_json_schema()
 
 
 def _wait_honouring_retry_after(cfg: LLMConfig):
