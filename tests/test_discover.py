@@ -24,6 +24,15 @@ def batches(server) -> int:
     return len({r.texts[0] for r in server.requests if r.kind == "generate"})
 
 
+def first_label_becomes(label: str):
+    """A model whose answer gives criterion 0 one particular (bad) label."""
+    def respond(req):
+        answer = responders.discovery(req.texts[0])
+        answer["items"][0]["capabilities"] = [label]
+        return answer
+    return respond
+
+
 def test_valid_answers_give_labels_for_every_criterion(gemini_env, tmp_path):
     result, labels = run_discover(tmp_path)
     assert labels.height == N and labels["status"].to_list() == ["ok"] * N
@@ -100,12 +109,7 @@ def test_missing_criterion_is_reasked(gemini_env, tmp_path):
 
 
 def test_forbidden_token_is_reasked_and_never_kept(gemini_env, tmp_path):
-    def excel(req):
-        answer = responders.discovery(req.texts[0])
-        answer["items"][0]["capabilities"] = ["excel_workbook_check_capability"]
-        return answer
-
-    gemini_env.push(excel)
+    gemini_env.push(first_label_becomes("excel_workbook_check_capability"))
     _, labels = run_discover(tmp_path)
     assert "excel_workbook_check_capability" not in labels["labels"].explode().to_list()
     (reask,) = [r for r in gemini_env.requests if len(r.texts) == 3]
@@ -113,12 +117,7 @@ def test_forbidden_token_is_reasked_and_never_kept(gemini_env, tmp_path):
 
 
 def test_persistent_violation_is_kept_as_failed_with_reasons(gemini_env, tmp_path):
-    def build_verb(req):
-        answer = responders.discovery(req.texts[0])
-        answer["items"][0]["capabilities"] = ["build_dcf_model_capability"]
-        return answer
-
-    gemini_env.responder = build_verb
+    gemini_env.responder = first_label_becomes("build_dcf_model_capability")
     result, labels = run_discover(tmp_path)
     failed = labels.filter(pl.col("status") == "failed")
     assert failed.height >= 1 and all(r == [] for r in failed["labels"].to_list())
@@ -138,9 +137,7 @@ def test_invalid_item_stays_failed_when_reasks_come_back_malformed(gemini_env, t
             return responders.model(req)
         if len(req.texts) > 1:
             return '{"items": ['
-        answer = responders.discovery(req.texts[0])
-        answer["items"][0]["capabilities"] = ["excel_workbook_check_capability"]
-        return answer
+        return first_label_becomes("excel_workbook_check_capability")(req)
 
     gemini_env.responder = excel_then_malformed
     _, labels = run_discover(tmp_path)
