@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from taxonomy.run import STAGES
 from taxonomy.secrets import redact
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Induce a verifier-capability taxonomy from a rubric corpus and use it.")
@@ -16,9 +17,27 @@ console = Console(stderr=True, soft_wrap=True)
 # Markdown tables and paths must never be wrapped, or they break when piped to a file.
 out = Console(soft_wrap=True)
 
+# Choices are written with spaces around "|" so the help panel wraps between them instead of cutting one off.
 ProviderOpt = typer.Option(None, "--provider", "-p", help="auto | gemini | vertex | openai | offline (default: the config's llm.provider; auto = gemini with a key, else offline)")
-RunDirOpt = typer.Option(None, "--run-dir", help="run directory (default: outputs/<pipeline>/<backend-model>, so the same command resumes)")
+RunDirOpt = typer.Option(None, "--run-dir", help="run directory (default: one per pipeline, backend and model, under the output dir, so the same command resumes)")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            out.print(f"rubric-taxonomy {version('rubric-taxonomy')}", highlight=False)
+        except PackageNotFoundError:
+            out.print("rubric-taxonomy (not installed: running from a checkout)", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                            help="print the installed version and exit")) -> None:
+    """Induce a verifier-capability taxonomy from a rubric corpus and use it."""
 
 
 def _fail(exc: BaseException) -> None:
@@ -182,7 +201,7 @@ def _print_shares(shares) -> None:
 @app.command()
 @_guard
 def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
-        run_dir: Optional[Path] = RunDirOpt, force: Optional[str] = typer.Option(None, help="re-run from this stage on: discover|cluster|canonicalize|merge|tag"),
+        run_dir: Optional[Path] = RunDirOpt, force: Optional[str] = typer.Option(None, help="re-run from this stage on: " + " | ".join(STAGES)),
         limit: Optional[int] = typer.Option(None, help="only the first N criteria"), report: bool = typer.Option(True, help="write report.html at the end"),
         quiet: bool = QuietOpt) -> None:
     """All stages, resuming from what is on disk; ends with the taxonomy and report paths."""
@@ -190,7 +209,6 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
     import time
 
     from taxonomy.pipeline import primary_shares, run_pipeline
-    from taxonomy.run import STAGES
 
     if force is not None and force not in STAGES:
         _fail(ValueError(f"--force {force}: unknown stage; fix: use one of {', '.join(STAGES)}"))
@@ -207,7 +225,6 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s.run.manifest["totals"] = {"wall_seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak_mb, 1)}
     s.run.save_manifest()
-    console.print(s.notice(), highlight=False)
     out.print(f"Done in {time.perf_counter() - start:.1f} s (peak memory {peak_mb:.0f} MB).")
     out.print(f"Taxonomy: {s.run.path / 'taxonomy.md'}")
     if report:

@@ -175,3 +175,16 @@ def test_audit_coverage_end_to_end_on_fixture():
     md = res.to_markdown()
     assert md.startswith("# Coverage audit") and "## Near-duplicate criteria within a task" in md
     assert md.count("\n## ") == 6
+
+
+def test_audit_and_breakdown_print_shares_in_one_format():
+    from taxonomy.analysis.breakdown import to_markdown
+
+    tax = run_fixture.taxonomy()
+    res = audit_coverage(run_fixture.criteria(), run_fixture.tags(), tax, None, none_threshold=0.5)
+    md = res.to_markdown()
+    first = res.shares.row(0, named=True)
+    # The same cells `taxonomy breakdown` prints for a share: percent with one decimal.
+    expected = to_markdown(res.shares.head(1), pct_cols=["share", "reference_share", "diff"]).splitlines()[-1]
+    assert expected in md and f"| {100 * first['share']:.1f} |" in expected
+    assert f"| {first['share']:.3f} |" not in md

@@ -11,3 +11,20 @@ def test_every_command_is_listed_and_has_help():
     for name in COMMANDS:
         result = invoke(name, "--help")
         assert "Usage:" in result.output and len(result.output.splitlines()) > 5, name
+
+
+def test_no_help_text_is_cut_off(monkeypatch):
+    """Rich cuts a word too long for its column with "…"; every choice must show in full."""
+    monkeypatch.setenv("COLUMNS", "72")
+    for name in COMMANDS:
+        result = invoke(name, "--help")
+        assert "…" not in result.output, (name, result.output)
+    forced = " ".join(invoke("run", "--help").output.split())
+    assert "discover | cluster | canonicalize | merge | tag" in forced.replace("│ ", "").replace(" │", "")
+
+
+def test_version():
+    from importlib.metadata import version
+
+    result = invoke("--version")
+    assert result.output.strip() == f"rubric-taxonomy {version('rubric-taxonomy')}"

@@ -15,6 +15,7 @@ def test_offline_run_on_devai_passes_every_check(offline_env, tmp_path):
     run_dir = tmp_path / "run"
     result = invoke("run", write_pipeline(tmp_path), "--run-dir", run_dir)
     assert "Backend: offline" in result.output and "GEMINI_API_KEY" in result.output
+    assert result.output.count("Backend:") == 1
     assert f"Report:   {run_dir / 'report.html'}" in result.output.replace("\n", "")
     taxonomy, micro = assert_taxonomy_passes_every_check(run_dir)
     assert all(cap.labels for cap in taxonomy.capabilities)

@@ -40,7 +40,7 @@ class AuditResult:
             "duplicates": "Near-duplicate criteria within a task",
             "bundled": "Criteria that bundle several checks",
         }
-        parts = ["# Coverage audit"]
+        parts = ["# Coverage audit", "", "Shares, reference shares, differences and prevalence are in percent, as in `taxonomy breakdown`."]
         for f in fields(self):
             parts.append(f"\n## {titles[f.name]}\n")
             parts.append(frame_to_markdown(getattr(self, f.name), max_rows))
@@ -304,20 +304,16 @@ def _close_tags(tags, scores, margin: float, min_score: float) -> str:
 
 
 # ---- markdown -----------------------------------------------------------------------
+# Shares print as percentages in the same format as `taxonomy breakdown` (one formatter for both).
+PCT_COLUMNS = ("share", "reference_share", "diff", "prevalence")
+
+
 def frame_to_markdown(df: pl.DataFrame, max_rows: int = 50) -> str:
     """A GitHub-style table; long frames are cut with a note, pipes and newlines escaped."""
+    from taxonomy.analysis.breakdown import to_markdown
+
     if df.height == 0:
         return "_none_\n"
-
-    def cell(v) -> str:
-        if v is None:
-            return ""
-        if isinstance(v, float):
-            return f"{v:.3f}"
-        return str(v).replace("|", "\\|").replace("\n", " ")
-
-    head = "| " + " | ".join(df.columns) + " |"
-    rule = "|" + "|".join("---" for _ in df.columns) + "|"
-    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.head(max_rows).iter_rows()]
-    note = [f"\n_{df.height - max_rows} more rows not shown_"] if df.height > max_rows else []
-    return "\n".join([head, rule, *body, *note]) + "\n"
+    clean = df.with_columns(pl.col(c).str.replace_all("\n", " ") for c, t in df.schema.items() if t == pl.Utf8)
+    note = f"\n_{df.height - max_rows} more rows not shown_\n" if df.height > max_rows else ""
+    return to_markdown(clean.head(max_rows), pct_cols=[c for c in PCT_COLUMNS if c in df.columns]) + note
