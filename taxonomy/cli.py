@@ -280,7 +280,7 @@ def guidance(run_dir: Path = typer.Argument(..., help="a run directory with Stag
              notes: Optional[Path] = typer.Option(None, "--notes", help="domain notes (markdown) to weave into the guidance"),
              provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
     """One guidance file per capability, a criterion -> guidance routing table, and one judge-guidance file per task."""
-    from taxonomy.analysis.guidance import generate_guidance
+    from taxonomy.guidance import generate_guidance
 
     s = _session(run_dir, provider, None, quiet)
     info = generate_guidance(s, notes)

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from taxonomy.analysis.guidance import (
+from taxonomy.guidance import (
     GuidanceAnswer,
     GuidanceError,
     draft_guidance,
@@ -201,7 +201,7 @@ def test_relevant_note_lines_use_keyword_overlap():
 
 
 def note_lines_of(notes: str) -> list[str]:
-    from taxonomy.analysis.guidance import note_lines
+    from taxonomy.guidance import note_lines
 
     lines = note_lines(notes)
     assert lines[-1] == "Thanks for reading." and not any(line.startswith(("#", "-")) for line in lines)

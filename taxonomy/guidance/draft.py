@@ -1,22 +1,4 @@
-"""Judge guidance (the paper's P3): one guidance file per capability, routed to criteria and tasks.
-
-A verifier that accepts domain context through a guidance channel (Gandalf's judge guidance,
-a prompt grader's custom prompt) grades better and cheaper when that context says, per kind
-of check, what to open, what evidence settles a verdict, and which traps cause false passes
-(an unmet criterion passed) and false fails (a met criterion rejected). This module drafts
-that text per capability, with an LLM or offline from the taxonomy's own cards, and writes:
-
-    guidance/<capability>.md     one file per capability
-    guidance/routing.csv         criterion_id, task_id, primary, tags, guidance_files, task_file
-    guidance/tasks/<task>.md     per task: only the sections its criteria need, as one markdown
-                                 document a verifier takes as its judge guidance
-
-Paths in routing.csv are relative to the guidance/ folder that holds it.
-
-The parts live beside this module: guidance_model (the answer and its checks), guidance_inputs,
-guidance_offline (the offline draft) and guidance_files (markdown and routing.csv); this module
-drafts and runs the whole use, and re-exports their public names.
-"""
+"""Drafting judge guidance per capability (an LLM with a runner, else offline) and the whole `taxonomy guidance` use."""
 from __future__ import annotations
 
 import logging
@@ -25,49 +7,14 @@ from typing import Any
 
 import polars as pl
 
-from taxonomy.analysis.guidance_files import (
-    EXAMPLE_MAX_CHARS,
-    FOLDER,
-    GuidanceFiles,
-    capability_markdown,
-    task_filename,
-    task_markdown,
-    title,
-    write_guidance,
-)
-from taxonomy.analysis.guidance_inputs import routed_criteria, select_examples
-from taxonomy.analysis.guidance_model import (
-    MAX_ITEMS,
-    MIN_ITEMS,
-    GuidanceAnswer,
-    GuidanceDrafts,
-    GuidanceError,
-    validate_guidance,
-)
-from taxonomy.analysis.guidance_offline import (
-    CARD_WEIGHT,
-    FAMILY_WEIGHT,
-    NAME_WEIGHT,
-    NOTE_LINES_PER_CAP,
-    NOTES_MAX_CHARS,
-    capability_keywords,
-    note_lines,
-    notes_for_prompt,
-    offline_draft,
-    relevant_note_lines,
-)
+from taxonomy.guidance.files import write_guidance
+from taxonomy.guidance.inputs import routed_criteria, select_examples
+from taxonomy.guidance.model import GuidanceAnswer, GuidanceDrafts, GuidanceError, validate_guidance
+from taxonomy.guidance.offline import notes_for_prompt, offline_draft
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render, template_hash
 from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy
-
-__all__ = [
-    "CARD_WEIGHT", "EXAMPLE_MAX_CHARS", "FAMILY_WEIGHT", "FOLDER", "MAX_ITEMS", "MIN_ITEMS", "NAME_WEIGHT",
-    "NOTE_LINES_PER_CAP", "NOTES_MAX_CHARS", "PROMPT", "STAGE", "GuidanceAnswer", "GuidanceDrafts", "GuidanceError",
-    "GuidanceFiles", "capability_keywords", "capability_markdown", "draft_guidance", "generate_guidance", "note_lines",
-    "notes_for_prompt", "offline_draft", "read_notes", "relevant_note_lines", "routed_criteria", "select_examples",
-    "task_filename", "task_markdown", "title", "validate_guidance", "write_guidance",
-]
 
 log = logging.getLogger("taxonomy.guidance")
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import polars as pl
 
-from taxonomy.analysis.guidance_inputs import routed_criteria, select_examples
-from taxonomy.analysis.guidance_model import GuidanceAnswer, GuidanceError
-from taxonomy.analysis.guidance_offline import _sentence
+from taxonomy.guidance.inputs import routed_criteria, select_examples
+from taxonomy.guidance.model import GuidanceAnswer, GuidanceError
+from taxonomy.guidance.offline import _sentence
 from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 

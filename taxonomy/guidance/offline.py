@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from taxonomy.analysis.guidance_model import MAX_ITEMS, GuidanceAnswer
+from taxonomy.guidance.model import MAX_ITEMS, GuidanceAnswer
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 
 NOTES_MAX_CHARS = 6000  # longer domain notes are cut to the lines relevant to each capability

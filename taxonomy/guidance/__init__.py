@@ -1,0 +1,54 @@
+"""Judge guidance (the paper's P3): one guidance text per capability, routed to criteria and tasks, and exported
+to the graders people run.
+
+A verifier that accepts domain context through a guidance channel (Gandalf's judge guidance,
+a prompt grader's custom prompt) grades better and cheaper when that context says, per kind
+of check, what to open, what evidence settles a verdict, and which traps cause false passes
+(an unmet criterion passed) and false fails (a met criterion rejected). This package drafts
+that text per capability, with an LLM or offline from the taxonomy's own cards, and writes:
+
+    guidance/<capability>.md     one file per capability
+    guidance/routing.csv         criterion_id, task_id, primary, tags, guidance_files, task_file
+    guidance/tasks/<task>.md     per task: only the sections its criteria need, as one markdown
+                                 document a verifier takes as its judge guidance
+
+Paths in routing.csv are relative to the guidance/ folder that holds it.
+
+Modules: model (the LLM answer and its checks), inputs (criteria joined with tags, examples),
+offline (the offline draft), files (markdown and routing.csv), draft (drafting and the whole use).
+"""
+from __future__ import annotations
+
+from taxonomy.guidance.draft import PROMPT, STAGE, draft_guidance, generate_guidance, read_notes
+from taxonomy.guidance.files import (
+    EXAMPLE_MAX_CHARS,
+    FOLDER,
+    GuidanceFiles,
+    capability_markdown,
+    task_filename,
+    task_markdown,
+    title,
+    write_guidance,
+)
+from taxonomy.guidance.inputs import routed_criteria, select_examples
+from taxonomy.guidance.model import MAX_ITEMS, MIN_ITEMS, GuidanceAnswer, GuidanceDrafts, GuidanceError, validate_guidance
+from taxonomy.guidance.offline import (
+    CARD_WEIGHT,
+    FAMILY_WEIGHT,
+    NAME_WEIGHT,
+    NOTE_LINES_PER_CAP,
+    NOTES_MAX_CHARS,
+    capability_keywords,
+    note_lines,
+    notes_for_prompt,
+    offline_draft,
+    relevant_note_lines,
+)
+
+__all__ = [
+    "CARD_WEIGHT", "EXAMPLE_MAX_CHARS", "FAMILY_WEIGHT", "FOLDER", "MAX_ITEMS", "MIN_ITEMS", "NAME_WEIGHT",
+    "NOTE_LINES_PER_CAP", "NOTES_MAX_CHARS", "PROMPT", "STAGE", "GuidanceAnswer", "GuidanceDrafts", "GuidanceError",
+    "GuidanceFiles", "capability_keywords", "capability_markdown", "draft_guidance", "generate_guidance", "note_lines",
+    "notes_for_prompt", "offline_draft", "read_notes", "relevant_note_lines", "routed_criteria", "select_examples",
+    "task_filename", "task_markdown", "title", "validate_guidance", "write_guidance",
+]
