@@ -82,7 +82,7 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
         cfg.corpus.limit = limit
     # A corpus tagged against a frozen taxonomy gets its own run, never the pipeline's own run's place.
     suffix = f"-taxonomy-{load_taxonomy(frozen).content_hash[:8]}" if frozen is not None else ""
-    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix)
+    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix, from_source=not target.is_dir())
     console.print(s.notice(), highlight=False)
     return s
 
@@ -101,7 +101,10 @@ def config_from_run(run_dir: Path):
 
 def _print_stage(stage: str, info: dict) -> None:
     if info.get("skipped"):
-        console.print(f"[dim]{stage}: already on disk, skipped[/dim]")
+        console.print(f"[dim]{stage}: already on disk and up to date, skipped[/dim]")
+        return
+    if info.get("stale"):
+        console.print(f"{stage}: recomputing (with every later stage): {info['stale']}", markup=False, highlight=False)
         return
     keys = ("criteria", "failed", "unique_labels", "clusters", "micro_capabilities", "capabilities", "calls", "cache_hits", "retries", "reasks", "prompt_tokens", "output_tokens", "cost_usd", "seconds")
     parts = [f"{k}={info[k]}" for k in keys if k in info]
@@ -140,7 +143,7 @@ def _stage_command(stage: str, doc: str):
         from taxonomy.pipeline import run_stage
 
         s = _session(run_dir, provider, None, quiet)
-        _print_stage(stage, run_stage(s, stage))
+        _print_stage(stage, run_stage(s, stage, check_inputs=True))
 
     command.__doc__ = doc
     app.command(name=stage)(_guard(command))
@@ -240,9 +243,12 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
               boot: int = typer.Option(1000, help="bootstrap resamples of tasks for the 95% CI (0: none)")) -> None:
     """Per-capability verifier error rate, FP, FN, F1 (unmet), CIs and paired tests against human labels."""
     from taxonomy.analysis.breakdown_files import run_breakdown
-    from taxonomy.run import RunDir
+    from taxonomy.run import RunDir, record_use, taxonomy_in_use
 
-    result = run_breakdown(RunDir(run_dir), verdicts, reference=reference, by=by, n_boot=boot)
+    run = RunDir(run_dir)
+    used = taxonomy_in_use(run, "breakdown")
+    result = run_breakdown(run, verdicts, reference=reference, by=by, n_boot=boot)
+    record_use(run, "breakdown", used)
     out.print(result.markdown, markup=False, highlight=False)
     out.print(f"Tables: {run_dir / 'breakdown'}")
 
@@ -252,9 +258,9 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
 def report(run_dir: Path = typer.Argument(..., help="a run directory")) -> None:
     """One self-contained HTML page (tables and charts) for a run; opens offline."""
     from taxonomy.analysis.report import render_report
-    from taxonomy.run import RunDir
+    from taxonomy.run import RunDir, taxonomy_in_use
 
-    RunDir(run_dir).need("taxonomy.json", "merge")
+    taxonomy_in_use(RunDir(run_dir), "report")
     out.print(f"Report: {render_report(run_dir)}")
 
 
@@ -265,11 +271,13 @@ def audit(target: Path = typer.Argument(..., help="the new corpus: a pipeline TO
           provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt) -> None:
     """Coverage audit of a new corpus against a frozen taxonomy: shares, gaps, unmapped, duplicates, bundles."""
     from taxonomy.analysis.audit_run import run_audit
+    from taxonomy.run import record_use
 
     if target.is_file() and target.suffix != ".toml":
         target = _adhoc_pipeline(target, run_dir)
     s = _session(target, provider, run_dir, quiet, frozen=taxonomy)
     result = run_audit(s, taxonomy)
+    record_use(s.run, "audit", s.run.manifest["stages"]["tag"]["taxonomy_hash"])
     out.print(result.to_markdown(max_rows=15), markup=False, highlight=False)
     out.print(f"Audit: {s.run.path / 'audit'}")
 
@@ -281,10 +289,13 @@ def guidance(run_dir: Path = typer.Argument(..., help="a run directory with Stag
              provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
     """One guidance file per capability, a criterion -> guidance routing table, and one judge-guidance file per task."""
     from taxonomy.guidance import generate_guidance
+    from taxonomy.run import record_use, taxonomy_in_use
 
     s = _session(run_dir, provider, None, quiet)
+    used = taxonomy_in_use(s.run, "guidance")
     info = generate_guidance(s, notes)
     s.run.record("guidance", info)
+    record_use(s.run, "guidance", used)
     out.print(f"{info['capabilities']} capability files, {info['tasks']} task files, routing for {info['routed_criteria']} criteria: {info['folder']}")
 
 

@@ -1,10 +1,17 @@
 """Stage order over a run directory. Each step reads its inputs from files and writes its own,
-so any stage can be re-run alone, and a killed run resumes from what is on disk."""
+so any stage can be re-run alone, and a killed run resumes from what is on disk.
+
+Provenance: every stage records a fingerprint of what it was built from (the corpus snapshot's
+content hash, the config sections it reads, its prompt template, the backend and model, and
+its inputs' fingerprints). A stage is reused only when its files exist and that fingerprint is
+unchanged; otherwise it and everything after it are recomputed (the LLM cache still answers
+every unchanged request, so nothing is paid twice)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -17,8 +24,26 @@ from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import make_provider, resolve_provider_name
 from taxonomy.llm.runner import Runner
 from taxonomy.prompts import template_hash
-from taxonomy.run import OUTPUTS, PROMPTS, STAGES, RunDir, default_run_dir, elapsed, now, versions
+from taxonomy.run import OUTPUTS, PROMPTS, STAGES, RunDir, RunError, default_run_dir, elapsed, now, versions
 from taxonomy.schemas import MicroCapability
+
+# Every file a stage writes: a stage with any of them missing is not done.
+STAGE_FILES = {
+    "discover": ("stage1_labels.parquet",),
+    "cluster": ("clusters.parquet", "criterion_clusters.parquet", "label_embeddings.npy"),
+    "canonicalize": ("micro_capabilities.json",),
+    "merge": ("taxonomy.json", "taxonomy.md"),
+    "tag": ("stage3_tags.parquet",),
+}
+# The config a stage reads ("section" or "section.key"), and the stages whose outputs it reads.
+STAGE_CONFIG = {
+    "discover": ("labels", "discover"),
+    "cluster": ("cluster", "embedding"),
+    "canonicalize": ("labels", "canonicalize"),
+    "merge": ("labels", "merge"),
+    "tag": ("labels", "tag", "discover.brief_max_chars"),
+}
+STAGE_INPUTS = {"discover": (), "cluster": ("discover",), "canonicalize": ("cluster",), "merge": ("canonicalize",), "tag": ("discover", "merge")}
 
 
 @dataclass
@@ -28,6 +53,10 @@ class Session:
     backend: str  # "offline", "gemini", "vertex" or "openai"
     runner: Runner | None  # None: the offline backend
     cache: Cache | None
+    # True when the config came from a pipeline TOML: the corpus is re-read and re-hashed once per
+    # session, so a grown or edited corpus is noticed. A session over a run directory uses its snapshot.
+    from_source: bool = True
+    _corpus_checked: bool = field(default=False, repr=False)
 
     def notice(self) -> str:
         if self.runner is None:
@@ -37,10 +66,14 @@ class Session:
             )
         return f"Backend: {self.backend} (model {self.cfg.llm.model}); answers are cached in {self.cache.path}."
 
-    def embedder(self):
+    def embedding_choice(self) -> str:
         choice = self.cfg.embedding.provider
         if choice == "auto":
             choice = "gemini" if self.backend in ("gemini", "vertex") else "local"
+        return choice
+
+    def embedder(self):
+        choice = self.embedding_choice()
         if choice == "gemini":
             from taxonomy.embed.gemini import GeminiEmbedder
 
@@ -58,12 +91,18 @@ class Session:
 
 def open_session(
     cfg: PipelineConfig, *, provider: str | None = None, run_dir: Path | None = None,
-    show_progress: bool = True, credentials: Any = None, run_suffix: str = "",
+    show_progress: bool = True, credentials: Any = None, run_suffix: str = "", from_source: bool = True,
 ) -> Session:
     backend = resolve_provider_name(provider or cfg.llm.provider)
     if run_dir is None:
         run_dir = default_run_dir(cfg, backend, cfg.llm.model, run_suffix)
     run = RunDir(run_dir)
+    owner = run.manifest.get("pipeline")
+    if owner is not None and owner != cfg.name:
+        raise RunError(
+            f"{run.path}: holds a run of pipeline {owner!r}, not {cfg.name!r}; "
+            f"fix: pass another --run-dir, or leave it out to use outputs/{cfg.name}/"
+        )
     runner = cache = None
     if backend != "offline":
         # One cache per pipeline, wherever the run directory is: a new run dir re-pays nothing.
@@ -77,17 +116,118 @@ def open_session(
     })
     run.manifest.setdefault("created", now())
     run.save_manifest()
-    return Session(cfg, run, backend, runner, cache)
+    return Session(cfg, run, backend, runner, cache, from_source=from_source)
+
+
+def frame_hash(frame: pl.DataFrame) -> str:
+    """Content hash of a table: same rows and columns, same hash, whatever file it came from."""
+    return hashlib.sha256(frame.write_ndjson().encode()).hexdigest()[:16]
 
 
 def ensure_criteria(s: Session) -> pl.DataFrame:
-    """The corpus is snapshotted into the run so later stages never depend on the source files."""
-    if not s.run.has("criteria.parquet"):
+    """The corpus is snapshotted into the run so later stages never depend on the source files.
+
+    From a pipeline TOML the source is re-read once per session: when its content changed, the
+    snapshot is replaced (and the stages' fingerprints then say what must be recomputed)."""
+    if s.from_source and not s._corpus_checked:
         corpus = load_corpus(s.cfg.corpus, s.cfg.base_dir)
-        s.run.write_parquet("criteria.parquet", corpus.frame)
-        s.run.manifest["corpus"] = {"n_criteria": corpus.frame.height, "n_tasks": corpus.frame["task_id"].n_unique(), "warnings": corpus.warnings}
-        s.run.save_manifest()
-    return s.run.read_parquet("criteria.parquet")
+        if corpus.frame.is_empty():
+            where = f"{s.cfg.base_dir}: key corpus" if s.cfg.corpus.limit is None else "--limit / corpus.limit"
+            raise RunError(f"{where}: the corpus has no criteria left after filtering; fix: point [corpus] at a file with criteria, or relax papers/limit/on_empty")
+        digest = frame_hash(corpus.frame)
+        recorded = (s.run.manifest.get("corpus") or {}).get("content_hash")
+        if not s.run.has("criteria.parquet") or recorded != digest:
+            s.run.write_parquet("criteria.parquet", corpus.frame)
+            s.run.manifest["corpus"] = {
+                "n_criteria": corpus.frame.height, "n_tasks": corpus.frame["task_id"].n_unique(),
+                "warnings": corpus.warnings, "content_hash": digest,
+            }
+            s.run.save_manifest()
+        s._corpus_checked = True
+    return s.run.read_parquet("criteria.parquet", "discover")
+
+
+def corpus_hash(s: Session) -> str:
+    recorded = (s.run.manifest.get("corpus") or {}).get("content_hash")
+    return recorded or frame_hash(ensure_criteria(s))
+
+
+# ---- provenance -----------------------------------------------------------------------
+def _setting(cfg: PipelineConfig, dotted: str) -> Any:
+    section, _, key = dotted.partition(".")
+    value = json.loads(getattr(cfg, section).model_dump_json())
+    return value[key] if key else value
+
+
+def _backend_identity(s: Session, stage: str) -> dict[str, Any]:
+    if stage == "cluster":  # the embedder, not the LLM, makes the clusters
+        choice = s.embedding_choice()
+        if choice == "local":
+            return {"embedder": "local"}
+        return {"embedder": choice, "backend": s.backend}
+    if s.runner is None:
+        return {"backend": "offline"}
+    llm = s.cfg.llm
+    ident = {"backend": s.backend, "model": llm.model, "temperature": llm.temperature, "reask_attempts": llm.reask_attempts}
+    if s.backend == "openai":
+        ident["base_url"] = llm.base_url
+    return ident
+
+
+def fingerprint(s: Session, stage: str, taxonomy_hash: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(fingerprint, its parts): what `stage` would be built from right now."""
+    stages = s.run.manifest.get("stages") or {}
+    parts: dict[str, Any] = {
+        "corpus": corpus_hash(s),
+        "config": {key: _setting(s.cfg, key) for key in STAGE_CONFIG[stage]},
+        "prompt": template_hash(PROMPTS[stage]) if stage in PROMPTS else None,
+        "backend": _backend_identity(s, stage),
+        "inputs": {up: (stages.get(up) or {}).get("fingerprint") for up in STAGE_INPUTS[stage]},
+    }
+    if stage == "tag":
+        parts["taxonomy"] = taxonomy_hash
+    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return digest, parts
+
+
+def _diff(old: Any, new: Any, where: str) -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{where}.{k}" if where else k)]
+    if old == new:
+        return []
+    show = lambda v: json.dumps(v)[:40]  # noqa: E731
+    return [f"{where} {show(old)} -> {show(new)}"]
+
+
+def why_stale(s: Session, stage: str, taxonomy_hash: str | None = None) -> str | None:
+    """None when the stage's files are on disk and were built from what it would read now; else why not."""
+    missing = [name for name in STAGE_FILES[stage] if not s.run.has(name)]
+    record = (s.run.manifest.get("stages") or {}).get(stage)
+    if not isinstance(record, dict) and not missing:
+        return "its files are on disk but the manifest records no such stage (an interrupted run); rebuilding them"
+    if not isinstance(record, dict):
+        return "not run yet"
+    if missing:
+        return f"{', '.join(missing)} missing"
+    digest, parts = fingerprint(s, stage, taxonomy_hash)
+    if record.get("fingerprint") == digest:
+        return None
+    old = record.get("fingerprint_parts")
+    if not isinstance(old, dict):
+        return "no fingerprint recorded (made by an older version of rubric-taxonomy)"
+    reasons = []
+    if old.get("corpus") != parts["corpus"]:
+        n = (s.run.manifest.get("corpus") or {}).get("n_criteria")
+        reasons.append(f"the corpus changed (content hash {old.get('corpus')} -> {parts['corpus']}, now {n} criteria)")
+    reasons += [f"config {d}" for d in _diff(old.get("config"), parts["config"], "")]
+    if old.get("prompt") != parts["prompt"]:
+        reasons.append(f"prompt template {PROMPTS.get(stage)} changed")
+    reasons += [f"backend {d}" for d in _diff(old.get("backend"), parts["backend"], "")]
+    reasons += [f"its input `{up}` was rebuilt" for up in STAGE_INPUTS[stage]
+                if (old.get("inputs") or {}).get(up) != parts["inputs"].get(up)]
+    if old.get("taxonomy") != parts.get("taxonomy"):
+        reasons.append(f"taxonomy {old.get('taxonomy')} -> {parts.get('taxonomy')}")
+    return "; ".join(reasons) or "fingerprint changed"
 
 
 def _usage(s: Session, stage: str) -> dict[str, Any]:
@@ -187,24 +327,57 @@ STEPS: dict[str, Callable[[Session], dict[str, Any]]] = {
 }
 
 
-def run_stage(s: Session, stage: str, **kwargs: Any) -> dict[str, Any]:
+def _tag_taxonomy_hash(s: Session, taxonomy_path: Path | None) -> str | None:
+    from taxonomy.taxonomy_io import load_taxonomy
+
+    path = taxonomy_path or (s.run.path / "taxonomy.json")
+    return load_taxonomy(path).content_hash if Path(path).is_file() else None
+
+
+def require_inputs(s: Session, stage: str) -> None:
+    """A single-stage command never builds on an input that is missing or older than its own inputs."""
+    for up in STAGE_INPUTS[stage]:
+        if stage == "tag" and up == "merge" and not (s.run.manifest.get("stages") or {}).get("merge"):
+            continue  # tagging against a frozen or hand-made taxonomy
+        reason = why_stale(s, up, _tag_taxonomy_hash(s, None) if up == "tag" else None)
+        if reason is not None and reason != "not run yet":
+            raise RunError(
+                f"{s.run.path}: stage {up} is out of date ({reason}), so {stage} would build on stale input; "
+                f"fix: run `taxonomy run` on the pipeline (or `taxonomy {up} {s.run.path}` first)"
+            )
+
+
+def run_stage(s: Session, stage: str, *, check_inputs: bool = False, **kwargs: Any) -> dict[str, Any]:
     start = time.perf_counter()
+    ensure_criteria(s)
+    if check_inputs:
+        require_inputs(s, stage)
+    taxonomy_hash = _tag_taxonomy_hash(s, kwargs.get("taxonomy_path")) if stage == "tag" else None
+    digest, parts = fingerprint(s, stage, taxonomy_hash)
     info = STEPS[stage](s, **kwargs)
     info.update(_usage(s, stage))
-    info.update(seconds=elapsed(start), finished=now())
+    info.update(seconds=elapsed(start), finished=now(), fingerprint=digest, fingerprint_parts=parts)
     s.run.record(stage, info)
     return info
 
 
 def run_pipeline(s: Session, *, force_from: str | None = None, on_stage: Callable[[str, dict], None] | None = None) -> None:
-    """All stages in order, skipping those whose artifact exists (unless at or after `force_from`)."""
-    forced = False
+    """All stages in order. A stage is reused when its files are on disk and its fingerprint is
+    unchanged; once one stage is rebuilt (or forced), every stage after it is rebuilt too."""
+    ensure_criteria(s)
+    rebuild_from: str | None = None
     for stage in STAGES:
-        forced = forced or stage == force_from
-        if s.run.has(OUTPUTS[stage]) and not forced:
+        if stage == force_from and rebuild_from is None:
+            rebuild_from = stage
+        reason = why_stale(s, stage, _tag_taxonomy_hash(s, None) if stage == "tag" else None)
+        if reason is None and rebuild_from is None:
             if on_stage:
                 on_stage(stage, {"skipped": True})
             continue
+        if rebuild_from is None:
+            rebuild_from = stage
+            if reason != "not run yet" and on_stage:
+                on_stage(stage, {"stale": reason})
         info = run_stage(s, stage)
         if on_stage:
             on_stage(stage, info)

@@ -1,11 +1,13 @@
-"""A run directory: the only hand-off between stages. Artifacts are written atomically, the
-manifest records what ran, and a stage whose artifact is on disk is not run again."""
+"""A run directory: the only hand-off between stages. Artifacts are written atomically with the
+user's umask, the manifest records what ran and from what (fingerprints), and a damaged artifact
+is reported on one line instead of a traceback."""
 from __future__ import annotations
 
 import json
 import os
 import platform
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -27,11 +29,29 @@ OUTPUTS = {
     "merge": "taxonomy.json",
     "tag": "stage3_tags.parquet",
 }
+# Bumped when the run layout or provenance changes; a run made by a newer tool is refused.
+RUN_FORMAT = 2
 PROMPTS = {"discover": "stage1_discovery.j2", "canonicalize": "stage2_canonicalize.j2", "merge": "stage2_merge.j2", "tag": "stage3_tagging.j2"}
 
 
 class RunError(ValueError):
     """A run directory that lacks what a stage needs, on one line with the fix."""
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def user_mode() -> int:
+    """The mode a plain `open()` would give a new file: 0666 minus the user's umask."""
+    with _UMASK_LOCK:  # reading the umask means setting it; keep other threads out meanwhile
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return 0o666 & ~mask
+
+
+def apply_umask(path: str | Path) -> None:
+    """mkstemp files are 0600; an artifact must be as readable as any file the user writes."""
+    os.chmod(path, user_mode())
 
 
 def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -40,10 +60,20 @@ def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
+        apply_umask(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def damaged(path: Path, exc: BaseException, stage: str) -> RunError:
+    """A truncated or corrupt artifact: name it and how to rebuild it, never a traceback."""
+    what = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+    return RunError(
+        f"{path}: damaged or truncated ({type(exc).__name__}: {what}); "
+        f"fix: delete it and run `taxonomy {stage} {path.parent}` (or `taxonomy run` on the pipeline) to rebuild it"
+    )
 
 
 @dataclass
@@ -53,9 +83,26 @@ class RunDir:
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
+        if self.path.exists() and not self.path.is_dir():
+            raise RunError(f"{self.path}: not a directory; fix: pass a run directory (or a new folder name) to --run-dir")
         self.path.mkdir(parents=True, exist_ok=True)
-        if (self.path / "manifest.json").exists():
-            self.manifest = json.loads((self.path / "manifest.json").read_text())
+        manifest = self.path / "manifest.json"
+        if manifest.exists():
+            try:
+                self.manifest = json.loads(manifest.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise RunError(
+                    f"{manifest}: damaged ({type(exc).__name__}: {str(exc)[:120]}); fix: restore it, or delete it and "
+                    "run `taxonomy run` on the pipeline again (artifacts without a valid manifest are recomputed; answers are cached)"
+                ) from None
+            if not isinstance(self.manifest, dict):
+                raise RunError(f"{manifest}: not a JSON object; fix: delete it and run `taxonomy run` on the pipeline again")
+            made_by = self.manifest.get("run_format", 0)
+            if isinstance(made_by, int) and made_by > RUN_FORMAT:
+                raise RunError(
+                    f"{manifest}: run_format {made_by} was written by a newer rubric-taxonomy (this one reads {RUN_FORMAT}); "
+                    "fix: upgrade rubric-taxonomy, or use another --run-dir"
+                )
 
     def has(self, name: str) -> bool:
         return (self.path / name).exists()
@@ -69,30 +116,86 @@ class RunDir:
         _atomic_write(self.path / name, lambda p: frame.write_parquet(p))
 
     def read_parquet(self, name: str, stage: str = "run") -> pl.DataFrame:
-        return pl.read_parquet(self.need(name, stage))
+        path = self.need(name, stage)
+        try:
+            return pl.read_parquet(path)
+        except Exception as exc:  # noqa: BLE001 - polars/arrow raise many types on a damaged file
+            raise damaged(path, exc, stage) from None
 
     def write_json(self, name: str, value: Any) -> None:
         text = redact(json.dumps(value, indent=2, ensure_ascii=False, default=str))
         _atomic_write(self.path / name, lambda p: p.write_text(text, encoding="utf-8"))
 
     def read_json(self, name: str, stage: str = "run") -> Any:
-        return json.loads(self.need(name, stage).read_text(encoding="utf-8"))
+        path = self.need(name, stage)
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise damaged(path, exc, stage) from None
 
     def write_text(self, name: str, text: str) -> None:
         _atomic_write(self.path / name, lambda p: p.write_text(redact(text), encoding="utf-8"))
 
     def write_npy(self, name: str, array: np.ndarray) -> None:
-        _atomic_write(self.path / name, lambda p: np.save(open(p, "wb"), array))
+        def write(p: Path) -> None:
+            with open(p, "wb") as f:  # np.save(path) would append ".npy" to the temporary name
+                np.save(f, array)
+
+        _atomic_write(self.path / name, write)
 
     def read_npy(self, name: str, stage: str = "run") -> np.ndarray:
-        return np.load(self.need(name, stage))
+        path = self.need(name, stage)
+        try:
+            return np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as exc:
+            raise damaged(path, exc, stage) from None
 
     def record(self, stage: str, info: dict[str, Any]) -> None:
         self.manifest.setdefault("stages", {})[stage] = info
         self.save_manifest()
 
     def save_manifest(self) -> None:
+        self.manifest["run_format"] = RUN_FORMAT
         self.write_json("manifest.json", self.manifest)
+
+
+def taxonomy_in_use(run: RunDir, command: str) -> str:
+    """The content hash of the run's taxonomy.json, after checking Stage 3 was tagged against it.
+
+    breakdown, guidance, audit and report call this at their entry (and `record_use` after),
+    so tags made with an older taxonomy are never shown under the edited taxonomy's names."""
+    from taxonomy.taxonomy_io import load_taxonomy
+
+    current = load_taxonomy(run.need("taxonomy.json", "merge")).content_hash
+    tagged = (run.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
+    if run.has("stage3_tags.parquet") and tagged and tagged != current:
+        raise RunError(
+            f"{run.path / 'stage3_tags.parquet'}: tagged against taxonomy {tagged}, but taxonomy.json is now {current} "
+            f"(edited since); fix: run `taxonomy tag {run.path}` to re-tag, then `taxonomy {command}` again"
+        )
+    return current
+
+
+def record_use(run: RunDir, command: str, taxonomy_hash: str, **info: Any) -> None:
+    run.manifest.setdefault("uses", {})[command] = {"taxonomy_hash": taxonomy_hash, "finished": now(), **info}
+    run.save_manifest()
+
+
+def stale_uses(run: RunDir) -> dict[str, str]:
+    """Uses (breakdown, guidance, audit) whose outputs were made with another taxonomy than the current one."""
+    if not run.has("taxonomy.json"):
+        return {}
+    from taxonomy.taxonomy_io import TaxonomyError, load_taxonomy
+
+    try:
+        current = load_taxonomy(run.path / "taxonomy.json").content_hash
+    except TaxonomyError:
+        return {}
+    return {
+        name: f"{name}/ was computed with taxonomy {rec.get('taxonomy_hash')}, not the current {current}; re-run `taxonomy {name}`"
+        for name, rec in (run.manifest.get("uses") or {}).items()
+        if isinstance(rec, dict) and rec.get("taxonomy_hash") != current
+    }
 
 
 def versions() -> dict[str, str]:

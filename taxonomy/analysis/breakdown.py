@@ -333,6 +333,8 @@ def to_markdown(df: pl.DataFrame, pct_cols: Sequence[str] | None = None, digits:
 
 def write_csv(df: pl.DataFrame, path: str | Path) -> Path:
     """Write `df` as CSV atomically; list columns become `;`-joined strings."""
+    from taxonomy.run import apply_umask
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
@@ -341,6 +343,7 @@ def write_csv(df: pl.DataFrame, path: str | Path) -> Path:
     os.close(fd)
     try:
         flat.write_csv(tmp)
+        apply_umask(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

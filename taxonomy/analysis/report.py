@@ -44,6 +44,9 @@ def render_report(run_dir: Path, out: Path | None = None) -> Path:
 
 
 def build_context(run_dir: Path) -> dict[str, Any]:
+    from taxonomy.run import RunDir, stale_uses
+
+    stale = stale_uses(RunDir(run_dir))  # sections made with another taxonomy are left out, never shown as current
     criteria = pl.read_parquet(run_dir / "criteria.parquet")
     taxonomy = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text(encoding="utf-8"))
     manifest = _read_json(run_dir / "manifest.json") or {}
@@ -57,7 +60,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
         "shares_svg": _shares_chart(taxonomy, joined),
         "label_map": _label_map(run_dir, taxonomy, colors),
         "heatmap": _heatmap(joined, taxonomy.names()) if joined is not None else None,
-        "breakdown": _breakdown(run_dir / "breakdown"),
+        "breakdown": _absent(stale["breakdown"]) if "breakdown" in stale else _breakdown(run_dir / "breakdown"),
         "cost": _cost(manifest),
         "failures": _failures(run_dir, criteria.height),
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
@@ -380,11 +383,14 @@ def _breakable(name: str) -> Markup:
 
 
 def _write_atomic(path: Path, text: str) -> None:
+    from taxonomy.run import apply_umask
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        apply_umask(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
