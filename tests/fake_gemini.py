@@ -220,6 +220,9 @@ class FakeGeminiServer:
         self.embed_dim = embed_dim
         self.latency_s = latency_s
         self.embedder = embedder
+        from tests.fake_batch import FakeBatchService  # here: it builds on this module's Reply and parser
+
+        self.batch = FakeBatchService(self)  # Batch API and Files API routes
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._faults: list[list] = []  # [kind, reply_or_callable, remaining], FIFO
@@ -301,7 +304,8 @@ class FakeGeminiServer:
         raw = h.rfile.read(length) if length else b""
         path = urlsplit(h.path).path
         try:
-            reply = self._dispatch(h.command, path, {k.lower(): v for k, v in h.headers.items()}, raw)
+            headers = {k.lower(): v for k, v in h.headers.items()}
+            reply = self.batch.dispatch(h.command, h.path, headers, raw) or self._dispatch(h.command, path, headers, raw)
         except Exception as exc:  # a broken responder should fail the test visibly, not hang the SDK
             traceback.print_exc(file=sys.stderr)
             reply = Reply.error(500, f"fake server error: {exc!r}")
