@@ -21,6 +21,7 @@ out = Console(soft_wrap=True)
 ProviderOpt = typer.Option(None, "--provider", "-p", help="auto | gemini | vertex | openai | offline (default: the config's llm.provider; auto = gemini with a key, else offline)")
 RunDirOpt = typer.Option(None, "--run-dir", help="run directory (default: one per pipeline, backend and model, under the output dir, so the same command resumes)")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
+BatchOpt = typer.Option(None, "--batch/--online", help="Gemini Batch API: half the price, hours of latency; the job is recorded in the run directory, so the same command resumes it (default: the config's llm.mode)")
 
 
 def _version(value: bool) -> None:
@@ -65,7 +66,7 @@ def _guard(fn):
 
 
 def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], quiet: bool, limit: Optional[int] = None,
-             frozen: Optional[Path] = None):
+             frozen: Optional[Path] = None, batch: Optional[bool] = None):
     """A pipeline TOML opens (or resumes) its default run; a run directory reopens with its recorded settings."""
     from taxonomy.config import load_config
     from taxonomy.pipeline import open_session
@@ -80,6 +81,8 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
         cfg = load_config(target)
     if limit is not None:
         cfg.corpus.limit = limit
+    if batch is not None:
+        cfg.llm.mode = "batch" if batch else "online"
     # A corpus tagged against a frozen taxonomy gets its own run, never the pipeline's own run's place.
     suffix = f"-taxonomy-{load_taxonomy(frozen).content_hash[:8]}" if frozen is not None else ""
     s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix, from_source=not target.is_dir())
@@ -106,7 +109,7 @@ def _print_stage(stage: str, info: dict) -> None:
     if info.get("stale"):
         console.print(f"{stage}: recomputing (with every later stage): {info['stale']}", markup=False, highlight=False)
         return
-    keys = ("criteria", "failed", "unique_labels", "clusters", "micro_capabilities", "capabilities", "calls", "cache_hits", "retries", "reasks", "prompt_tokens", "output_tokens", "cost_usd", "seconds")
+    keys = ("criteria", "failed", "unique_labels", "clusters", "micro_capabilities", "capabilities", "calls", "batch_calls", "cache_hits", "retries", "reasks", "prompt_tokens", "output_tokens", "cost_usd", "seconds")
     parts = [f"{k}={info[k]}" for k in keys if k in info]
     console.print(f"[green]{stage}[/green]: " + ", ".join(parts), highlight=False)
     for note in (info.get("repairs") or []) + (info.get("notes") or []):
@@ -128,21 +131,22 @@ def _print_failures(s, artifact: str, limit: int = 5) -> None:
 @_guard
 def discover(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
              run_dir: Optional[Path] = RunDirOpt, limit: Optional[int] = typer.Option(None, help="only the first N criteria"),
-             quiet: bool = QuietOpt) -> None:
+             quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt) -> None:
     """Stage 1: tag every criterion with 1-3 validated free-text capability labels."""
     from taxonomy.pipeline import run_stage
 
-    s = _session(pipeline, provider, run_dir, quiet, limit)
+    s = _session(pipeline, provider, run_dir, quiet, limit, batch=batch)
     _print_stage("discover", run_stage(s, "discover"))
     _print_failures(s, "stage1_labels.parquet")
     out.print(f"Stage 1 labels: {s.run.path / 'stage1_labels.parquet'}")
 
 
 def _stage_command(stage: str, doc: str):
-    def command(run_dir: Path = typer.Argument(..., help="run directory"), provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
+    def command(run_dir: Path = typer.Argument(..., help="run directory"), provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt,
+                batch: Optional[bool] = BatchOpt) -> None:
         from taxonomy.pipeline import run_stage
 
-        s = _session(run_dir, provider, None, quiet)
+        s = _session(run_dir, provider, None, quiet, batch=batch)
         _print_stage(stage, run_stage(s, stage, check_inputs=True))
 
     command.__doc__ = doc
@@ -160,13 +164,14 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
         taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="a frozen taxonomy.json to tag against"),
         distilled: Optional[Path] = typer.Option(None, "--distilled", help="a model from `taxonomy distill`: tag cheaply, send only low-confidence criteria to the LLM"),
         threshold: Optional[float] = typer.Option(None, help="with --distilled: confidence below which a criterion goes to the LLM (default: the one saved at training)"),
-        provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt) -> None:
+        provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt,
+        batch: Optional[bool] = BatchOpt) -> None:
     """Stage 3: tag every criterion with 1-3 taxonomy capabilities, most confident first."""
     from taxonomy.pipeline import primary_shares, run_stage
 
     if target.is_file() and target.suffix != ".toml":
         target = _adhoc_pipeline(target, run_dir)
-    s = _session(target, provider, run_dir, quiet, frozen=None if target.is_dir() else taxonomy)
+    s = _session(target, provider, run_dir, quiet, frozen=None if target.is_dir() else taxonomy, batch=batch)
     if distilled is not None:
         from taxonomy.distill import tag_with_distilled
 
@@ -206,7 +211,7 @@ def _print_shares(shares) -> None:
 def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
         run_dir: Optional[Path] = RunDirOpt, force: Optional[str] = typer.Option(None, help="re-run from this stage on: " + " | ".join(STAGES)),
         limit: Optional[int] = typer.Option(None, help="only the first N criteria"), report: bool = typer.Option(True, help="write report.html at the end"),
-        quiet: bool = QuietOpt) -> None:
+        quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt) -> None:
     """All stages, resuming from what is on disk; ends with the taxonomy and report paths."""
     import resource
     import time
@@ -216,7 +221,7 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
     if force is not None and force not in STAGES:
         _fail(ValueError(f"--force {force}: unknown stage; fix: use one of {', '.join(STAGES)}"))
     start = time.perf_counter()
-    s = _session(pipeline, provider, run_dir, quiet, limit)
+    s = _session(pipeline, provider, run_dir, quiet, limit, batch=batch)
     run_pipeline(s, force_from=force, on_stage=_print_stage)
     _print_failures(s, "stage1_labels.parquet")
     _print_failures(s, "stage3_tags.parquet")

@@ -23,11 +23,31 @@ class Prices(Section):
 
     input: float = 0.50
     output: float = 3.00
+    # The Batch API's price; unset means half the online price, as Gemini charges.
+    batch_input: float | None = None
+    batch_output: float | None = None
+
+    def batch(self) -> tuple[float, float]:
+        return (self.input / 2 if self.batch_input is None else self.batch_input,
+                self.output / 2 if self.batch_output is None else self.batch_output)
+
+
+class BatchConfig(Section):
+    """llm.mode = "batch": the Gemini Batch API (half price, no per-minute limits, hours of latency)."""
+
+    # Jobs whose requests fit in this many MB go inline; larger ones are uploaded as a JSONL file.
+    inline_max_mb: float = Field(20.0, gt=0)
+    # Re-asks and retries of fewer items than this go online instead of waiting on another job.
+    online_below: int = Field(50, ge=0)
+    poll_s: float = Field(30.0, gt=0)
 
 
 class LLMConfig(Section):
     provider: Literal["auto", "gemini", "vertex", "openai", "offline"] = "auto"
     model: str = "gemini-3-flash-preview"
+    # "batch": the Gemini Batch API (`--batch`), see BatchConfig.
+    mode: Literal["online", "batch"] = "online"
+    batch: BatchConfig = BatchConfig()
     temperature: float = 0.0
     concurrency: int = Field(32, ge=1)
     requests_per_minute: int = Field(1000, ge=1)

@@ -83,7 +83,8 @@ class Session:
                     'fix: set embedding.provider = "local" or "auto"'
                 )
             model = self.cfg.embedding.vertex_model if self.backend == "vertex" else self.cfg.embedding.model
-            return GeminiEmbedder(self.runner.provider, model, self.cfg.embedding.batch_size, self.cache, self.cfg.llm.max_retries)
+            return GeminiEmbedder(self.runner.provider, model, self.cfg.embedding.batch_size, self.cache, self.cfg.llm.max_retries,
+                                  runner=self.runner)
         from taxonomy.embed.local import LocalEmbedder
 
         return LocalEmbedder(dim=self.cfg.embedding.local_dim, seed=self.cfg.cluster.seed)
@@ -106,8 +107,13 @@ def open_session(
     runner = cache = None
     if backend != "offline":
         # One cache per pipeline, wherever the run directory is: a new run dir re-pays nothing.
+        if cfg.llm.mode == "batch":
+            from taxonomy.llm.batch import check_batch_backend
+
+            check_batch_backend(backend)
         cache = Cache(cfg.resolve(cfg.output.dir) / cfg.name / "cache.sqlite")
-        runner = Runner(make_provider(cfg.llm, backend, credentials), cfg.llm, cache, show_progress=show_progress)
+        runner = Runner(make_provider(cfg.llm, backend, credentials), cfg.llm, cache, show_progress=show_progress,
+                        batch_dir=run.path)
     run.manifest.update({
         "pipeline": cfg.name, "backend": backend, "model": "none" if runner is None else cfg.llm.model,
         "versions": versions(), "settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})),

@@ -12,8 +12,9 @@ from taxonomy.llm.cache import Cache, request_key
 
 
 class GeminiEmbedder:
-    def __init__(self, provider, model: str, batch_size: int, cache: Cache, max_retries: int = 6):
+    def __init__(self, provider, model: str, batch_size: int, cache: Cache, max_retries: int = 6, runner=None):
         self.provider = provider  # a GeminiProvider: its client carries the key or the Vertex credentials
+        self.runner = runner  # in batch mode, missing embeddings go through one Batch API job first
         self.model = model
         self.name = f"{provider.name}:{model}"
         self.batch_size = batch_size
@@ -35,6 +36,15 @@ class GeminiEmbedder:
                 missing.append(text)
             else:
                 vectors[text] = json.loads(hit[0])
+        if missing and self.runner is not None:
+            from taxonomy.llm.batch import embed_in_batch
+
+            batched = embed_in_batch(self.runner, self.model, {self._key(t): t for t in missing}) or {}
+            for text in missing:
+                if self._key(text) in batched:
+                    vectors[text] = batched[self._key(text)]
+                    self.cache.put(self._key(text), "embed", json.dumps(vectors[text]))
+            missing = [t for t in missing if t not in vectors]  # what batch mode did not answer goes online
         for start in range(0, len(missing), self.batch_size):
             chunk = missing[start : start + self.batch_size]
             for text, values in zip(chunk, self._call(chunk)):

@@ -84,19 +84,31 @@ class GeminiProvider:
     def identity(self) -> dict[str, Any]:
         return {"provider": self.name, "model": self.model, **self._where}
 
-    async def complete(
-        self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float
-    ) -> Completion:
-        from google.genai import errors, types
+    @staticmethod
+    def contents(turns: list[Turn]) -> list:
+        from google.genai import types
 
-        contents = [types.Content(role=t.role, parts=[types.Part(text=t.text)]) for t in turns]
-        config = types.GenerateContentConfig(
+        return [types.Content(role=t.role, parts=[types.Part(text=t.text)]) for t in turns]
+
+    @staticmethod
+    def generation_config(system: str | None, schema: type[BaseModel], temperature: float):
+        """The request settings, shared by online calls and batch-mode inline requests."""
+        from google.genai import types
+
+        return types.GenerateContentConfig(
             system_instruction=system,
             temperature=temperature,
             response_mime_type="application/json",
             # Plain JSON Schema, built once per class: converting a pydantic class every call costs milliseconds.
             response_json_schema=json_schema(schema),
         )
+
+    async def complete(
+        self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float
+    ) -> Completion:
+        from google.genai import errors
+
+        contents, config = self.contents(turns), self.generation_config(system, schema, temperature)
         try:
             response = await self.client().aio.models.generate_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:

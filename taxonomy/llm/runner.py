@@ -10,6 +10,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Generic, Sequence, TypeVar
 
 from aiolimiter import AsyncLimiter
@@ -48,6 +49,44 @@ class Answer(Generic[T]):
 
 
 @dataclass
+class Conversation(Generic[T]):
+    """One job's exchange with the model, online or in batch rounds: its turns so far, and the
+    parsed answer with the fewest violations, kept with its own violations, so a later
+    unparseable answer can neither discard it nor make its failed items look valid."""
+
+    job: Job[T]
+    turns: list[Turn] = field(default_factory=list)
+    attempts: int = 0
+    best: T | None = None
+    best_violations: list[Violation] = field(default_factory=list)
+    answer: Answer[T] | None = None
+
+    def __post_init__(self) -> None:
+        self.turns = self.turns or [Turn("user", self.job.prompt)]
+
+    def take(self, text: str, reask_attempts: int) -> bool:
+        """Judge one answer; True when it is to be re-asked with its violations."""
+        self.attempts += 1
+        try:
+            value = self.job.schema.model_validate_json(_strip_fence(text))
+        except ValidationError as exc:
+            violations = [Violation(None, f"the answer does not match the JSON schema: {_first_error(exc)}")]
+        else:
+            violations = self.job.validate(value)
+            if self.best is None or len(violations) <= len(self.best_violations):
+                self.best, self.best_violations = value, violations
+        if not violations:
+            self.answer = Answer(self.best, [], self.attempts)
+            return False
+        if self.attempts > reask_attempts:
+            self.answer = Answer(self.best, self.best_violations if self.best is not None else violations, self.attempts)
+            return False
+        feedback = render("reask.j2", violations=[str(v) for v in violations[:40]])
+        self.turns = self.turns + [Turn("model", text or "(empty)"), Turn("user", feedback)]
+        return True
+
+
+@dataclass
 class Usage:
     calls: int = 0  # requests answered by the provider (paid)
     cache_hits: int = 0
@@ -56,9 +95,15 @@ class Usage:
     prompt_tokens: int = 0
     output_tokens: int = 0
     seconds: float = 0.0
+    # The part of calls and tokens answered by the Batch API, charged at the batch price.
+    batch_calls: int = 0
+    batch_prompt_tokens: int = 0
+    batch_output_tokens: int = 0
 
     def cost(self, prices: Prices) -> float:
-        return (self.prompt_tokens * prices.input + self.output_tokens * prices.output) / 1e6
+        batch_in, batch_out = prices.batch()
+        online = (self.prompt_tokens - self.batch_prompt_tokens) * prices.input + (self.output_tokens - self.batch_output_tokens) * prices.output
+        return (online + self.batch_prompt_tokens * batch_in + self.batch_output_tokens * batch_out) / 1e6
 
     def as_dict(self, prices: Prices) -> dict[str, float | int]:
         return {**self.__dict__, "seconds": round(self.seconds, 3), "cost_usd": round(self.cost(prices), 6)}
@@ -73,21 +118,38 @@ class Runner:
     usage: dict[str, Usage] = field(default_factory=dict)
     # The window the per-minute limits apply to; a test shrinks it to see the limiter work.
     rate_period_s: float = 60.0
+    # Where batch mode records its jobs (the run directory), so a killed run polls the same job.
+    batch_dir: Path | None = None
 
     def run(self, stage: str, jobs: Sequence[Job[T]], description: str = "") -> list[Answer[T]]:
         """Answer every job; results keep the jobs' order."""
         usage = self.usage.setdefault(stage, Usage())
         started = time.perf_counter()
         try:
+            if self.cfg.mode == "batch":
+                from taxonomy.llm.batch import run_batch
+
+                return run_batch(self, stage, list(jobs), description or stage, usage)
             return asyncio.run(self._run_all(stage, list(jobs), description or stage, usage))
         finally:
             usage.seconds += time.perf_counter() - started
 
-    async def _run_all(self, stage: str, jobs: list[Job[T]], description: str, usage: Usage) -> list[Answer[T]]:
+    def complete_online(self, stage: str, asks: Sequence[tuple[list[Turn], Job]], usage: Usage) -> list[Completion]:
+        """One online completion per (turns, job), cached and accounted: batch mode's follow-ups."""
+        async def all_of() -> list[Completion]:
+            self._open_limits()
+            return list(await asyncio.gather(*(self._complete(stage, turns, job, usage) for turns, job in asks)))
+
+        return asyncio.run(all_of())
+
+    def _open_limits(self) -> None:
         # Limiters are bound to the running loop, so they are made per run.
         self._slots = asyncio.Semaphore(self.cfg.concurrency)
         self._requests = AsyncLimiter(self.cfg.requests_per_minute, self.rate_period_s)
         self._tokens = AsyncLimiter(self.cfg.tokens_per_minute, self.rate_period_s)
+
+    async def _run_all(self, stage: str, jobs: list[Job[T]], description: str, usage: Usage) -> list[Answer[T]]:
+        self._open_limits()
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, disable=not self.show_progress, transient=False) as progress:
             bar = progress.add_task(description, total=len(jobs))
@@ -100,38 +162,25 @@ class Runner:
             return list(await asyncio.gather(*(one(job) for job in jobs)))
 
     async def _ask(self, stage: str, job: Job[T], usage: Usage) -> Answer[T]:
-        turns = [Turn("user", job.prompt)]
-        # The parsed answer with the fewest violations, kept with its own violations, so a later
-        # unparseable answer can neither discard it nor make its failed items look valid.
-        best: T | None = None
-        best_violations: list[Violation] = []
-        for attempt in range(1, self.cfg.reask_attempts + 2):
-            completion = await self._complete(stage, turns, job, usage)
-            try:
-                value = job.schema.model_validate_json(_strip_fence(completion.text))
-            except ValidationError as exc:
-                violations = [Violation(None, f"the answer does not match the JSON schema: {_first_error(exc)}")]
-            else:
-                violations = job.validate(value)
-                if best is None or len(violations) <= len(best_violations):
-                    best, best_violations = value, violations
-            if not violations:
-                return Answer(best, [], attempt)
-            if attempt <= self.cfg.reask_attempts:
+        talk = Conversation(job)
+        while talk.answer is None:
+            completion = await self._complete(stage, talk.turns, job, usage)
+            if talk.take(completion.text, self.cfg.reask_attempts):
                 usage.reasks += 1
-                feedback = render("reask.j2", violations=[str(v) for v in violations[:40]])
-                turns = turns + [Turn("model", completion.text or "(empty)"), Turn("user", feedback)]
-        return Answer(best, best_violations if best is not None else violations, self.cfg.reask_attempts + 1)
+        return talk.answer
 
-    async def _complete(self, stage: str, turns: list[Turn], job: Job[T], usage: Usage) -> Completion:
-        request = {
+    def request_key(self, turns: list[Turn], job: Job) -> str:
+        """The cache key of one request: online and batch answers are the same entries."""
+        return request_key({
             **self.provider.identity(),
             "system": job.system,
             "turns": [[t.role, t.text] for t in turns],
             "schema": json_schema(job.schema),
             "temperature": self.cfg.temperature,
-        }
-        key = request_key(request)
+        })
+
+    async def _complete(self, stage: str, turns: list[Turn], job: Job[T], usage: Usage) -> Completion:
+        key = self.request_key(turns, job)
         cached = self.cache.get(key)
         if cached is not None:
             usage.cache_hits += 1
