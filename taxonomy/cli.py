@@ -306,6 +306,27 @@ def guidance(run_dir: Path = typer.Argument(..., help="a run directory with Stag
 
 @app.command()
 @_guard
+def export(run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
+           to: list[str] = typer.Option(["all"], "--to", help="vally | openjudge | gandalf | jsonl | all; repeatable or comma-separated"),
+           out_dir: Optional[Path] = typer.Option(None, "--out", help="output folder (default: RUN_DIR/export/), one subfolder per format"),
+           notes: Optional[Path] = typer.Option(None, "--notes", help="domain notes for the guidance; drafts it again if it was drafted with other notes"),
+           provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
+    """The guidance and routing as grader configs: vally eval.yaml, OpenJudge graders.json, Gandalf markdown, routing.jsonl."""
+    from taxonomy.guidance.export import export_run, parse_formats
+
+    formats = parse_formats(to)
+    s = _session(run_dir, provider, None, quiet)
+    result = export_run(s, formats, out_dir, notes)
+    if result.guidance == "drafted":
+        console.print("guidance: drafted for this export (no current guidance/drafts.json in the run)", highlight=False)
+    for fmt in result.files:
+        counts = ", ".join(f"{k}={v}" for k, v in result.counts[fmt].items())
+        out.print(f"{fmt}: {result.files[fmt][0]} ({counts}; {len(result.files[fmt])} files, "
+                  f"{result.bytes(fmt) / 1024:.0f} KiB, {result.seconds[fmt]:.2f} s)", highlight=False)
+
+
+@app.command()
+@_guard
 def distill(run_dir: Path = typer.Argument(..., help="a run directory with a finished Stage 3"),
             holdout: float = typer.Option(0.2, help="share of tasks held out to measure agreement"),
             seed: int = typer.Option(0)) -> None:

@@ -139,6 +139,17 @@ class AuditConfig(Section):
     duplicate_similarity: float = Field(0.9, gt=0, le=1)
 
 
+class ExportConfig(Section):
+    """`taxonomy export`: what the exported graders are set to."""
+
+    # vally prompt graders: pass threshold of the binary score (normalised to 0-1).
+    threshold: float = Field(0.5, ge=0, le=1)
+    # The judge: vally's grader `model` when set (else vally's own default); OpenJudge's model (else llm.model).
+    judge_model: str = ""
+    # A vally grader prompt longer than this is split into several graders of the same capability.
+    max_prompt_chars: int = Field(12_000, ge=500)
+
+
 class OutputConfig(Section):
     dir: str = "../outputs"
 
@@ -155,6 +166,7 @@ class PipelineConfig(Section):
     merge: MergeConfig = MergeConfig()
     tag: TagConfig = TagConfig()
     audit: AuditConfig = AuditConfig()
+    export: ExportConfig = ExportConfig()
     output: OutputConfig = OutputConfig()
     # Folder of the TOML file; relative paths inside the config resolve against it.
     base_dir: Path = Path(".")

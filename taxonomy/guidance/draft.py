@@ -11,6 +11,7 @@ from taxonomy.guidance.files import write_guidance
 from taxonomy.guidance.inputs import routed_criteria, select_examples
 from taxonomy.guidance.model import GuidanceAnswer, GuidanceDrafts, GuidanceError, validate_guidance
 from taxonomy.guidance.offline import notes_for_prompt, offline_draft
+from taxonomy.guidance.stored import inputs_fingerprint, save_drafts
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render, template_hash
 from taxonomy.run import RunDir
@@ -86,6 +87,7 @@ def generate_guidance(session: Any, notes_path: Path | None = None, examples_per
     tags = run.read_parquet("stage3_tags.parquet", "tag")
     drafts = draft_guidance(taxonomy, criteria, tags, notes, session.runner, examples_per_cap)
     files = write_guidance(run, taxonomy, criteria, tags, drafts, examples_per_cap)
+    save_drafts(run, drafts, inputs_fingerprint(taxonomy, criteria, tags), notes)
     info: dict[str, Any] = {
         **files.as_dict(),
         "notes": str(notes_path) if notes_path is not None else None,

@@ -105,7 +105,7 @@ def _when_it_applies(cap: TaxonomyCapability, summary: str) -> list[str]:
     return lines
 
 
-def _body(cap: TaxonomyCapability, draft: GuidanceAnswer, level: str) -> list[str]:
+def guidance_body(cap: TaxonomyCapability, draft: GuidanceAnswer, level: str) -> list[str]:
     """The guidance proper, with sub-headings at `level` ("##" in a capability file, "###" in a task file)."""
     return [
         _line(draft.summary, 4000), "",
@@ -126,7 +126,7 @@ _SOURCE_NOTE = {
 def capability_markdown(cap: TaxonomyCapability, draft: GuidanceAnswer, examples: list[dict[str, str]],
                         n_primary: int, n_any: int, source: str = "") -> str:
     lines = [f"# Judge guidance: {title(cap.name)}", "", f"Capability `{cap.name}`: primary tag of {n_primary} criteria, "
-             f"needed (any tag) by {n_any}.", "", *_body(cap, draft, "##")]
+             f"needed (any tag) by {n_any}.", "", *guidance_body(cap, draft, "##")]
     if examples:
         lines += ["## Example criteria", ""]
         lines += [f"- [{_line(ex['task_id'], 120)}] {_line(ex['text'])}" for ex in examples]
@@ -149,26 +149,27 @@ def task_markdown(task_id: str, sections: list[tuple[TaxonomyCapability, Guidanc
         lines += [f"## {title(cap.name)} (`{cap.name}`)", "",
                   f"Needed by {len(ids)} of the task's criteria: {', '.join(_line(i, 80) for i in ids[:20])}"
                   + (", …" if len(ids) > 20 else "") + ".", "",
-                  *_body(cap, draft, "###")]
+                  *guidance_body(cap, draft, "###")]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def write_guidance(run: RunDir, taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame,
-                   drafts: dict[str, GuidanceAnswer], examples_per_cap: int = 5) -> GuidanceFiles:
-    """Capability files, the routing table and per-task guidance, written atomically under run/guidance/."""
+                   drafts: dict[str, GuidanceAnswer], examples_per_cap: int = 5, folder: str = FOLDER) -> GuidanceFiles:
+    """Capability files, the routing table and per-task guidance, written atomically under run/<folder>/
+    (`run` may be any folder opened as a RunDir, e.g. an export's)."""
     routed = routed_criteria(criteria, tags)
     caps = {c.name: c for c in taxonomy.capabilities}
     missing = [n for n in caps if n not in drafts]
     if missing:
         raise GuidanceError(f"no guidance draft for {', '.join(missing)}; fix: draft every capability of the taxonomy (draft_guidance)")
     source = getattr(drafts, "source", {})
-    folder = run.path / FOLDER
+    root = run.path / folder
 
     cap_files: dict[str, Path] = {}
     for name, cap in caps.items():
         n_primary = routed.filter(pl.col("primary") == name).height
         n_any = routed.filter(pl.col("tags").list.contains(name)).height
-        rel = f"{FOLDER}/{name}.md"
+        rel = f"{folder}/{name}.md"
         run.write_text(rel, capability_markdown(cap, drafts[name], select_examples(routed, name, examples_per_cap),
                                                 n_primary, n_any, source.get(name, "")))
         cap_files[name] = run.path / rel
@@ -189,7 +190,7 @@ def write_guidance(run: RunDir, taxonomy: Taxonomy, criteria: pl.DataFrame, tags
         untagged = sum(1 for r in group.iter_rows(named=True) if not any(t in caps for t in r["tags"]))
         stem = task_filename(task_id, taken)
         taken.add(stem)
-        rel = f"{FOLDER}/tasks/{stem}.md"
+        rel = f"{folder}/tasks/{stem}.md"
         run.write_text(rel, task_markdown(task_id, [(caps[n], drafts[n], need[n]) for n in ranked], group.height, untagged))
         task_files[task_id] = run.path / rel
         task_rel[task_id] = f"tasks/{stem}.md"
@@ -202,11 +203,11 @@ def write_guidance(run: RunDir, taxonomy: Taxonomy, criteria: pl.DataFrame, tags
             "tags": ";".join(known), "guidance_files": ";".join(f"{t}.md" for t in known), "task_file": task_rel[str(r["task_id"])],
         })
     schema = {k: pl.Utf8 for k in ("criterion_id", "task_id", "primary", "tags", "guidance_files", "task_file")}
-    run.write_text(f"{FOLDER}/routing.csv", pl.DataFrame(rows, schema=schema).write_csv())
+    run.write_text(f"{folder}/routing.csv", pl.DataFrame(rows, schema=schema).write_csv())
 
     written = set(cap_files.values()) | set(task_files.values())
-    removed = [p for p in [*folder.glob("*.md"), *(folder / "tasks").glob("*.md")] if p not in written]
+    removed = [p for p in [*root.glob("*.md"), *(root / "tasks").glob("*.md")] if p not in written]
     for p in removed:
         p.unlink()
-    return GuidanceFiles(folder, cap_files, folder / "routing.csv", task_files, n_criteria=routed.height,
+    return GuidanceFiles(root, cap_files, root / "routing.csv", task_files, n_criteria=routed.height,
                          n_routed=sum(1 for r in rows if r["tags"]), removed=removed)

@@ -1,0 +1,119 @@
+"""`taxonomy export`: the taxonomy's guidance and routing in the formats graders read.
+
+    DIR/vally/eval.yaml           vally: one stimulus per task, one prompt grader per capability it needs
+    DIR/openjudge/graders.json    OpenJudge: one LLMGrader config per capability (+ inputs.jsonl)
+    DIR/gandalf/                  the paper's verifier: per-task judge guidance markdown + routing.csv
+    DIR/routing.jsonl             any other verifier: one line per criterion (+ guidance_sections.jsonl)
+
+DIR defaults to RUN/export/. The guidance text is the run's own (guidance/drafts.json, as `taxonomy
+guidance` drafted it); when that is missing, or was drafted from other inputs, it is drafted again first.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from taxonomy.guidance.draft import generate_guidance, read_notes
+from taxonomy.guidance.files import write_guidance
+from taxonomy.guidance.jsonl import build_routing
+from taxonomy.guidance.model import GuidanceDrafts
+from taxonomy.guidance.openjudge import build_graders
+from taxonomy.guidance.routes import ExportError, load_tasks
+from taxonomy.guidance.stored import inputs_fingerprint, load_drafts
+from taxonomy.guidance.vally import build_eval, eval_yaml
+from taxonomy.run import RunDir
+
+FORMATS = ("vally", "openjudge", "gandalf", "jsonl")
+DEFAULT_FOLDER = "export"
+
+
+def parse_formats(values: list[str]) -> list[str]:
+    """`--to` values (repeatable, comma-separated, or `all`) in canonical order."""
+    asked = {v.strip().lower() for value in values for v in str(value).split(",") if v.strip()}
+    unknown = sorted(asked - set(FORMATS) - {"all"})
+    if unknown or not asked:
+        raise ExportError(f"--to {', '.join(unknown) or '(nothing)'}: unknown export format; fix: use one or more of {', '.join(FORMATS)}, or all")
+    return list(FORMATS) if "all" in asked else [f for f in FORMATS if f in asked]
+
+
+@dataclass
+class ExportResult:
+    folder: Path
+    files: dict[str, list[Path]] = field(default_factory=dict)  # format → files written
+    seconds: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+    guidance: str = "reused"  # "reused" (the run's guidance/drafts.json) or "drafted"
+
+    def bytes(self, fmt: str) -> int:
+        return sum(p.stat().st_size for p in self.files[fmt])
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"folder": str(self.folder), "guidance": self.guidance, "formats": {
+            f: {"files": [str(p) for p in self.files[f]], "bytes": self.bytes(f), "seconds": self.seconds[f], **self.counts[f]}
+            for f in self.files}}
+
+
+def _drafts(session: Any, fingerprint: str, notes_path: Path | None) -> tuple[GuidanceDrafts, str]:
+    run: RunDir = session.run
+    notes = read_notes(notes_path)
+    drafts = load_drafts(run, fingerprint, notes, check_notes=notes_path is not None)
+    if drafts is not None:
+        return drafts, "reused"
+    run.record("guidance", generate_guidance(session, notes_path))
+    drafts = load_drafts(run, fingerprint, notes, check_notes=notes_path is not None)
+    if drafts is None:  # generate_guidance writes them; anything else is a bug, never silently ignored
+        raise ExportError(f"{run.path / 'guidance'}: drafts were not written; fix: report this as a bug")
+    return drafts, "drafted"
+
+
+def _jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def export_run(session: Any, formats: list[str], out: Path | None = None, notes_path: Path | None = None) -> ExportResult:
+    """Write the asked formats under `out` (default RUN/export/) and record them in the run's manifest."""
+    from taxonomy.taxonomy_io import load_taxonomy
+
+    run: RunDir = session.run
+    cfg = session.cfg.export
+    taxonomy = load_taxonomy(run.need("taxonomy.json", "merge"), session.cfg.labels)
+    criteria = run.read_parquet("criteria.parquet", "discover")
+    tags = run.read_parquet("stage3_tags.parquet", "tag")
+    tasks = load_tasks(taxonomy, criteria, tags)  # checked before any guidance is (re)drafted
+    drafts, how = _drafts(session, inputs_fingerprint(taxonomy, criteria, tags), notes_path)
+    target = RunDir(Path(out) if out is not None else run.path / DEFAULT_FOLDER)
+    result = ExportResult(target.path, guidance=how)
+    header = (f"vally eval written by rubric-taxonomy (`taxonomy export`) from run {run.path.name}, "
+              f"taxonomy {taxonomy.compute_hash()}: {len(tasks)} tasks, {criteria.height} criteria.")
+
+    for fmt in formats:
+        start = time.perf_counter()
+        if fmt == "vally":
+            doc = build_eval(tasks, taxonomy, drafts, cfg)
+            target.write_text("vally/eval.yaml", eval_yaml(doc, header))
+            result.files[fmt] = [target.path / "vally/eval.yaml"]
+            result.counts[fmt] = {"stimuli": len(doc["stimuli"]), "graders": sum(len(s["graders"]) for s in doc["stimuli"])}
+        elif fmt == "openjudge":
+            graders, lines = build_graders(tasks, taxonomy, drafts, cfg.judge_model or session.cfg.llm.model)
+            target.write_text("openjudge/graders.json", json.dumps(graders, indent=2, ensure_ascii=False) + "\n")
+            target.write_text("openjudge/inputs.jsonl", _jsonl(lines))
+            result.files[fmt] = [target.path / "openjudge/graders.json", target.path / "openjudge/inputs.jsonl"]
+            result.counts[fmt] = {"graders": len(graders), "inputs": len(lines)}
+        elif fmt == "gandalf":
+            files = write_guidance(target, taxonomy, criteria, tags, drafts, folder="gandalf")
+            result.files[fmt] = [files.routing, *files.capability_files.values(), *files.task_files.values()]
+            result.counts[fmt] = {"capability_files": len(files.capability_files), "task_files": len(files.task_files)}
+        elif fmt == "jsonl":
+            routing, sections = build_routing(tasks, taxonomy, drafts)
+            target.write_text("routing.jsonl", _jsonl(routing))
+            target.write_text("guidance_sections.jsonl", _jsonl(sections))
+            result.files[fmt] = [target.path / "routing.jsonl", target.path / "guidance_sections.jsonl"]
+            result.counts[fmt] = {"criteria": len(routing), "sections": len(sections)}
+        else:
+            raise ExportError(f"--to {fmt}: unknown export format; fix: use one of {', '.join(FORMATS)}")
+        result.seconds[fmt] = round(time.perf_counter() - start, 3)
+    run.record("export", result.as_dict())
+    return result

@@ -1,0 +1,31 @@
+"""The format for any other verifier: one JSON line per criterion with its ranked capabilities and the ids
+of the guidance sections routed to it, plus the sections themselves.
+
+    routing.jsonl            {task_id, criterion_id, criterion, weight, penalty, capabilities, guidance_sections}
+    guidance_sections.jsonl  {id, capability, title, description, summary, procedure, evidence, pitfalls, markdown}
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from taxonomy.guidance.files import title
+from taxonomy.guidance.model import GuidanceAnswer
+from taxonomy.guidance.routes import Task, guidance_text
+from taxonomy.schemas import Taxonomy
+
+
+def section_id(capability: str) -> str:
+    return capability
+
+
+def build_routing(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, GuidanceAnswer]) -> tuple[list[dict], list[dict]]:
+    """(routing lines in corpus order, one guidance section per capability in taxonomy order)."""
+    routing = [{
+        "task_id": c.task_id, "criterion_id": c.criterion_id, "criterion": c.text, "weight": c.weight, "penalty": c.penalty,
+        "capabilities": list(c.capabilities), "guidance_sections": [section_id(n) for n in c.capabilities],
+    } for task in tasks for c in task.criteria]
+    sections: list[dict[str, Any]] = [{
+        "id": section_id(cap.name), "capability": cap.name, "title": title(cap.name), "description": cap.description,
+        **drafts[cap.name].model_dump(), "markdown": guidance_text(cap, drafts[cap.name]),
+    } for cap in taxonomy.capabilities]
+    return routing, sections

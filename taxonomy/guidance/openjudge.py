@@ -1,0 +1,61 @@
+"""OpenJudge export: one LLMGrader config per capability (for `LLMGrader.from_config`), and the inputs
+that route each task's criteria to them.
+
+    graders.json   [{name, description, mode: pointwise, template: {messages}, model: {model}}]
+    inputs.jsonl   one line per (task, capability): {grader, task_id, criterion_ids, inputs: {task, criteria}}
+
+A grader's template carries the capability's guidance and three placeholders, `{task}`, `{criteria}` and
+`{response}` (the agent's work), and asks for a pointwise binary score: `grader.aevaluate(**line["inputs"],
+response=...)`. OpenJudge fills placeholders with str.format, so braces in the guidance are doubled.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from taxonomy.guidance.files import title
+from taxonomy.guidance.model import GuidanceAnswer
+from taxonomy.guidance.routes import BINARY, RULES, UNTAGGED, Task, criteria_block, guidance_text
+from taxonomy.schemas import Taxonomy
+
+PLACEHOLDERS = ("task", "criteria", "response")
+SYSTEM = ("You are a strict grader of an AI agent's work. Output ONLY a valid JSON object with this exact structure: "
+          '{{"reason": "<brief explanation of the score>", "score": <0 or 1>}}')
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def grader_config(name: str, description: str, cap_title: str, guidance: str, model: str) -> dict[str, Any]:
+    user = "\n".join([
+        f"Grade the agent's work on the criteria below, which all need one kind of check: {_escape(cap_title)}.",
+        "", f"## How to check: {_escape(cap_title)}", "", _escape(guidance),
+        "", "## The task", "", "{task}",
+        "", "## Criteria", "", "{criteria}",
+        "", "## The agent's work", "", "{response}",
+        "", "## How to grade", "", RULES, BINARY,
+    ])
+    return {
+        "name": name,
+        "description": description,
+        "mode": "pointwise",
+        "template": {"messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]},
+        "model": {"model": model},
+    }
+
+
+def build_graders(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, GuidanceAnswer], model: str) -> tuple[list[dict], list[dict]]:
+    """(grader configs, inputs lines). A grader for untagged criteria is added only when some exist."""
+    caps = {c.name: c for c in taxonomy.capabilities}
+    order = {n: i for i, n in enumerate(caps)}
+    graders = [grader_config(c.name, " ".join(c.description.split()), title(c.name), guidance_text(c, drafts[c.name]), model)
+               for c in taxonomy.capabilities]
+    lines = []
+    for task in tasks:
+        for capability, criteria in task.groups(order):
+            lines.append({"grader": capability, "task_id": task.task_id, "criterion_ids": [c.criterion_id for c in criteria],
+                          "inputs": {"task": task.brief, "criteria": criteria_block(criteria)}})
+    if any(line["grader"] == UNTAGGED for line in lines):
+        graders.append(grader_config(UNTAGGED, "Criteria that Stage 3 gave no capability; judged from their text alone.",
+                                     "no capability tag", guidance_text(None, None), model))
+    return graders, lines

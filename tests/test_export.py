@@ -1,0 +1,251 @@
+"""`taxonomy export` on an offline run over the bundled DevAI data, each format checked through the real
+parser or library: vally's eval.yaml through PyYAML and its JSON Schema, OpenJudge's graders.json through
+py-openjudge (LLMGrader.from_config, then a grade through OpenAIChatModel against the local OpenAI-shaped
+server), the Gandalf markdown against `taxonomy guidance`, and routing.jsonl joined back to the run."""
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import re
+import shutil
+from pathlib import Path
+
+import jsonschema
+import polars as pl
+import pytest
+import yaml
+from openjudge.graders.llm_grader import LLMGrader
+from openjudge.graders.schema import GraderScore
+
+from taxonomy.config import ExportConfig
+from taxonomy.guidance import GuidanceAnswer
+from taxonomy.guidance.openjudge import grader_config
+from taxonomy.guidance.routes import ExportError, load_tasks
+from taxonomy.guidance.vally import SCHEMA_PATH, build_eval, eval_yaml, validate_eval
+from taxonomy.schemas import Taxonomy, TaxonomyCapability
+from tests.conftest import invoke, write_pipeline
+from tests.fake_gemini import FakeGeminiServer
+
+
+@pytest.fixture(scope="module")
+def devai_run(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("export")
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+            mp.delenv(key, raising=False)
+        invoke("run", write_pipeline(tmp), "--run-dir", tmp / "run", "-q", "--no-report")
+        invoke("guidance", tmp / "run", "-q")
+        invoke("export", tmp / "run", "--to", "all", "-q")
+    return tmp / "run"
+
+
+@pytest.fixture(autouse=True)
+def _offline(offline_env):
+    return offline_env
+
+
+def _run_tables(run: Path) -> tuple[pl.DataFrame, pl.DataFrame]:
+    return pl.read_parquet(run / "criteria.parquet"), pl.read_parquet(run / "stage3_tags.parquet")
+
+
+# ---- vally -----------------------------------------------------------------------------
+def test_vally_eval_parses_validates_and_routes_every_criterion(devai_run):
+    path = devai_run / "export" / "vally" / "eval.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    jsonschema.validate(doc, json.loads(SCHEMA_PATH.read_text()))  # the schema file itself, not only our wrapper
+    criteria, tags = _run_tables(devai_run)
+    briefs = dict(criteria.group_by("task_id", maintain_order=True).agg(pl.col("brief").first()).iter_rows())
+    assert [s["name"] for s in doc["stimuli"]] == list(briefs)  # one stimulus per task, corpus order
+    routed: set[tuple[str, str]] = set()
+    for stimulus in doc["stimuli"]:
+        assert stimulus["prompt"] == briefs[stimulus["name"]]
+        for grader in stimulus["graders"]:
+            cfg = grader["config"]
+            assert grader["type"] == "prompt" and cfg["scoring"] == "binary" and cfg["threshold"] == 0.5
+            assert "model" not in cfg  # no judge model configured: vally's own default applies
+            cap = re.search(r"one kind of check: .*?\(`(\w+)`\)", cfg["prompt"]).group(1)
+            assert "# Judge guidance" not in cfg["prompt"] and "## How to check" in cfg["prompt"] and "### Procedure" in cfg["prompt"]
+            for cid in re.findall(r"^\d+\. \[weight [+-][\d.e+]+(?:, penalty)?\] .* \(criterion (\S+)\)$", cfg["prompt"], flags=re.M):
+                routed.add((cid, cap))
+            assert len(cfg["prompt"]) <= ExportConfig().max_prompt_chars
+    expected = {(r["criterion_id"], t) for r in tags.iter_rows(named=True) for t in r["tags"]}
+    assert routed == expected  # each criterion reaches exactly the graders of the capabilities it is tagged with
+
+
+def test_a_broken_eval_fails_the_schema(devai_run):
+    doc = yaml.load((devai_run / "export" / "vally" / "eval.yaml").read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    assert validate_eval(doc) == []
+    doc["stimuli"] = doc["stimuli"][:3]  # each breakage below is in the first three
+    breakages = {
+        "scoring": lambda d: d["stimuli"][0]["graders"][0]["config"].update(scoring="pass_fail"),
+        "threshold": lambda d: d["stimuli"][0]["graders"][0]["config"].update(threshold=1.5),
+        "rubric": lambda d: d["stimuli"][0]["graders"][0]["config"].update(rubric="an undocumented field"),
+        "name": lambda d: d["stimuli"][1].pop("name"),
+        "graders": lambda d: d["stimuli"][2].update(graders=[]),
+    }
+    for word, breakage in breakages.items():
+        broken = copy.deepcopy(doc)
+        breakage(broken)
+        problems = validate_eval(broken)
+        assert problems and word in " ".join(problems), (word, problems)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(broken, json.loads(SCHEMA_PATH.read_text()))
+    small = {"stimuli": [{"name": "t", "prompt": "p", "graders": [{"type": "prompt", "config": {"prompt": "x", "scoring": "stars"}}]}]}
+    with pytest.raises(ExportError, match="does not match"):  # the exporter refuses to write a file that fails it
+        eval_yaml(small, "header")
+
+
+def _small_run() -> tuple[Taxonomy, list, dict]:
+    caps = [TaxonomyCapability(name=f"{w}_check_capability", description=f"Check the {w}.", diagnostic_signal="",
+                               example_pattern="", non_examples=[], members=[])
+            for w in ("file", "number")]
+    taxonomy = Taxonomy(capabilities=caps)
+    rows = [("t1", f"t1-c{i}", f"Criterion {i} about {'files' if i % 2 else 'numbers'} " + "x" * 300, 2.0 if i else -3.0,
+             "penalty" if i == 0 else "reward", "The brief of t1.") for i in range(12)]
+    criteria = pl.DataFrame(rows, schema=["task_id", "criterion_id", "text", "weight", "direction", "brief"], orient="row")
+    tags = pl.DataFrame({"criterion_id": [r[1] for r in rows],
+                         "tags": [[caps[i % 2].name] if i < 11 else [] for i in range(12)]})
+    drafts = {c.name: GuidanceAnswer(summary=f"How to check {c.name}.", procedure=["Open it."], evidence=["The file."], pitfalls=["None."])
+              for c in caps}
+    return taxonomy, load_tasks(taxonomy, criteria, tags), drafts
+
+
+def test_vally_splits_long_graders_and_signs_weights_and_penalties():
+    taxonomy, tasks, drafts = _small_run()
+    whole = build_eval(tasks, taxonomy, drafts, ExportConfig(threshold=0.75, judge_model="judge-x"))
+    graders = whole["stimuli"][0]["graders"]
+    # two capabilities, plus the untagged criterion in a grader of its own (never dropped)
+    assert len(graders) == 3 and all(g["config"]["model"] == "judge-x" and g["config"]["threshold"] == 0.75 for g in graders)
+    text = "\n".join(g["config"]["prompt"] for g in graders)
+    assert "1. [weight -3, penalty] Criterion 0 about numbers" in text and "[weight +2] Criterion 1 about files" in text
+    assert "t1-c11" in graders[-1]["config"]["prompt"] and "no capability tag" in graders[-1]["config"]["prompt"]
+
+    split = build_eval(tasks, taxonomy, drafts, ExportConfig(max_prompt_chars=2000))
+    parts = split["stimuli"][0]["graders"]
+    assert len(parts) > 3 and all(len(g["config"]["prompt"]) <= 2000 for g in parts)
+    assert "(part 1 of " in parts[0]["config"]["prompt"]
+    ids = re.findall(r"\(criterion (\S+)\)", "\n".join(g["config"]["prompt"] for g in parts))
+    assert sorted(ids) == sorted(c.criterion_id for c in tasks[0].criteria)  # split, none lost or doubled
+    assert validate_eval(split) == []
+    with pytest.raises(ExportError, match="max_prompt_chars"):
+        build_eval(tasks, taxonomy, drafts, ExportConfig(max_prompt_chars=500))
+
+
+# ---- OpenJudge -------------------------------------------------------------------------
+def _judge(req) -> dict:
+    """The local judge: passes the work only when the agent's work shows the saved model file."""
+    prompt = req.texts[-1]
+    ok = "fashionnet.pt saved" in prompt
+    return {"reason": "the saved model file is shown" if ok else "no evidence of the saved model", "score": 1 if ok else 0}
+
+
+def test_openjudge_graders_load_and_grade_through_the_real_library(devai_run, monkeypatch):
+    folder = devai_run / "export" / "openjudge"
+    configs = json.loads((folder / "graders.json").read_text(encoding="utf-8"))
+    taxonomy = json.loads((devai_run / "taxonomy.json").read_text(encoding="utf-8"))
+    assert [c["name"] for c in configs] == [c["name"] for c in taxonomy["capabilities"]]
+    monkeypatch.setenv("OPENAI_API_KEY", "local-test-key")  # OpenAIChatModel builds its client (and wants a key) on load
+    graders = {c["name"]: LLMGrader.from_config(copy.deepcopy(c)) for c in configs}
+    for name, grader in graders.items():
+        user = grader.template.to_messages()[-1].content
+        assert grader.name == name and grader.mode == "pointwise" and grader.description
+        assert {"{task}", "{criteria}", "{response}"} <= set(re.findall(r"(?<!\{)\{\w+\}(?!\})", user))
+
+    lines = [json.loads(line) for line in (folder / "inputs.jsonl").read_text(encoding="utf-8").splitlines()]
+    criteria, tags = _run_tables(devai_run)
+    assert {(cid, line["grader"]) for line in lines for cid in line["criterion_ids"]} == \
+        {(r["criterion_id"], t) for r in tags.iter_rows(named=True) for t in r["tags"]}
+    sample = lines[0]
+
+    with FakeGeminiServer(responder=_judge) as server:
+        monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
+        grader = LLMGrader.from_config(copy.deepcopy(next(c for c in configs if c["name"] == sample["grader"])))
+
+        async def grade_two():  # one event loop: the SDK's async client keeps its connections on it
+            return (await grader.aevaluate(**sample["inputs"], response="Training finished; models/saved_models/fashionnet.pt saved."),
+                    await grader.aevaluate(**sample["inputs"], response="I could not finish training."))
+
+        good, bad = asyncio.run(grade_two())
+        sent = server.requests
+    assert isinstance(good, GraderScore) and good.score == 1 and good.reason == "the saved model file is shown"
+    assert isinstance(bad, GraderScore) and bad.score == 0 and bad.reason == "no evidence of the saved model"
+    assert len(sent) == 2 and sent[0].mode == "openai" and sent[0].model == configs[0]["model"]["model"]
+    user = sent[0].texts[-1]
+    assert sample["inputs"]["criteria"] in user and sample["inputs"]["task"] in user and "### Procedure" in user
+
+
+def test_openjudge_template_keeps_braces_in_guidance_literal(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "local-test-key")
+    cfg = grader_config("cap", "d", "Cap", "Compare the {placeholder} in `f\"{x}\"` literally.", "judge-model")
+    grader = LLMGrader.from_config(copy.deepcopy(cfg))
+    messages = grader.template.format(task="T", criteria="1. [weight +1] C", response="R")
+    assert "Compare the {placeholder} in `f\"{x}\"` literally." in messages[-1]["content"]
+    assert '{"reason"' in messages[0]["content"]
+
+
+# ---- Gandalf and jsonl -------------------------------------------------------------------
+def test_gandalf_is_the_run_guidance_with_its_routing_table(devai_run):
+    gandalf, guidance = devai_run / "export" / "gandalf", devai_run / "guidance"
+    names = sorted(p.relative_to(guidance).as_posix() for p in guidance.rglob("*.md"))
+    assert names == sorted(p.relative_to(gandalf).as_posix() for p in gandalf.rglob("*.md")) and len(names) == 9 + 55
+    for name in names:
+        assert (gandalf / name).read_text(encoding="utf-8") == (guidance / name).read_text(encoding="utf-8")
+    routing = pl.read_csv(gandalf / "routing.csv")
+    assert routing.height == 365 and routing.equals(pl.read_csv(guidance / "routing.csv"))
+    assert all((gandalf / f).exists() for f in routing["task_file"].unique())
+
+
+def test_routing_jsonl_lines_join_to_the_run(devai_run):
+    out = devai_run / "export"
+    lines = [json.loads(line) for line in (out / "routing.jsonl").read_text(encoding="utf-8").splitlines()]
+    sections = {s["id"]: s for s in map(json.loads, (out / "guidance_sections.jsonl").read_text(encoding="utf-8").splitlines())}
+    criteria, tags = _run_tables(devai_run)
+    joined = pl.DataFrame(lines).join(criteria, on="criterion_id", how="inner", suffix="_run").join(tags, on="criterion_id", suffix="_tag")
+    assert joined.height == len(lines) == criteria.height
+    for r in joined.iter_rows(named=True):
+        assert r["criterion"] == r["text"] and r["task_id"] == r["task_id_run"] and r["weight"] == r["weight_run"]
+        assert r["capabilities"] == r["tags"] and r["capabilities"][:1] == [r["primary"]]
+        assert r["guidance_sections"] and all(s in sections for s in r["guidance_sections"])
+    assert all(s["procedure"] and s["markdown"].startswith(s["summary"][:40]) for s in sections.values())
+
+
+# ---- the command ---------------------------------------------------------------------------
+def test_out_folder_and_subset_of_formats(devai_run, tmp_path):
+    result = invoke("export", devai_run, "--to", "vally,jsonl", "--out", tmp_path / "x")
+    assert "vally:" in result.output and "jsonl:" in result.output and "openjudge" not in result.output
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["guidance_sections.jsonl", "routing.jsonl", "vally"]
+    manifest = json.loads((devai_run / "manifest.json").read_text())
+    assert set(manifest["stages"]["export"]["formats"]) == {"vally", "jsonl"}
+
+
+def test_bad_requests_are_one_line_with_exit_2(devai_run, tmp_path):
+    unknown = invoke("export", devai_run, "--to", "yaml", ok=False)
+    assert unknown.exit_code == 2 and "unknown export format" in unknown.output and "fix:" in unknown.output
+
+    run = tmp_path / "run"
+    shutil.copytree(devai_run, run, ignore=shutil.ignore_patterns("export", "report.html"))
+    tags = pl.read_parquet(run / "stage3_tags.parquet")
+    tags.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(["made_up_capability"])).otherwise(pl.col("tags")).alias("tags")) \
+        .write_parquet(run / "stage3_tags.parquet")
+    stray = invoke("export", run, ok=False)
+    assert stray.exit_code == 2 and "made_up_capability" in stray.output and "taxonomy tag" in stray.output
+    assert not (run / "export" / "vally").exists()  # nothing half-written
+
+    tags.write_parquet(run / "stage3_tags.parquet")
+    (run / "guidance" / "drafts.json").write_text("{not json")
+    damaged = invoke("export", run, ok=False)
+    assert damaged.exit_code == 2 and "drafts.json" in damaged.output and "fix:" in damaged.output
+
+
+def test_drafts_from_other_inputs_are_drafted_again(devai_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(devai_run, run, ignore=shutil.ignore_patterns("export", "report.html"))
+    reused = invoke("export", run, "--to", "jsonl")
+    assert "drafted for this export" not in reused.output
+    drafts = json.loads((run / "guidance" / "drafts.json").read_text())
+    drafts["inputs"] = "0" * 64  # as if drafted before a re-tag
+    (run / "guidance" / "drafts.json").write_text(json.dumps(drafts))
+    redrafted = invoke("export", run, "--to", "jsonl")
+    assert "drafted for this export" in redrafted.output
+    assert json.loads((run / "guidance" / "drafts.json").read_text())["inputs"] != "0" * 64
