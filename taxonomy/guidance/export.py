@@ -24,7 +24,7 @@ from taxonomy.guidance.openjudge import build_graders
 from taxonomy.guidance.routes import ExportError, load_tasks
 from taxonomy.guidance.stored import inputs_fingerprint, load_drafts
 from taxonomy.guidance.vally import build_eval, eval_yaml
-from taxonomy.run import RunDir
+from taxonomy.run import RunDir, record_use, taxonomy_in_use
 
 FORMATS = ("vally", "openjudge", "gandalf", "jsonl")
 DEFAULT_FOLDER = "export"
@@ -63,6 +63,7 @@ def _drafts(session: Any, fingerprint: str, notes_path: Path | None) -> tuple[Gu
     if drafts is not None:
         return drafts, "reused"
     run.record("guidance", generate_guidance(session, notes_path))
+    record_use(run, "guidance", taxonomy_in_use(run, "export"))
     drafts = load_drafts(run, fingerprint, notes, check_notes=notes_path is not None)
     if drafts is None:  # generate_guidance writes them; anything else is a bug, never silently ignored
         raise ExportError(f"{run.path / 'guidance'}: drafts were not written; fix: report this as a bug")
@@ -79,6 +80,7 @@ def export_run(session: Any, formats: list[str], out: Path | None = None, notes_
 
     run: RunDir = session.run
     cfg = session.cfg.export
+    used = taxonomy_in_use(run, "export")  # refuses tags made with another taxonomy than taxonomy.json
     taxonomy = load_taxonomy(run.need("taxonomy.json", "merge"), session.cfg.labels)
     criteria = run.read_parquet("criteria.parquet", "discover")
     tags = run.read_parquet("stage3_tags.parquet", "tag")
@@ -116,4 +118,5 @@ def export_run(session: Any, formats: list[str], out: Path | None = None, notes_
             raise ExportError(f"--to {fmt}: unknown export format; fix: use one of {', '.join(FORMATS)}")
         result.seconds[fmt] = round(time.perf_counter() - start, 3)
     run.record("export", result.as_dict())
+    record_use(run, "export", used)
     return result
