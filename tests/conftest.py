@@ -57,3 +57,15 @@ def invoke(*args: str, ok: bool = True):
 def files_text(folder: Path) -> str:
     """Everything written under a folder, as text (binary files decoded leniently)."""
     return "".join(p.read_bytes().decode("utf-8", "replace") for p in folder.rglob("*") if p.is_file())
+
+
+def offline_devai_run(tmp: Path, *then: tuple[str, ...]) -> Path:
+    """A full offline run over the bundled DevAI corpus in tmp/run (no key in the environment), then
+    each command of `then` on it (the run directory is appended)."""
+    with pytest.MonkeyPatch.context() as mp:
+        for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+            mp.delenv(key, raising=False)
+        invoke("run", write_pipeline(tmp), "--run-dir", tmp / "run", "-q", "--no-report")
+        for args in then:
+            invoke(args[0], tmp / "run", *args[1:])
+    return tmp / "run"

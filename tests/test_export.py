@@ -24,20 +24,13 @@ from taxonomy.guidance.openjudge import grader_config
 from taxonomy.guidance.routes import ExportError, load_tasks
 from taxonomy.guidance.vally import SCHEMA_PATH, build_eval, eval_yaml, validate_eval
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
-from tests.conftest import invoke, write_pipeline
+from tests.conftest import invoke, offline_devai_run
 from tests.fake_gemini import FakeGeminiServer
 
 
 @pytest.fixture(scope="module")
 def devai_run(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("export")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
-            mp.delenv(key, raising=False)
-        invoke("run", write_pipeline(tmp), "--run-dir", tmp / "run", "-q", "--no-report")
-        invoke("guidance", tmp / "run", "-q")
-        invoke("export", tmp / "run", "--to", "all", "-q")
-    return tmp / "run"
+    return offline_devai_run(tmp_path_factory.mktemp("export"), ("guidance", "-q"), ("export", "--to", "all", "-q"))
 
 
 @pytest.fixture(autouse=True)

@@ -7,17 +7,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from tests.conftest import ROOT, invoke, write_pipeline
+from tests.conftest import ROOT, invoke, offline_devai_run
 
 
 @pytest.fixture(scope="module")
 def devai_run(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("uses")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
-            mp.delenv(key, raising=False)
-        invoke("run", write_pipeline(tmp), "--run-dir", tmp / "run", "-q", "--no-report")
-    return tmp / "run"
+    return offline_devai_run(tmp_path_factory.mktemp("uses"))
 
 
 @pytest.fixture(autouse=True)
