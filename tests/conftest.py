@@ -59,13 +59,13 @@ def files_text(folder: Path) -> str:
     return "".join(p.read_bytes().decode("utf-8", "replace") for p in folder.rglob("*") if p.is_file())
 
 
-def offline_devai_run(tmp: Path, *then: tuple[str, ...]) -> Path:
+def offline_devai_run(tmp: Path, *then: tuple[str, ...], pipeline: Path | None = None) -> Path:
     """A full offline run over the bundled DevAI corpus in tmp/run (no key in the environment), then
-    each command of `then` on it (the run directory is appended)."""
+    each command of `then` on it (the run directory is appended). `pipeline` defaults to a test TOML."""
     with pytest.MonkeyPatch.context() as mp:
         for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
             mp.delenv(key, raising=False)
-        invoke("run", write_pipeline(tmp), "--run-dir", tmp / "run", "-q", "--no-report")
+        invoke("run", pipeline or write_pipeline(tmp), "--run-dir", tmp / "run", "-q", "--no-report")
         for args in then:
             invoke(args[0], tmp / "run", *args[1:])
     return tmp / "run"

@@ -20,17 +20,19 @@ from openjudge.graders.schema import GraderScore
 
 from taxonomy.config import ExportConfig
 from taxonomy.guidance import GuidanceAnswer
-from taxonomy.guidance.openjudge import grader_config
+from taxonomy.guidance.openjudge import build_graders, grader_config
 from taxonomy.guidance.routes import ExportError, load_tasks
 from taxonomy.guidance.vally import SCHEMA_PATH, build_eval, eval_yaml, validate_eval
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
-from tests.conftest import invoke, offline_devai_run
+from tests.conftest import ROOT, invoke, offline_devai_run
 from tests.fake_gemini import FakeGeminiServer
 
 
 @pytest.fixture(scope="module")
 def devai_run(tmp_path_factory) -> Path:
-    return offline_devai_run(tmp_path_factory.mktemp("export"), ("guidance", "-q"), ("export", "--to", "all", "-q"))
+    # The bundled pipeline itself (`taxonomy run pipelines/devai.toml`), run offline into a temporary folder.
+    return offline_devai_run(tmp_path_factory.mktemp("export"), ("guidance", "-q"), ("export", "--to", "all", "-q"),
+                             pipeline=ROOT / "pipelines" / "devai.toml")
 
 
 @pytest.fixture(autouse=True)
@@ -168,6 +170,18 @@ def test_openjudge_graders_load_and_grade_through_the_real_library(devai_run, mo
     assert sample["inputs"]["criteria"] in user and sample["inputs"]["task"] in user and "### Procedure" in user
 
 
+def test_openjudge_untagged_criteria_get_a_grader_of_their_own(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "local-test-key")
+    taxonomy, tasks, drafts = _small_run()
+    graders, lines = build_graders(tasks, taxonomy, drafts, "judge-model")
+    assert [g["name"] for g in graders] == [*taxonomy.names(), "untagged"]
+    assert {line["grader"] for line in lines} == {*taxonomy.names(), "untagged"}
+    assert [line["criterion_ids"] for line in lines if line["grader"] == "untagged"] == [["t1-c11"]]
+    assert "[weight -3, penalty] Criterion 0" in next(line for line in lines if "t1-c0" in line["criterion_ids"])["inputs"]["criteria"]
+    for g in graders:
+        assert LLMGrader.from_config(copy.deepcopy(g)).model.model == "judge-model"
+
+
 def test_openjudge_template_keeps_braces_in_guidance_literal(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "local-test-key")
     cfg = grader_config("cap", "d", "Cap", "Compare the {placeholder} in `f\"{x}\"` literally.", "judge-model")
@@ -229,6 +243,18 @@ def test_bad_requests_are_one_line_with_exit_2(devai_run, tmp_path):
     (run / "guidance" / "drafts.json").write_text("{not json")
     damaged = invoke("export", run, ok=False)
     assert damaged.exit_code == 2 and "drafts.json" in damaged.output and "fix:" in damaged.output
+
+
+def test_other_domain_notes_draft_the_guidance_again(devai_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(devai_run, run, ignore=shutil.ignore_patterns("export", "report.html"))
+    notes = tmp_path / "notes.md"
+    notes.write_text("- A saved model file must be opened and loaded, not only listed in the directory.\n")
+    first = invoke("export", run, "--to", "jsonl", "--notes", notes)
+    again = invoke("export", run, "--to", "jsonl", "--notes", notes)
+    assert "drafted for this export" in first.output and "drafted for this export" not in again.output
+    sections = (run / "export" / "guidance_sections.jsonl").read_text(encoding="utf-8")
+    assert "A saved model file must be opened and loaded" in sections
 
 
 def test_drafts_from_other_inputs_are_drafted_again(devai_run, tmp_path):
