@@ -15,11 +15,14 @@ that text per capability, with an LLM or offline from the taxonomy's own cards, 
 Paths in routing.csv are relative to the guidance/ folder that holds it.
 
 Modules: model (the LLM answer and its checks), inputs (criteria joined with tags, examples),
-offline (the offline draft), files (markdown and routing.csv), draft (drafting and the whole use).
+offline (the offline draft), files (markdown and routing.csv), draft (drafting and the whole use),
+stored (guidance/drafts.json). The exports (`taxonomy export`, `export_run`): routes (what is routed and
+the judge text), vally, openjudge, jsonl, and export (the formats written under RUN/export/).
 """
 from __future__ import annotations
 
 from taxonomy.guidance.draft import PROMPT, STAGE, draft_guidance, generate_guidance, read_notes
+from taxonomy.guidance.export import FORMATS, ExportResult, export_run, parse_formats
 from taxonomy.guidance.files import (
     EXAMPLE_MAX_CHARS,
     FOLDER,
@@ -44,6 +47,7 @@ from taxonomy.guidance.offline import (
     offline_draft,
     relevant_note_lines,
 )
+from taxonomy.guidance.routes import ExportError
 
 __all__ = [
     "CARD_WEIGHT", "EXAMPLE_MAX_CHARS", "FAMILY_WEIGHT", "FOLDER", "MAX_ITEMS", "MIN_ITEMS", "NAME_WEIGHT",
@@ -51,4 +55,5 @@ __all__ = [
     "GuidanceFiles", "capability_keywords", "capability_markdown", "draft_guidance", "generate_guidance", "note_lines",
     "notes_for_prompt", "offline_draft", "read_notes", "relevant_note_lines", "routed_criteria", "select_examples",
     "task_filename", "task_markdown", "title", "validate_guidance", "write_guidance",
+    "FORMATS", "ExportError", "ExportResult", "export_run", "parse_formats",
 ]
