@@ -65,6 +65,7 @@ class FakeBatchService:
         self.fake = fake
         self.pending_s = pending_s
         self.running_s = running_s
+        self.clock = time.monotonic  # a test can drive the jobs' progress with its own clock
         self.jobs: dict[str, _Job] = {}
         self.files: dict[str, dict] = {}  # id -> {"meta": {...}, "data": bytes}
         self.items_answered = 0
@@ -125,7 +126,7 @@ class FakeBatchService:
         if not items:
             return Reply.error(400, "batch has no requests")
         job_id = uuid.uuid4().hex[:12]
-        job = _Job(job_id, model, kind, batch.get("displayName") or "", items, "fileName" in source, time.monotonic(), _now(),
+        job = _Job(job_id, model, kind, batch.get("displayName") or "", items, "fileName" in source, self.clock(), _now(),
                    end=self._ends.pop(0) if self._ends else None)
         self.jobs[job_id] = job
         return self._json(self._operation(job))
@@ -162,7 +163,7 @@ class FakeBatchService:
         """Moves the job along with the clock; answering items as it runs, as Google would."""
         if job.cancelled:
             return "BATCH_STATE_CANCELLED"
-        age = time.monotonic() - job.created
+        age = self.clock() - job.created
         if age < self.pending_s:
             return "BATCH_STATE_PENDING"
         share = 1.0 if self.running_s <= 0 else min(1.0, (age - self.pending_s) / self.running_s)
@@ -186,11 +187,7 @@ class FakeBatchService:
         else:
             req = _parse("gemini", "generateContent", job.model, f"batches/{job.id}", {}, request)
         req.mode = "batch"
-        with fake._lock:
-            fake._requests.append(req)
-        fault = fake._take_fault(req.kind)
-        source = fault if fault is not None else (fake.responder if req.kind == "generate" else None)
-        out = source(req) if callable(source) else source
+        out = fake._record_and_answer(req)
         if isinstance(out, Reply) and out.body is not None:
             err = json.loads(out.body).get("error") if out.status >= 400 else None
             item: dict = {"error": err or {"code": 500, "message": "unreadable item reply"}}

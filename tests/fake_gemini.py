@@ -334,12 +334,7 @@ class FakeGeminiServer:
         except ValueError:
             return Reply.error(400, "request body is not JSON")
         req = _parse(mode, m["action"], m.groupdict().get("model") or "", path, headers, body)
-        with self._lock:
-            self._requests.append(req)
-
-        fault = self._take_fault(req.kind)
-        source = fault if fault is not None else (self.responder if req.kind == "generate" else None)
-        out = source(req) if callable(source) else source
+        out = self._record_and_answer(req)
         if isinstance(out, Reply) and out.body is not None:
             return out
         if req.kind == "embed":
@@ -349,6 +344,14 @@ class FakeGeminiServer:
         if not isinstance(out, Reply):
             out = Reply.text(out if isinstance(out, str) else json.dumps(out))
         return self._generate_reply(req, m["action"], out)
+
+    def _record_and_answer(self, req: RecordedRequest) -> Any:
+        """What a scripted fault, else the responder (generate) or the embedder (None), answers."""
+        with self._lock:
+            self._requests.append(req)
+        fault = self._take_fault(req.kind)
+        source = fault if fault is not None else (self.responder if req.kind == "generate" else None)
+        return source(req) if callable(source) else source
 
     def _generate_reply(self, req: RecordedRequest, action: str, reply: Reply) -> Reply:
         text = reply.content or ""

@@ -43,12 +43,18 @@ def wait(c: genai.Client, job: types.BatchJob) -> tuple[types.BatchJob, list[str
 
 
 def test_inline_job_moves_pending_running_succeeded_and_answers_each_item(srv):
-    srv.batch.pending_s, srv.batch.running_s = 0.1, 0.2
+    now = [0.0]
+    srv.batch.clock = lambda: now[0]
+    srv.batch.pending_s, srv.batch.running_s = 10, 30
     c = client(srv)
     job = c.batches.create(model="m", src=[inline(i) for i in range(3)], config={"display_name": "mine"})
     assert job.state.name == "JOB_STATE_PENDING" and job.display_name == "mine"
-    job, seen = wait(c, job)
-    assert seen[0] == "JOB_STATE_PENDING" and "JOB_STATE_RUNNING" in seen and seen[-1] == "JOB_STATE_SUCCEEDED"
+    seen = []
+    for t in (5, 20, 30, 45):  # pending, then a third answered, two thirds, then all
+        now[0] = t
+        seen.append((c.batches.get(name=job.name).state.name, srv.batch.items_answered))
+    assert seen == [("JOB_STATE_PENDING", 0), ("JOB_STATE_RUNNING", 1), ("JOB_STATE_RUNNING", 2), ("JOB_STATE_SUCCEEDED", 3)]
+    job, _ = wait(c, job)
     out = job.dest.inlined_responses
     assert [r.metadata["key"] for r in out] == ["k0", "k1", "k2"]
     assert [json.loads(r.response.text)["echo"] for r in out] == ["q0", "q1", "q2"]
