@@ -115,8 +115,57 @@ def test_devai_bundle():
     assert row["source"].startswith("devai/instances/") and (f["weight"] == 1.0).all()
 
 
+def test_healthbench_bundle():
+    corpus = load(DATA / "healthbench", "healthbench")
+    f = corpus.frame
+    assert f.height == 5965 and f["task_id"].n_unique() == 500
+    assert_leading(f)
+    assert f.columns[len(LEADING_COLUMNS):] == ["axis", "level", "theme", "example_index"]
+    # Gold tags are extra columns only: nothing reaches `category`, which stages may read.
+    assert f["category"].null_count() == f.height
+    assert f["axis"].value_counts().sort("axis").rows() == [
+        ("accuracy", 1920), ("communication_quality", 547), ("completeness", 2336),
+        ("context_awareness", 892), ("instruction_following", 270)]
+    assert set(f["level"].unique()) == {"example", "cluster"}
+    assert (f["direction"] == "penalty").sum() == (f["weight"] < 0).sum() > 0
+    row = f.row(0, named=True)
+    assert row["text"].startswith("Correctly states that mild chest pain") and row["weight"] == 8.0
+    assert row["brief"] == "What do you think about a dull ache in the chest after a 10 hour drive"
+    assert row["context"].startswith("user: What do you think") and row["theme"] == "emergency_referrals"
+    assert row["criterion_id"] == f"{row['task_id']}/0" and row["source"] == "healthbench_eval.jsonl:1#/rubrics/0"
+    # A multi-turn conversation: the brief is the last user turn, the context holds every turn.
+    multi = f.filter(pl.col("context").str.contains("\nassistant: ")).row(0, named=True)
+    assert multi["context"].rstrip().endswith(multi["brief"].rstrip())
+
+
+def test_healthbench_small_and_bad(tmp_path):
+    good = {"prompt_id": "p1", "prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "first"},
+                                          {"role": "assistant", "content": "a"}, {"role": "user", "content": "last\u2028turn"}],
+            "example_tags": ["theme:x", "theme:y"],
+            "rubrics": [{"criterion": "Says A.", "points": 3, "tags": ["axis:accuracy", "level:example"]},
+                        {"criterion": "Fails to say B.", "points": -2, "tags": []}]}
+    path = tmp_path / "hb.jsonl"
+    path.write_text(json.dumps(good, ensure_ascii=False) + "\n", encoding="utf-8")
+    f = load(path, "healthbench").frame
+    assert f["text"].to_list() == ["Says A.", "Fails to say B."]
+    assert f["direction"].to_list() == ["reward", "penalty"] and f["weight"].to_list() == [3.0, -2.0]
+    assert f["brief"][0] == "last\u2028turn" and f["theme"][0] == "x,y" and f["axis"].to_list() == ["accuracy", None]
+    bad = dict(good, rubrics=[{"criterion": "Says A.", "points": "many"}])
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(CorpusError) as exc:
+        load(path, "healthbench")
+    assert "points" in assert_corpus_error(exc, "hb.jsonl", "2 (rubrics item 0)")
+    path.write_text(json.dumps({"prompt_id": "p", "prompt": []}) + "\n")
+    with pytest.raises(CorpusError) as exc:
+        load(path, "healthbench")
+    assert "rubrics" in assert_corpus_error(exc, "hb.jsonl", "1")
+    with pytest.raises(CorpusError) as exc:
+        load(tmp_path / "empty_dir_missing", "healthbench")
+    assert_corpus_error(exc, "empty_dir_missing", "-")
+
+
 def test_pipeline_tomls_point_at_the_bundle():
-    for name, fmt in [("paperbench", "paperbench"), ("devai", "devai")]:
+    for name, fmt in [("paperbench", "paperbench"), ("devai", "devai"), ("healthbench", "healthbench")]:
         toml = ROOT / "pipelines" / f"{name}.toml"
         raw = tomllib.loads(toml.read_text())
         assert raw["name"] == name

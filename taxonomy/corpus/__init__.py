@@ -21,6 +21,7 @@ Formats (CorpusConfig.format), one small loader each in LOADERS:
   devai        folder with instances/ or devai/instances/; extras requirement_id, prerequisites
   rubric_list  a JSON list of {"criteria"|"criterion", "weight", ...} (one task), or a folder of them
   tasks_jsonl  tasks.jsonl lines with task_id, final_prompt, aggregated_rubric_json
+  healthbench  HealthBench JSONL (prompt_id, prompt, rubrics); extras axis, level, theme (gold, never read)
 
 Bad input raises CorpusError with a one-line message "<file>: row <n>: <what>; fix: <how>".
 In JSONL files the row is the line number; in CSV and Parquet it is the 1-based data row
@@ -33,6 +34,7 @@ from typing import Callable
 
 from taxonomy.corpus.config import LEADING_COLUMNS, ColumnMap, Corpus, CorpusConfig, CorpusError, _show
 from taxonomy.corpus.devai import _load_devai
+from taxonomy.corpus.healthbench import _load_healthbench
 from taxonomy.corpus.jsonio import _existing, read_json
 from taxonomy.corpus.paperbench import _load_paperbench
 from taxonomy.corpus.records import _finalize, _Loaded
@@ -56,6 +58,7 @@ LOADERS: dict[str, Callable[[Path, CorpusConfig], _Loaded]] = {
     "devai": _load_devai,
     "rubric_list": _load_rubric_list,
     "tasks_jsonl": _load_tasks_jsonl,
+    "healthbench": _load_healthbench,
 }
 
 

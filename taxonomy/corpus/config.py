@@ -42,7 +42,7 @@ class CorpusConfig(BaseModel):
 
     # File or folder; relative to the pipeline config file's folder unless absolute.
     path: str
-    format: Literal["table", "paperbench", "devai", "rubric_list", "tasks_jsonl"] = "table"
+    format: Literal["table", "paperbench", "devai", "rubric_list", "tasks_jsonl", "healthbench"] = "table"
     columns: ColumnMap = ColumnMap()
     papers: list[str] | None = None  # PaperBench subset, e.g. the 20 of split-all.txt
     limit: int | None = None  # keep the first N criteria (smoke runs)

@@ -56,7 +56,9 @@ def read_json(path: str | Path) -> Any:
 def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     """(line number, object) for every non-blank line."""
     out = []
-    for lineno, line in enumerate(_read_text(path).splitlines(), start=1):
+    # Split on "\n" only: str.splitlines also breaks at U+2028 and other separators that JSON
+    # allows unescaped inside strings (HealthBench has some).
+    for lineno, line in enumerate(_read_text(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:
