@@ -114,6 +114,8 @@ def _print_stage(stage: str, info: dict) -> None:
     console.print(f"[green]{stage}[/green]: " + ", ".join(parts), highlight=False)
     for note in (info.get("repairs") or []) + (info.get("notes") or []):
         console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
+    for v in info.get("violations") or []:
+        console.print(f"  [red]violation (accepted):[/red] {v}", highlight=False)
 
 
 def _print_failures(s, artifact: str, limit: int = 5) -> None:
@@ -155,7 +157,31 @@ def _stage_command(stage: str, doc: str):
 
 _stage_command("cluster", "Stage 2a: embed the unique labels and cluster them into micro-clusters.")
 _stage_command("canonicalize", "Stage 2b: name each micro-cluster (name, description, signal, example, non-examples).")
-_stage_command("merge", "Stage 2c: merge micro-capabilities into the final taxonomy, constraints checked and repaired in code.")
+AcceptOpt = typer.Option(False, "--accept-violations",
+                         help="keep a taxonomy that still breaks a hard merge constraint (count, shares, mapping) after repair, "
+                              "with the violations listed, instead of failing")
+
+
+def _accept_violations(s) -> None:
+    s.cfg.merge.accept_violations = True
+    s.run.manifest.setdefault("settings", {}).setdefault("merge", {})["accept_violations"] = True
+    s.run.save_manifest()
+
+
+@app.command(name="merge")
+@_guard
+def merge_command(run_dir: Path = typer.Argument(..., help="run directory"), provider: Optional[str] = ProviderOpt,
+                  quiet: bool = QuietOpt, accept_violations: bool = AcceptOpt) -> None:
+    """Stage 2c: merge micro-capabilities into the final taxonomy, constraints checked and repaired in code.
+
+    Exits 2 with one line naming the constraint when the repaired taxonomy still breaks one
+    (it is kept as taxonomy.rejected.json / .md), unless --accept-violations is given."""
+    from taxonomy.pipeline import run_stage
+
+    s = _session(run_dir, provider, None, quiet)
+    if accept_violations:
+        _accept_violations(s)
+    _print_stage("merge", run_stage(s, "merge"))
 
 
 @app.command()
@@ -211,7 +237,7 @@ def _print_shares(shares) -> None:
 def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
         run_dir: Optional[Path] = RunDirOpt, force: Optional[str] = typer.Option(None, help="re-run from this stage on: " + " | ".join(STAGES)),
         limit: Optional[int] = typer.Option(None, help="only the first N criteria"), report: bool = typer.Option(True, help="write report.html at the end"),
-        quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt) -> None:
+        quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt, accept_violations: bool = AcceptOpt) -> None:
     """All stages, resuming from what is on disk; ends with the taxonomy and report paths."""
     import resource
     import time
@@ -222,6 +248,8 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
         _fail(ValueError(f"--force {force}: unknown stage; fix: use one of {', '.join(STAGES)}"))
     start = time.perf_counter()
     s = _session(pipeline, provider, run_dir, quiet, limit, batch=batch)
+    if accept_violations:
+        _accept_violations(s)
     run_pipeline(s, force_from=force, on_stage=_print_stage)
     _print_failures(s, "stage1_labels.parquet")
     _print_failures(s, "stage3_tags.parquet")

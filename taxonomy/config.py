@@ -123,6 +123,9 @@ class MergeConfig(Section):
     min_share: float = Field(0.02, ge=0, lt=1)
     # Capabilities whose centroids are at least this cosine-similar must name each other.
     confusable_similarity: float = Field(0.80, ge=-1, le=1)
+    # A taxonomy that still breaks a hard constraint after repair fails the run unless this is
+    # true (`--accept-violations`); then it is kept with its violations listed.
+    accept_violations: bool = False
 
 
 class TagConfig(Section):

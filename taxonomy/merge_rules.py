@@ -174,6 +174,25 @@ def check_merge(
     return [Violation(None, msg) for msg in out]
 
 
+def hard_violations(proposal: list[MergedCapability], micro: list[MicroCapability], cfg: MergeConfig) -> list[str]:
+    """The hard constraints a taxonomy must meet to be served, each broken one as
+    "<constraint>: <what>": capability count, max share, min share, every micro-cluster once."""
+    index = _index(micro)
+    w = _weights(micro)
+    members = _first_owner_members(proposal, index)
+    shares = [w[m].sum() / max(w.sum(), _EPS) for m in members]
+    out = []
+    if not cfg.min_caps <= len(proposal) <= cfg.max_caps:
+        out.append(f"capability count {cfg.min_caps}-{cfg.max_caps}: the taxonomy has {len(proposal)}")
+    for cap, share in zip(proposal, shares):
+        if share > cfg.max_share + _EPS:
+            out.append(f"max share {_pct(cfg.max_share)}: `{cap.name}` holds {share:.1%} of criteria")
+        elif share < cfg.min_share - _EPS:
+            out.append(f"min share {_pct(cfg.min_share)}: `{cap.name}` holds {share:.1%} of criteria")
+    out += [f"each micro-cluster mapped once: {p}" for p in _mapping_problems(proposal, micro, index)]
+    return out
+
+
 def _mapping_problems(proposal: list[MergedCapability], micro: list[MicroCapability], index: dict[str, int]) -> list[str]:
     out = []
     places: dict[int, list[str]] = {}

@@ -288,14 +288,22 @@ def micro_centroids(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
 
 
 def step_merge(s: Session) -> dict[str, Any]:
-    from taxonomy.stages.merge import merge
+    from taxonomy.stages.merge import constraint_failure, merge
     from taxonomy.taxonomy_io import taxonomy_markdown
 
     micro = _micro(s)
     taxonomy = merge(micro, micro_centroids(s.run, micro), s.cfg, s.runner, corpus=s.cfg.name)
+    if taxonomy.violations and not s.cfg.merge.accept_violations:
+        # Kept for inspection under a name no later stage reads; the stage fails.
+        s.run.write_json("taxonomy.rejected.json", taxonomy.model_dump())
+        s.run.write_text("taxonomy.rejected.md", taxonomy_markdown(taxonomy))
+        raise constraint_failure(taxonomy, str(s.run.path / "taxonomy.rejected.md"))
+    for stale in ("taxonomy.rejected.json", "taxonomy.rejected.md"):
+        (s.run.path / stale).unlink(missing_ok=True)
     s.run.write_json("taxonomy.json", taxonomy.model_dump())
     s.run.write_text("taxonomy.md", taxonomy_markdown(taxonomy))
-    return {"capabilities": len(taxonomy.capabilities), "content_hash": taxonomy.content_hash, "repairs": taxonomy.repairs}
+    return {"capabilities": len(taxonomy.capabilities), "content_hash": taxonomy.content_hash, "repairs": taxonomy.repairs,
+            "violations": taxonomy.violations}
 
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:

@@ -77,6 +77,9 @@ class Taxonomy(BaseModel):
     n_criteria: int = 0
     capabilities: list[TaxonomyCapability]
     repairs: list[str] = []
+    # Hard merge constraints still broken after repair; non-empty only in a taxonomy kept with
+    # --accept-violations (or a rejected one, written as taxonomy.rejected.json).
+    violations: list[str] = []
     content_hash: str = ""
 
     def compute_hash(self) -> str:

@@ -49,6 +49,8 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     lines = [f"# Capability taxonomy: {taxonomy.corpus or 'corpus'}", "",
              f"{len(taxonomy.capabilities)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", "",
              "| capability | share | description |", "|---|---:|---|"]
+    if taxonomy.violations:  # first, so no reader takes the shares below at face value
+        lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
     lines += [f"| `{c.name}` | {100 * c.share:.1f}% | {c.description} |" for c in taxonomy.capabilities]
     for c in taxonomy.capabilities:
         lines += ["", f"## `{c.name}`", "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",

@@ -191,3 +191,19 @@ def test_input_checks_and_whole_name_boundaries():
     assert len(confusable()) == 1
     a.non_examples.append("if the totals are recomputed, prefer `cross_verify_totals_capability`.")
     assert confusable() == []
+
+
+def test_hard_violations_name_each_broken_constraint():
+    from taxonomy.merge_rules import hard_violations
+
+    micro, cents = make_micro()
+    text = "\n".join(hard_violations(bad_proposal(micro), micro, CFG))
+    assert "capability count 8-10: the taxonomy has 12" in text
+    assert "max share 40%: `audit_revenue_topic_capability` holds 55.0% of criteria" in text
+    assert "each micro-cluster mapped once: 1 input name(s) are not mapped" in text
+    assert "lower_snake_case" not in text and "confusable" not in text  # form rules, not hard ones
+    fixed, _ = solve_merge(micro, cents, CFG, RULES, start=bad_proposal(micro))
+    assert hard_violations(fixed, micro, CFG) == []
+    one = [cap("audit_everything_at_once_capability", [m.name for m in micro])]
+    assert hard_violations(one, micro, CFG) == ["capability count 8-10: the taxonomy has 1",
+                                               "max share 40%: `audit_everything_at_once_capability` holds 100.0% of criteria"]

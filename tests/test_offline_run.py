@@ -84,3 +84,61 @@ def test_tagging_against_a_frozen_taxonomy_never_overwrites_the_pipelines_run(of
     assert own.read_bytes() == before
     (elsewhere,) = (tmp_path / "outputs" / "devai").glob("offline-taxonomy-*/stage3_tags.parquet")
     assert "hand_renamed_value_check_capability" in set(pl.read_parquet(elsewhere)["tags"].explode())
+
+
+def _error_line(result) -> str:
+    lines = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def test_broken_constraint_fails_the_run_unless_accepted(offline_env, tmp_path):
+    """5 criteria cannot make 8 capabilities: exit 2, one line naming the constraint, no taxonomy served."""
+    run_dir = tmp_path / "run"
+    toml = write_pipeline(tmp_path, limit=5)
+    result = invoke("run", toml, "--run-dir", run_dir, "-q", "--no-report", ok=False)
+    assert result.exit_code == 2
+    line = _error_line(result)
+    assert "capability count 8-10: the taxonomy has" in line and "--accept-violations" in line and "fix:" in line
+    assert not (run_dir / "taxonomy.json").exists() and not (run_dir / "stage3_tags.parquet").exists()
+    rejected = Taxonomy.model_validate_json((run_dir / "taxonomy.rejected.json").read_text())
+    assert rejected.violations and rejected.violations[0].startswith("capability count 8-10")
+    # `taxonomy merge` alone fails the same way; the flag keeps it, listed in taxonomy.json and taxonomy.md.
+    assert invoke("merge", run_dir, "-q", ok=False).exit_code == 2
+    invoke("merge", run_dir, "-q", "--accept-violations")
+    kept = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text())
+    assert kept.violations == rejected.violations and not (run_dir / "taxonomy.rejected.json").exists()
+    assert "Broken constraints" in (run_dir / "taxonomy.md").read_text()
+    result = invoke("run", toml, "--run-dir", run_dir, "-q", "--no-report", "--accept-violations")
+    assert pl.read_parquet(run_dir / "stage3_tags.parquet").height == 5
+
+
+def test_thirty_criterion_slice_holds_the_constraints_or_fails(offline_env, tmp_path):
+    from taxonomy.config import MergeConfig
+
+    cfg = MergeConfig()
+    for corpus in ("devai", "healthbench"):
+        run_dir = tmp_path / corpus
+        result = invoke("run", write_pipeline(tmp_path, corpus=corpus, limit=30), "--run-dir", run_dir, "-q", "--no-report", ok=False)
+        if result.exit_code == 0:
+            taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
+            assert not taxonomy.violations
+            shares = pl.read_parquet(run_dir / "stage3_tags.parquet")["primary"].value_counts(normalize=True)["proportion"]
+            assert cfg.min_caps <= len(taxonomy.capabilities) <= cfg.max_caps and shares.max() <= cfg.max_share
+        else:
+            assert result.exit_code == 2 and "breaks a hard constraint" in _error_line(result)
+
+
+def test_llm_path_fails_on_a_broken_constraint_too(gemini_env, tmp_path):
+    from tests import responders
+
+    def one_capability_merge(req):  # the model lumps everything together; 5 criteria cannot be split into 8
+        prompt = req.texts[0]
+        return responders.merge(prompt, n_caps=1) if responders.kind(prompt) == "merge" else responders.model(req)
+
+    gemini_env.responder = one_capability_merge
+    run_dir = tmp_path / "run"
+    toml = write_pipeline(tmp_path, limit=5)
+    result = invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report", ok=False)
+    assert result.exit_code == 2 and "breaks a hard constraint: capability count 8-10" in _error_line(result)
+    assert not (run_dir / "taxonomy.json").exists() and (run_dir / "taxonomy.rejected.md").exists()

@@ -13,7 +13,8 @@ import numpy as np
 
 from taxonomy.config import PipelineConfig
 from taxonomy.llm.runner import Job, Runner
-from taxonomy.merge_rules import capability_similarity, check_merge, solve_merge, to_taxonomy_capabilities
+from taxonomy.merge_rules import capability_similarity, check_merge, hard_violations, solve_merge, to_taxonomy_capabilities
+from taxonomy.run import RunError
 from taxonomy.prompts import render
 from taxonomy.schemas import MergeAnswer, MergedCapability, MicroCapability, Taxonomy
 from taxonomy.validate import Violation
@@ -88,10 +89,28 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
         repairs += solver_notes
     remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids))
     repairs += [f"unresolved: {v}" for v in remaining]
+    violations = hard_violations(proposal, micro, cfg.merge)
+    if remaining and not violations:  # a name or boundary rule the solver could not mend
+        violations = [f"merge rule: {v}" for v in remaining]
     capabilities = _distinguish(to_taxonomy_capabilities(proposal, micro), cfg.labels.suffix)
     labels_of = {m.name: m.member_labels for m in micro}
     for cap in capabilities:
         cap.labels = sorted({label for member in cap.members for label in labels_of.get(member, [])})
-    taxonomy = Taxonomy(corpus=corpus, n_criteria=sum(m.n_criteria for m in micro), capabilities=capabilities, repairs=repairs)
+    taxonomy = Taxonomy(corpus=corpus, n_criteria=sum(m.n_criteria for m in micro), capabilities=capabilities,
+                        repairs=repairs, violations=violations)
     taxonomy.content_hash = taxonomy.compute_hash()
     return taxonomy
+
+
+class ConstraintError(RunError):
+    """The merged taxonomy breaks a hard constraint and the run did not accept violations."""
+
+
+def constraint_failure(taxonomy: Taxonomy, where: str) -> ConstraintError:
+    """One line: the first broken constraint, how many more, where the rejected taxonomy is, the fix."""
+    more = f" (and {len(taxonomy.violations) - 1} more)" if len(taxonomy.violations) > 1 else ""
+    return ConstraintError(
+        f"{where}: the merged taxonomy breaks a hard constraint: {taxonomy.violations[0]}{more}; "
+        "fix: adjust merge.min_caps, max_caps, min_share, max_share or cluster.k in the pipeline config, "
+        "or pass --accept-violations to keep it with the violations listed"
+    )
