@@ -61,7 +61,7 @@ class Session:
     def notice(self) -> str:
         if self.runner is None:
             return (
-                "Backend: offline (no LLM: a deterministic classical-NLP baseline, local TF-IDF embeddings). "
+                "Backend: offline (no LLM: kinds of check induced from the corpus by classical NLP, no word lists). "
                 "For the LLM pipeline set GEMINI_API_KEY, or pass --provider gemini | vertex | openai."
             )
         return f"Backend: {self.backend} (model {self.cfg.llm.model}); answers are cached in {self.cache.path}."
@@ -254,8 +254,13 @@ def step_discover(s: Session) -> dict[str, Any]:
 def step_cluster(s: Session) -> dict[str, Any]:
     from taxonomy.stages.cluster import cluster_labels
 
+    stage1 = s.run.read_parquet("stage1_labels.parquet", "discover")
     embedder = s.embedder()
-    result = cluster_labels(s.run.read_parquet("stage1_labels.parquet", "discover"), embedder, s.cfg.cluster)
+    if s.runner is None and s.cfg.embedding.provider in ("auto", "local"):
+        from taxonomy.offline.embed import CriterionLabelEmbedder
+
+        embedder = CriterionLabelEmbedder(ensure_criteria(s), stage1, seed=s.cfg.cluster.seed)
+    result = cluster_labels(stage1, embedder, s.cfg.cluster)
     s.run.write_parquet("clusters.parquet", result.clusters)
     s.run.write_parquet("criterion_clusters.parquet", result.criterion_clusters)
     s.run.write_npy("label_embeddings.npy", result.embeddings)

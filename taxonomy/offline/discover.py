@@ -1,130 +1,210 @@
-"""Stage 1 without an LLM: 1-3 verifier-side labels and a grounded rationale per criterion.
+"""Stage 1 without an LLM: labels from each criterion's own wording, weighed by the corpus.
 
-Labels come from the check-kind lexicon (checks.py); the rationale names what the verifier
-does and quotes the part of the criterion that made the lexicon pick the kind.
+A criterion's first label names its predicate: the first words of the criterion that the
+corpus uses as check language (spread over many tasks, not piled up in a few, and not so
+common that every criterion has them), plus its strongest domain-free facet
+(negation, comparison, quantity, format, ...). "Fails to ask about prior surgeries" gives
+`check_fails_ask_absence_capability`; "The code for X has been implemented" gives a label
+from "code" and "implemented". A second label names the facet alone, so Stage 3 can list
+it as a further tag. Scripts without Latin letters get a stable letter code of their
+predicate characters instead of words (labels are [a-z_] by rule).
+
+Nothing here reads the corpus's `category` or any gold field. The rationale quotes the
+criterion, so it passes the same grounding validator an LLM's does.
 """
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 
+import numpy as np
 import polars as pl
+from sklearn.cluster import KMeans, MiniBatchKMeans
+from threadpoolctl import threadpool_limits
 
 from taxonomy.config import LabelRules
-from taxonomy.offline import checks
-from taxonomy.validate import check_rationale_grounding, label_problems
+from taxonomy.offline.features import CriterionSpace, is_spaceless, tokens
+from taxonomy.validate import label_problems
 
-__all__ = ["discover_offline", "label_criterion", "conform_label"]
+__all__ = ["discover_offline", "label_criterion", "predicate_words"]
 
-# A secondary kind must score at least this share of the primary's score to be listed.
-SECONDARY_RATIO = 0.6
-SECONDARY_MIN = 0.8
-
-_QUOTES = "\"'“”‘’`"
-_BREAK = re.compile(f"[{_QUOTES}\\n\\r]")
-_CONTEXT_BEFORE, _CONTEXT_AFTER = 40, 60
-_MAX_PHRASE = 120
-
-
-def conform_label(label: str, rules: LabelRules) -> str | None:
-    """A lexicon label rewritten to satisfy `rules` (suffix, word count, banned words); None if impossible."""
-    default_suffix = "_capability"
-    stem = label[: -len(default_suffix)] if label.endswith(default_suffix) else label
-    suffix_words = [w for w in rules.suffix.split("_") if w]
-    banned = set(rules.forbidden_tokens)
-    words = [w for w in stem.split("_") if w and w not in banned]
-    while words and words[0] in rules.agent_verbs:
-        words = words[1:]
-    room = rules.max_words - len(suffix_words)
-    if len(words) > room:
-        # Keep the check word and the last (head) nouns of the object.
-        words = words[:1] + words[len(words) - room + 1:] if room > 1 else words[:room]
-    while len(words) + len(suffix_words) < rules.min_words:
-        words.append("evidence")
-    out = "_".join(words) + rules.suffix
-    return out if not label_problems(out, rules) else None
+HEAD = "check"
+PREDICATE_WORDS = 2      # words of the predicate in a label
+PREDICATE_WINDOW = 10    # the predicate is looked for among this many leading tokens
+COMMON_DF = 0.2          # a word in more than this share of criteria is grammar, not a predicate
+MIN_SPREAD = 0.5         # below this spread a word is a task's topic
+MIN_COVERAGE = 0.02      # ... or when it is used by fewer than this share of tasks
+MIN_TASKS = 3            # ... and never by fewer than this many (or all of them, in tiny corpora)
+COARSE_KINDS = 9         # broad kinds first (the middle of the 8-10 capabilities)
+_FULL_KMEANS_MAX = 30_000  # above this many criteria, mini-batch k-means
+FINE_KINDS = 80          # fine kinds of check found by k-means over the criterion vectors
+_QUOTES = "\"'“”‘’`「」『』"
+_MAX_QUOTE = 110
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def _segment(text: str, pos: int) -> tuple[int, int]:
-    """The stretch of `text` around `pos` bounded by quote characters or line breaks."""
-    start = max((m.end() for m in _BREAK.finditer(text, 0, pos)), default=0)
-    nxt = _BREAK.search(text, pos)
-    return start, nxt.start() if nxt else len(text)
+def _ascii(word: str) -> str:
+    return unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower()
 
 
-def _trim(text: str, start: int, end: int) -> str:
-    """text[start:end] snapped inward to whole words, stripped of edge punctuation."""
-    if start > 1 and text[start - 1] in _QUOTES and text[start - 2].isalnum():
-        start += 1  # the tail of "robot's" is not a word of its own: skip past it below
-    if start > 0 and text[start - 1].isalnum():
-        while start < end and text[start].isalnum():
-            start += 1
-    if end < len(text) and text[end].isalnum():
-        while end > start and text[end - 1].isalnum():
-            end -= 1
-    return text[start:end].strip(" ,;:.()[]{}-")
+def _code(chars: str) -> str:
+    """Two letters standing for a run of non-Latin predicate characters (stable across runs)."""
+    h = int(hashlib.sha1(chars.encode("utf-8")).hexdigest(), 16)
+    return "".join(_LETTERS[(h >> (5 * i)) % 26] for i in range(3))
 
 
-def _candidates(text: str, span: tuple[int, int]):
-    s, e = span
-    if e > s:
-        seg_s, seg_e = _segment(text, s)
-        yield _trim(text, max(seg_s, s - _CONTEXT_BEFORE), min(seg_e, e + _CONTEXT_AFTER, s + _MAX_PHRASE))
-    segments, start = [], 0
-    for m in _BREAK.finditer(text):
-        segments.append((start, m.start()))
-        start = m.end()
-    segments.append((start, len(text)))
-    for seg_s, seg_e in sorted(segments, key=lambda se: se[0] - se[1]):  # longest first
-        yield _trim(text, seg_s, min(seg_e, seg_s + _MAX_PHRASE))
-
-
-def _rationale(text: str, kinds: list[checks.CheckKind], span: tuple[int, int], rules: LabelRules) -> str:
-    body = f"{rules.rationale_prefix} {kinds[0].action}"
-    also = "; it also needs to " + " and to ".join(k.action for k in kinds[1:]) if len(kinds) > 1 else ""
-    tried = []
-    for phrase in _candidates(text, span):
-        if len(phrase) < 3:
+def predicate_words(toks: list[str], stats: dict[str, tuple[float, float, float]], rules: LabelRules) -> list[str]:
+    """Label words for the predicate: check-language tokens among the leading ones, in order."""
+    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"}
+    out: list[str] = []
+    spaceless: list[str] = []
+    for tok in toks[:PREDICATE_WINDOW]:
+        spread, coverage, df = stats.get(tok, (0.0, 0.0, 0.0))
+        if df > COMMON_DF or spread < MIN_SPREAD or coverage < MIN_COVERAGE:
             continue
-        rationale = f'{body} to confirm "{phrase}"{also}.'
-        if not check_rationale_grounding(rationale, text):
-            return rationale
-        tried.append(rationale)
-    return tried[0] if tried else f'{body} to confirm "{text.strip()}"{also}.'
-
-
-def label_criterion(text: str, category: str | None, rules: LabelRules, cache: dict | None = None) -> tuple[list[str], str]:
-    """(labels, rationale) for one criterion; the labels are ranked, most confident first.
-
-    `cache` (lexicon label -> label under `rules`) may be shared across calls with the same rules.
-    """
-    conformed = {} if cache is None else cache
-    hits = checks.detect(text, category)
-    top = hits[0].score
-    chosen, labels = [], []
-    for i, hit in enumerate(hits):
-        if len(labels) >= rules.max_labels:
+        if is_spaceless(tok):
+            if len(tok) == 2:
+                spaceless.append(tok)
+            continue
+        word = _ascii(tok)
+        if len(word) < 3 or not word.isalpha() or word in banned or word in out:
+            continue
+        out.append(word)
+        if len(out) == PREDICATE_WORDS:
             break
-        if i and (hit.score < SECONDARY_MIN or hit.score < SECONDARY_RATIO * top):
-            break
-        raw = checks.label_for(hit.kind, text)
-        if raw not in conformed:
-            conformed[raw] = conform_label(raw, rules)
-        label = conformed[raw]
-        if label and label not in labels:
-            labels.append(label)
-            chosen.append(checks.KIND_BY_KEY[hit.kind])
-    if not labels:  # rules too strict for every object variant: the primary kind's default object
-        kind = checks.KIND_BY_KEY[hits[0].kind]
-        label = conform_label(f"{kind.check}_{kind.objects[0][0]}_capability", rules)
-        labels, chosen = [label or f"{kind.check}_{kind.objects[0][0]}{rules.suffix}"], [kind]
-    return labels, _rationale(text, chosen, hits[0].span, rules)
+    if not out and spaceless:
+        out = ["pattern", _code("".join(spaceless[:PREDICATE_WORDS]))]
+    return out
 
 
-def discover_offline(frame: pl.DataFrame, rules: LabelRules) -> pl.DataFrame:
+def _fit_label(words: list[str], rules: LabelRules) -> str | None:
+    suffix_words = [w for w in rules.suffix.split("_") if w]
+    room = rules.max_words - len(suffix_words) - 1
+    words = words[:room]
+    while 1 + len(words) + len(suffix_words) < rules.min_words:
+        words = words + ["statement"]
+    label = "_".join([HEAD, *words]) + rules.suffix
+    return None if label_problems(label, rules) else label
+
+
+def _rationale(text: str, rules: LabelRules) -> str:
+    plain = " ".join(re.sub(f"[{_QUOTES}]", "", text).split())
+    quote = plain
+    if len(plain) > _MAX_QUOTE:
+        cut = plain[:_MAX_QUOTE]
+        space = cut.rfind(" ")
+        quote = cut[:space] if space > _MAX_QUOTE // 2 else cut
+    quote = quote.rstrip(" ,;:.")
+    return f'{rules.rationale_prefix} establish from the evidence that "{quote}" holds.'
+
+
+def label_criterion(text: str, stats: dict, rules: LabelRules) -> tuple[list[str], str]:
+    """(labels, rationale) from the criterion's own predicate; `stats` maps token -> (spread, coverage, doc_freq)."""
+    pred = predicate_words(tokens(text or ""), stats, rules)
+    label = (_fit_label(pred, rules) if pred else None) or _fit_label(["unmarked"], rules) or f"{HEAD}_unmarked_statement{rules.suffix}"
+    return [label], _rationale(text or "", rules)
+
+
+def fine_kinds(space: CriterionSpace, n_kinds: int, n_coarse: int = COARSE_KINDS, seed: int = 0) -> np.ndarray:
+    """Each criterion's fine kind of check: k-means over the criterion vectors into `n_coarse`
+    broad kinds, then each broad kind cut by k-means into fine ones in proportion to its size.
+    Nesting keeps the broad kinds recoverable from the fine ones when Stage 2 merges them."""
+    x = space.vectors
+    n = len(x)
+    n_kinds = max(1, min(n_kinds, n))
+    if n_kinds == 1 or n < 2:
+        return np.zeros(n, dtype=np.int64)
+    with threadpool_limits(1):  # BLAS and OpenMP threads spin against each other on small matrices
+        coarse = _kmeans(x, min(n_coarse, n_kinds), seed, n_init=4)
+        out = np.zeros(n, dtype=np.int64)
+        next_id = 0
+        sizes = np.bincount(coarse)
+        for c in np.flatnonzero(sizes):
+            rows = np.flatnonzero(coarse == c)
+            k = int(min(len(rows), max(1, round(n_kinds * len(rows) / n))))
+            sub = _kmeans(x[rows], k, seed, n_init=1) if k > 1 else np.zeros(len(rows), dtype=np.int64)
+            out[rows] = sub + next_id
+            next_id += k
+    return out
+
+
+def _kmeans(x: np.ndarray, k: int, seed: int, n_init: int) -> np.ndarray:
+    if k <= 1:
+        return np.zeros(len(x), dtype=np.int64)
+    if len(x) > _FULL_KMEANS_MAX:
+        return MiniBatchKMeans(n_clusters=k, random_state=seed, n_init=n_init, batch_size=4096).fit_predict(x).astype(np.int64)
+    return KMeans(n_clusters=k, random_state=seed, n_init=n_init).fit_predict(x).astype(np.int64)
+
+
+def kind_names(space: CriterionSpace, kinds: np.ndarray, rules: LabelRules) -> dict[int, list[str]]:
+    """Words naming each fine kind: the check-language words (predicate positions count) most
+    over-represented in its criteria against the corpus."""
+    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"}
+    x = space.counts
+    n = x.shape[0]
+    base = np.asarray(x.sum(axis=0)).ravel() / max(n, 1)
+    words = [v[1:] if v.startswith("^") else v for v in space.vocabulary]
+    index = {v: i for i, v in enumerate(space.vocabulary)}
+    quality = np.zeros(len(words))
+    floor = min_coverage(space)
+    for i, (v, w) in enumerate(zip(space.vocabulary, words)):
+        j = index.get(w, i)  # statistics of the plain token behind a positional one
+        if space.doc_freq[j] <= COMMON_DF and space.spread[j] >= MIN_SPREAD and space.coverage[j] >= floor:
+            quality[i] = space.spread[j]
+    out = {}
+    for k in np.unique(kinds):
+        rows = np.flatnonzero(kinds == k)
+        p = np.asarray(x[rows].sum(axis=0)).ravel() / len(rows)
+        score = p * np.log(np.maximum(p, 1e-12) / np.maximum(base, 1e-12)) * quality
+        chosen: list[str] = []
+        spaceless: list[str] = []
+        for i in np.argsort(-score, kind="stable")[:40]:
+            if score[i] <= 0:
+                break
+            w = words[i]
+            if is_spaceless(w):
+                spaceless.append(w)
+                continue
+            a = _ascii(w)
+            if len(a) >= 3 and a.isalpha() and a not in banned and a not in chosen:
+                chosen.append(a)
+            if len(chosen) == PREDICATE_WORDS:
+                break
+        if len(chosen) < PREDICATE_WORDS and spaceless:
+            chosen.append(_code("".join(spaceless[:2])))
+        out[int(k)] = chosen or ["unmarked"]
+    return out
+
+
+def min_coverage(space: CriterionSpace) -> float:
+    return max(MIN_COVERAGE, min(MIN_TASKS, space.n_tasks) / max(space.n_tasks, 1) - 1e-9)
+
+
+def token_stats(space: CriterionSpace) -> dict[str, tuple[float, float, float]]:
+    """token -> (spread, coverage, doc_freq); tokens below the coverage floor get coverage 0."""
+    floor = min_coverage(space)
+    return {tok: (float(s), float(c) if c >= floor else 0.0, float(d))
+            for tok, s, c, d in zip(space.vocabulary, space.spread, space.coverage, space.doc_freq)
+            if not tok.startswith("^")}
+
+
+def discover_offline(frame: pl.DataFrame, rules: LabelRules, space: CriterionSpace | None = None,
+                     n_kinds: int = FINE_KINDS) -> pl.DataFrame:
     """Stage-1 table (criterion_id, labels, rationale) for every row of a criterion frame."""
-    categories = frame["category"].to_list() if "category" in frame.columns else [None] * frame.height
-    conformed: dict[str, str | None] = {}
-    rows = [label_criterion(t or "", c, rules, conformed) for t, c in zip(frame["text"].to_list(), categories)]
+    texts = [t or "" for t in frame["text"].to_list()]
+    if space is None:
+        space = CriterionSpace.fit(texts, frame["task_id"].cast(pl.Utf8).to_list())
+    stats = token_stats(space)
+    kinds = fine_kinds(space, n_kinds)
+    names = kind_names(space, kinds, rules)
+    kind_label = {k: _fit_label(words, rules) or _fit_label(["unmarked"], rules) for k, words in names.items()}
+    rows = []
+    for text, k in zip(texts, kinds.tolist()):
+        own, rationale = label_criterion(text, stats, rules)
+        # First the criterion's kind (what it shares with the criteria it reads like), then its own predicate.
+        labels = [kind_label[k]]
+        rows.append((labels, rationale))
     return pl.DataFrame(
         {
             "criterion_id": frame["criterion_id"].cast(pl.Utf8),
@@ -133,3 +213,17 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules) -> pl.DataFrame:
         },
         schema={"criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8), "rationale": pl.Utf8},
     )
+
+
+def label_vectors(labels_per_criterion: list[list[str]], vectors: np.ndarray, wanted: list[str]) -> np.ndarray:
+    """Each wanted label's vector: the mean of the vectors of the criteria that carry it
+    (a criterion's first label counts fully, later ones half), unit norm."""
+    index = {label: i for i, label in enumerate(wanted)}
+    sums = np.zeros((len(wanted), vectors.shape[1]), dtype=np.float64)
+    for row, labels in enumerate(labels_per_criterion):
+        for rank, label in enumerate(labels or []):
+            i = index.get(label)
+            if i is not None:
+                sums[i] += vectors[row] * (1.0 if rank == 0 else 0.5)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    return (sums / np.where(norms > 0, norms, 1.0)).astype(np.float32)

@@ -2,7 +2,8 @@
 
 The model proposes; code checks every constraint (count, shares computed from the mapping,
 coverage, names, boundaries between confusable pairs), re-asks with the violations, and as the
-last resort repairs deterministically. The offline backend goes straight to the solver.
+last resort repairs deterministically. The offline backend goes straight to the solver, which
+agglomerates the micro-capabilities from scratch (weighted ward, never past max_share).
 """
 from __future__ import annotations
 
@@ -25,24 +26,23 @@ def _violations(answer: MergeAnswer, micro, centroids, cfg: PipelineConfig) -> l
     return check_merge(answer.capabilities, micro, cfg.merge, cfg.labels, similarity)
 
 
-def _groups_by_check_kind(micro: list[MicroCapability]) -> list[MergedCapability] | None:
-    """Offline start: one group per kind of check (the kind most of a micro-cluster's labels name).
+def _offline_start(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig) -> list[MergedCapability] | None:
+    """Offline start: k-means of the micro-capability centroids weighted by their criteria, with k
+    the middle of the allowed count. Measured on three corpora it keeps more of the kinds of check
+    than ward's pairwise merging; the solver then repairs count and shares as for any start."""
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
 
-    Embedding centroids of offline labels mix kind words with object words; grouping by kind keeps
-    capabilities about how a criterion is checked rather than what it is about. The solver then
-    repairs count and shares as for any start."""
-    from collections import Counter
-
-    from taxonomy.offline import check_kind
-
-    groups: dict[str, list[MicroCapability]] = {}
-    for m in micro:
-        kinds = Counter(k for k in (check_kind(label) for label in m.member_labels) if k)
-        if not kinds:
-            return None  # labels not from the offline lexicon (e.g. a hand-made run): no prior
-        groups.setdefault(kinds.most_common(1)[0][0], []).append(m)
+    k = (cfg.merge.min_caps + cfg.merge.max_caps) // 2
+    weights = np.array([max(m.n_criteria, 0) for m in micro], dtype=float)
+    if len(micro) <= k or weights.sum() <= 0:
+        return None
+    with threadpool_limits(1):  # tiny problem: BLAS/OpenMP threads only contend
+        groups = KMeans(n_clusters=k, n_init=10, random_state=cfg.cluster.seed).fit(
+            centroids, sample_weight=np.maximum(weights, 1e-6)).labels_
     start = []
-    for members in groups.values():
+    for g in sorted(set(groups.tolist())):
+        members = [m for m, gi in zip(micro, groups) if gi == g]
         lead = max(members, key=lambda m: (m.n_criteria, m.name))
         start.append(MergedCapability(**lead.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}),
                                       member_input_names=[m.name for m in members]))
@@ -84,7 +84,7 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
             )
     if proposal is None:
         if runner is None:
-            start = _groups_by_check_kind(micro)
+            start = _offline_start(micro, centroids, cfg)
         proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start)
         repairs += solver_notes
     remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids))
