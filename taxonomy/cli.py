@@ -171,17 +171,17 @@ def _accept_violations(s) -> None:
 @app.command(name="merge")
 @_guard
 def merge_command(run_dir: Path = typer.Argument(..., help="run directory"), provider: Optional[str] = ProviderOpt,
-                  quiet: bool = QuietOpt, accept_violations: bool = AcceptOpt) -> None:
+                  quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt, accept_violations: bool = AcceptOpt) -> None:
     """Stage 2c: merge micro-capabilities into the final taxonomy, constraints checked and repaired in code.
 
     Exits 2 with one line naming the constraint when the repaired taxonomy still breaks one
     (it is kept as taxonomy.rejected.json / .md), unless --accept-violations is given."""
     from taxonomy.pipeline import run_stage
 
-    s = _session(run_dir, provider, None, quiet)
+    s = _session(run_dir, provider, None, quiet, batch=batch)
     if accept_violations:
         _accept_violations(s)
-    _print_stage("merge", run_stage(s, "merge"))
+    _print_stage("merge", run_stage(s, "merge", check_inputs=True))
 
 
 @app.command()
