@@ -36,6 +36,7 @@ COMMON_DF = 0.2          # a word in more than this share of criteria is grammar
 MIN_SPREAD = 0.5         # below this spread a word is a task's topic
 MIN_COVERAGE = 0.02      # ... or when it is used by fewer than this share of tasks
 MIN_TASKS = 3            # ... and never by fewer than this many (or all of them, in tiny corpora)
+SEED = 0                 # Stage 1 and the Stage 2a embedder must cut the same kinds
 COARSE_KINDS = 9         # broad kinds first (the middle of the 8-10 capabilities)
 _FULL_KMEANS_MAX = 30_000  # above this many criteria, mini-batch k-means
 FINE_KINDS = 80          # fine kinds of check found by k-means over the criterion vectors
@@ -106,17 +107,24 @@ def label_criterion(text: str, stats: dict, rules: LabelRules) -> tuple[list[str
     return [label], _rationale(text or "", rules)
 
 
-def fine_kinds(space: CriterionSpace, n_kinds: int, n_coarse: int = COARSE_KINDS, seed: int = 0) -> np.ndarray:
-    """Each criterion's fine kind of check: k-means over the criterion vectors into `n_coarse`
-    broad kinds, then each broad kind cut by k-means into fine ones in proportion to its size.
-    Nesting keeps the broad kinds recoverable from the fine ones when Stage 2 merges them."""
+def broad_kinds(space: CriterionSpace, n_coarse: int = COARSE_KINDS, seed: int = SEED) -> np.ndarray:
+    """Each criterion's broad kind of check: k-means over the criterion vectors."""
+    n = len(space.vectors)
+    with threadpool_limits(1):  # BLAS and OpenMP threads spin against each other on small matrices
+        return _kmeans(space.vectors, min(n_coarse, n), seed, n_init=4) if n > 1 else np.zeros(n, dtype=np.int64)
+
+
+def fine_kinds(space: CriterionSpace, n_kinds: int, n_coarse: int = COARSE_KINDS, seed: int = SEED) -> np.ndarray:
+    """Each criterion's fine kind of check: its broad kind cut by k-means into fine ones in
+    proportion to the broad kind's size. Nesting keeps the broad kinds recoverable when Stage 2
+    merges the fine ones (the label embedding carries them, embed.py)."""
     x = space.vectors
     n = len(x)
     n_kinds = max(1, min(n_kinds, n))
     if n_kinds == 1 or n < 2:
         return np.zeros(n, dtype=np.int64)
-    with threadpool_limits(1):  # BLAS and OpenMP threads spin against each other on small matrices
-        coarse = _kmeans(x, min(n_coarse, n_kinds), seed, n_init=4)
+    coarse = broad_kinds(space, min(n_coarse, n_kinds), seed)
+    with threadpool_limits(1):
         out = np.zeros(n, dtype=np.int64)
         next_id = 0
         sizes = np.bincount(coarse)
@@ -196,7 +204,7 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules, space: CriterionSpa
     if space is None:
         space = CriterionSpace.fit(texts, frame["task_id"].cast(pl.Utf8).to_list())
     stats = token_stats(space)
-    kinds = fine_kinds(space, n_kinds)
+    kinds = fine_kinds(space, n_kinds, seed=SEED)
     names = kind_names(space, kinds, rules)
     kind_label = {k: _fit_label(words, rules) or _fit_label(["unmarked"], rules) for k, words in names.items()}
     rows = []
