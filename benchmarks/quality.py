@@ -60,7 +60,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from taxonomy.config import load_config  # noqa: E402
-from taxonomy.corpus import load_corpus  # noqa: E402
+from taxonomy.corpus import CorpusConfig, load_corpus  # noqa: E402
 from taxonomy.embed.local import LocalEmbedder  # noqa: E402
 from taxonomy.llm.providers import resolve_provider_name  # noqa: E402
 from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
@@ -258,12 +258,16 @@ def execute(cfg, provider: str, run_dir: Path, *, seed: int = SEED) -> tuple[flo
     cfg = cfg.model_copy(deep=True)
     cfg.cluster.seed = seed
     cfg.merge.accept_violations = True  # a broken constraint is scored and reported as FAIL, not raised
+    # The pipeline reads a copy of the corpus with every gold column blanked (a table corpus, so
+    # the snapshot it takes, and re-takes when the corpus changes, never holds a gold label).
+    frame = load_corpus(cfg.corpus, cfg.base_dir).frame
+    blank = [c for c in GOLD_COLUMNS if c in frame.columns]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    blind = run_dir.parent / f"{run_dir.name}-corpus.parquet"
+    frame.drop("source").with_columns([pl.lit(None, frame.schema[c]).alias(c) for c in blank]).write_parquet(blind)
+    cfg.corpus = CorpusConfig(path=str(blind), format="table")
     start = time.perf_counter()
     session = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=False)
-    if not session.run.has("criteria.parquet"):
-        frame = load_corpus(cfg.corpus, cfg.base_dir).frame
-        blank = [c for c in GOLD_COLUMNS if c in frame.columns]
-        session.run.write_parquet("criteria.parquet", frame.with_columns([pl.lit(None, frame.schema[c]).alias(c) for c in blank]))
     stages: dict = {}
     run_pipeline(session, on_stage=lambda st, info: stages.__setitem__(st, info.get("seconds")))
     return time.perf_counter() - start, _peak_rss_mb(), stages
