@@ -109,7 +109,7 @@ def _print_stage(stage: str, info: dict) -> None:
     if info.get("stale"):
         console.print(f"{stage}: recomputing (with every later stage): {info['stale']}", markup=False, highlight=False)
         return
-    keys = ("criteria", "failed", "unique_labels", "clusters", "micro_capabilities", "capabilities", "calls", "batch_calls", "cache_hits", "retries", "reasks", "prompt_tokens", "output_tokens", "cost_usd", "seconds")
+    keys = ("criteria", "failed", "unique_labels", "clusters", "micro_capabilities", "capabilities", "calls", "new_calls", "batch_calls", "embed_calls", "cache_hits", "retries", "reasks", "prompt_tokens", "output_tokens", "cost_usd", "seconds")
     parts = [f"{k}={info[k]}" for k in keys if k in info]
     console.print(f"[green]{stage}[/green]: " + ", ".join(parts), highlight=False)
     for note in (info.get("repairs") or []) + (info.get("notes") or []):

@@ -23,6 +23,7 @@ class Prices(Section):
 
     input: float = 0.50
     output: float = 3.00
+    embedding: float = 0.15
     # The Batch API's price; unset means half the online price, as Gemini charges.
     batch_input: float | None = None
     batch_output: float | None = None
@@ -67,10 +68,13 @@ class LLMConfig(Section):
 
 
 class EmbeddingConfig(Section):
-    provider: Literal["auto", "gemini", "local"] = "auto"
+    provider: Literal["auto", "gemini", "local", "openai"] = "auto"
     # Gemini API default; on Vertex the paper's text-embedding-005 is used unless set.
     model: str = "gemini-embedding-001"
     vertex_model: str = "text-embedding-005"
+    # provider = "openai": a /v1/embeddings server (vLLM, Ollama, llama.cpp); base_url defaults to llm.base_url.
+    openai_model: str = ""
+    base_url: str = ""
     batch_size: int = Field(100, ge=1)
     # Local embedder: TF-IDF over words and character n-grams, reduced by SVD.
     local_dim: int = Field(256, ge=8)

@@ -24,7 +24,7 @@ from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import make_provider, resolve_provider_name
 from taxonomy.llm.runner import Runner
 from taxonomy.prompts import template_hash
-from taxonomy.run import OUTPUTS, PROMPTS, STAGES, RunDir, RunError, default_run_dir, elapsed, now, versions
+from taxonomy.run import OUTPUTS, PROMPTS, STAGES, USAGE_KEYS, RunDir, RunError, default_run_dir, elapsed, now, versions
 from taxonomy.schemas import MicroCapability
 
 # Every file a stage writes: a stage with any of them missing is not done.
@@ -83,11 +83,34 @@ class Session:
                     'fix: set embedding.provider = "local" or "auto"'
                 )
             model = self.cfg.embedding.vertex_model if self.backend == "vertex" else self.cfg.embedding.model
-            return GeminiEmbedder(self.runner.provider, model, self.cfg.embedding.batch_size, self.cache, self.cfg.llm.max_retries,
-                                  runner=self.runner)
+            embedder = GeminiEmbedder(self.runner.provider, model, self.cfg.embedding.batch_size, self.cache, self.cfg.llm.max_retries,
+                                      runner=self.runner)
+            embedder.on_call = lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0)
+            return embedder
+        if choice == "openai":
+            return self._openai_embedder()
         from taxonomy.embed.local import LocalEmbedder
 
         return LocalEmbedder(dim=self.cfg.embedding.local_dim, seed=self.cfg.cluster.seed)
+
+
+    def _openai_embedder(self):
+        from taxonomy.embed.openai import OpenAIEmbedder
+
+        emb, llm = self.cfg.embedding, self.cfg.llm
+        base_url = emb.base_url or llm.base_url
+        where = f"{self.cfg.base_dir}: key embedding"
+        if not base_url:
+            raise ConfigError(f"{where}.base_url: empty (and so is llm.base_url); fix: set the /v1 URL of the embedding server, e.g. http://localhost:8000/v1")
+        if not emb.openai_model:
+            raise ConfigError(f"{where}.openai_model: empty; fix: name the server's embedding model, e.g. openai_model = \"nomic-embed-text\"")
+        if self.cache is None:  # the offline LLM backend has no cache; embeddings still need one
+            self.cache = Cache(self.cfg.resolve(self.cfg.output.dir) / self.cfg.name / "cache.sqlite")
+        return OpenAIEmbedder(
+            base_url, emb.openai_model, emb.batch_size, self.cache, api_key_env=llm.api_key_env, max_retries=llm.max_retries,
+            timeout_s=llm.timeout_s, backoff=(llm.backoff_initial_s, llm.backoff_max_s),
+            on_call=lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0),
+        )
 
 
 def open_session(
@@ -113,7 +136,8 @@ def open_session(
             check_batch_backend(backend)
         cache = Cache(cfg.resolve(cfg.output.dir) / cfg.name / "cache.sqlite")
         runner = Runner(make_provider(cfg.llm, backend, credentials), cfg.llm, cache, show_progress=show_progress,
-                        batch_dir=run.path)
+                        batch_dir=run.path,
+                        on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens))
     run.manifest.update({
         "pipeline": cfg.name, "backend": backend, "model": "none" if runner is None else cfg.llm.model,
         "versions": versions(), "settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})),
@@ -170,6 +194,8 @@ def _backend_identity(s: Session, stage: str) -> dict[str, Any]:
         choice = s.embedding_choice()
         if choice == "local":
             return {"embedder": "local"}
+        if choice == "openai":
+            return {"embedder": "openai", "base_url": s.cfg.embedding.base_url or s.cfg.llm.base_url}
         return {"embedder": choice, "backend": s.backend}
     if s.runner is None:
         return {"backend": "offline"}
@@ -237,9 +263,32 @@ def why_stale(s: Session, stage: str, taxonomy_hash: str | None = None) -> str |
 
 
 def _usage(s: Session, stage: str) -> dict[str, Any]:
-    if s.runner is None or stage not in s.runner.usage:
+    """Paid calls and tokens summed over every process that worked on this run (the run's ledger),
+    embeddings included; cache hits, retries and re-asks are this process's."""
+    paid = s.run.usage_totals().get(stage)
+    here = s.runner.usage.get(stage) if s.runner is not None else None
+    if paid is None and here is None:
         return {}
-    return s.runner.usage[stage].as_dict(s.cfg.llm.prices)
+    out: dict[str, Any] = here.as_dict(s.cfg.llm.prices) if here is not None else {}
+    out.pop("seconds", None)
+    paid = paid or {}
+    prices = s.cfg.llm.prices
+    out.update(
+        new_calls=here.calls if here is not None else 0,  # paid by this process; `calls` counts every process
+        calls=paid.get("calls", 0), prompt_tokens=paid.get("prompt_tokens", 0), output_tokens=paid.get("output_tokens", 0),
+        cost_usd=round(usage_cost(paid, prices), 6),
+    )
+    for key in ("batch_calls", "batch_prompt_tokens", "batch_output_tokens", "embed_calls", "embed_tokens"):
+        if paid.get(key) or key in out:
+            out[key] = paid.get(key, 0)
+    return out
+
+
+def usage_cost(paid: dict[str, int], prices) -> float:
+    g = lambda key: paid.get(key, 0)  # noqa: E731
+    batch_in, batch_out = prices.batch()
+    online = (g("prompt_tokens") - g("batch_prompt_tokens")) * prices.input + (g("output_tokens") - g("batch_output_tokens")) * prices.output
+    return (online + g("batch_prompt_tokens") * batch_in + g("batch_output_tokens") * batch_out + g("embed_tokens") * prices.embedding) / 1e6
 
 
 def step_discover(s: Session) -> dict[str, Any]:
@@ -376,8 +425,18 @@ def run_stage(s: Session, stage: str, *, check_inputs: bool = False, **kwargs: A
     info = STEPS[stage](s, **kwargs)
     info.update(_usage(s, stage))
     info.update(seconds=elapsed(start), finished=now(), fingerprint=digest, fingerprint_parts=parts)
+    s.run.manifest["usage"] = total_usage(s)
     s.run.record(stage, info)
     return info
+
+
+def total_usage(s: Session) -> dict[str, Any]:
+    """The whole run's paid usage: every stage (and use) of every process, embeddings included."""
+    totals = dict.fromkeys(USAGE_KEYS, 0)
+    for paid in s.run.usage_totals().values():
+        for key in totals:
+            totals[key] += paid.get(key, 0)
+    return {**totals, "cost_usd": round(usage_cost(totals, s.cfg.llm.prices), 6)}
 
 
 def run_pipeline(s: Session, *, force_from: str | None = None, on_stage: Callable[[str, dict], None] | None = None) -> None:

@@ -39,6 +39,9 @@ class RunError(ValueError):
 
 
 _UMASK_LOCK = threading.Lock()
+_LEDGER_LOCK = threading.Lock()
+LEDGER = "usage.jsonl"  # one line per paid call, appended by every process that works on the run
+USAGE_KEYS = ("calls", "prompt_tokens", "output_tokens", "batch_calls", "batch_prompt_tokens", "batch_output_tokens", "embed_calls", "embed_tokens")
 
 
 def user_mode() -> int:
@@ -149,6 +152,44 @@ class RunDir:
             return np.load(path, allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise damaged(path, exc, stage) from None
+
+    def log_usage(self, stage: str, kind: str, prompt_tokens: int, output_tokens: int) -> None:
+        """One paid call, appended to usage.jsonl as soon as its answer arrives, so a run killed and
+        resumed any number of times still accounts for every call any of its processes paid for."""
+        line = json.dumps({"stage": stage, "kind": kind, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}) + "\n"
+        with _LEDGER_LOCK:
+            fd = os.open(self.path / LEDGER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+
+    def usage_totals(self) -> dict[str, dict[str, int]]:
+        """Per stage, from the ledger: the USAGE_KEYS counts."""
+        path = self.path / LEDGER
+        out: dict[str, dict[str, int]] = {}
+        if not path.exists():
+            return out
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                entry = json.loads(line)
+                stage, kind = str(entry["stage"]), entry["kind"]
+                prompt, output = int(entry["prompt_tokens"]), int(entry["output_tokens"])
+            except (ValueError, KeyError, TypeError):
+                continue  # a line torn by a kill mid-write
+            totals = out.setdefault(stage, dict.fromkeys(USAGE_KEYS, 0))
+            if kind == "embed":
+                totals["embed_calls"] += 1
+                totals["embed_tokens"] += prompt
+                continue
+            totals["calls"] += 1
+            totals["prompt_tokens"] += prompt
+            totals["output_tokens"] += output
+            if kind == "batch":  # also counted above; priced at the batch rate
+                totals["batch_calls"] += 1
+                totals["batch_prompt_tokens"] += prompt
+                totals["batch_output_tokens"] += output
+        return out
 
     def record(self, stage: str, info: dict[str, Any]) -> None:
         self.manifest.setdefault("stages", {})[stage] = info

@@ -154,7 +154,9 @@ def test_second_run_is_answered_from_cache(gemini_env, tmp_path):
     _, labels = run_discover(tmp_path)
     assert first > 0 and gemini_env.count() == 0 and labels.height == N
     manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
-    assert manifest["stages"]["discover"]["calls"] == 0 and manifest["stages"]["discover"]["cache_hits"] == first
+    record = manifest["stages"]["discover"]
+    # `calls` sums every process that worked on the run; this one paid nothing.
+    assert record["new_calls"] == 0 and record["calls"] == first and record["cache_hits"] == first
 
 
 def test_api_key_never_reaches_cache_logs_or_outputs(gemini_env, tmp_path):

@@ -21,6 +21,7 @@ class GeminiEmbedder:
         self.cache = cache
         self.max_retries = max_retries
         self.calls = 0
+        self.on_call = None  # (texts in the call, tokens): the run's usage ledger
 
     def _key(self, text: str) -> str:
         return request_key({**self.provider.identity(), "embed_model": self.model, "text": text})
@@ -63,6 +64,8 @@ class GeminiEmbedder:
                     raise TransientError(str(exc.message)) from None
                 raise
             self.calls += 1
+            if self.on_call is not None:  # batchEmbedContents reports no token count: estimated at 4 characters a token
+                self.on_call(len(chunk), sum(len(t) for t in chunk) // 4 + len(chunk))
             return [e.values for e in response.embeddings]
 
         retrying = Retrying(

@@ -121,6 +121,8 @@ class BatchSession:
             result = results.get(key)
             if isinstance(result, Completion):
                 # Cached at once, so a crash after this point never pays for it again.
+                if self.runner.on_paid is not None:  # the run's ledger, at the batch price
+                    self.runner.on_paid(self.stage, result, kind="batch")
                 self.runner.cache.put(key, self.stage, result.text, result.prompt_tokens, result.output_tokens)
                 u = self.usage
                 u.calls += 1

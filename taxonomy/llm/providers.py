@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import weakref
 from typing import Any
 
 from pydantic import BaseModel
@@ -142,11 +143,22 @@ class OpenAICompatibleProvider:
         self.name = "openai"
         self.model = cfg.model
         self._base_url = cfg.base_url
-        # Local servers often need no key; the SDK insists on a non-empty one.
-        self._client = openai.AsyncOpenAI(
-            base_url=cfg.base_url, api_key=os.environ.get(cfg.api_key_env) or "none", max_retries=0, timeout=cfg.timeout_s
-        )
+        self._key_env = cfg.api_key_env
+        self._timeout = cfg.timeout_s
+        # The SDK's async transport is bound to the loop that first used it, and the runner runs
+        # one loop per stage: a client shared across loops dies with "Event loop is closed".
+        # One client per loop, dropped with its loop.
+        self._clients: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._openai = openai
+
+    def client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if loop not in self._clients:
+            # Local servers often need no key; the SDK insists on a non-empty one.
+            self._clients[loop] = self._openai.AsyncOpenAI(
+                base_url=self._base_url, api_key=os.environ.get(self._key_env) or "none", max_retries=0, timeout=self._timeout
+            )
+        return self._clients[loop]
 
     def identity(self) -> dict[str, Any]:
         return {"provider": self.name, "model": self.model, "base_url": self._base_url}
@@ -163,7 +175,7 @@ class OpenAICompatibleProvider:
             "json_schema": {"name": schema.__name__, "schema": json_schema(schema)},
         }
         try:
-            response = await self._client.chat.completions.create(
+            response = await self.client().chat.completions.create(
                 model=self.model, messages=messages, temperature=temperature, response_format=response_format
             )
         except openai.APIStatusError as exc:

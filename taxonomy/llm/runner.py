@@ -60,6 +60,7 @@ class Conversation(Generic[T]):
     best: T | None = None
     best_violations: list[Violation] = field(default_factory=list)
     answer: Answer[T] | None = None
+    kept: dict[int, object] = field(default_factory=dict)  # per criterion, the first item any attempt answered validly
 
     def __post_init__(self) -> None:
         self.turns = self.turns or [Turn("user", self.job.prompt)]
@@ -73,6 +74,9 @@ class Conversation(Generic[T]):
             violations = [Violation(None, f"the answer does not match the JSON schema: {_first_error(exc)}")]
         else:
             violations = self.job.validate(value)
+            merged = _keep_valid_items(self.kept, value, violations)
+            if merged is not value:
+                value, violations = merged, self.job.validate(merged)
             if self.best is None or len(violations) <= len(self.best_violations):
                 self.best, self.best_violations = value, violations
         if not violations:
@@ -120,6 +124,8 @@ class Runner:
     rate_period_s: float = 60.0
     # Where batch mode records its jobs (the run directory), so a killed run polls the same job.
     batch_dir: Path | None = None
+    # Called with (stage, completion) for every paid call, before its answer is cached: the run's ledger.
+    on_paid: Callable[..., None] | None = None  # (stage, completion, kind="generate" or "batch")
 
     def run(self, stage: str, jobs: Sequence[Job[T]], description: str = "") -> list[Answer[T]]:
         """Answer every job; results keep the jobs' order."""
@@ -186,6 +192,8 @@ class Runner:
             usage.cache_hits += 1
             return Completion(cached[0], 0, 0)
         completion = await self._call_with_retries(turns, job, usage)
+        if self.on_paid is not None:
+            self.on_paid(stage, completion)
         self.cache.put(key, stage, completion.text, completion.prompt_tokens, completion.output_tokens)
         usage.calls += 1
         usage.prompt_tokens += completion.prompt_tokens
@@ -223,6 +231,25 @@ class Runner:
                     except asyncio.TimeoutError:
                         raise TransientError(f"no answer within {self.cfg.timeout_s} s") from None
         raise AssertionError("unreachable: tenacity reraises the last error")
+
+
+def _keep_valid_items(kept: dict[int, object], value: T, violations: list[Violation]) -> T:
+    """Batch answers (`items` with `criterion_idx`): an item valid in any attempt is kept, so a
+    re-ask that drops or breaks it never loses it. Returns `value` itself when nothing was added."""
+    items = getattr(value, "items", None)
+    if not isinstance(items, list) or not all(hasattr(it, "criterion_idx") for it in items):
+        return value
+    bad = {v.item for v in violations if v.item is not None}
+    for it in items:
+        if it.criterion_idx not in bad:
+            kept.setdefault(it.criterion_idx, it)
+    # Items this attempt got wrong (or left out) but an earlier one got right are taken from that one;
+    # the rest stay as answered, duplicates included, so validation still sees them.
+    merged = list(kept.values()) + [it for it in items if it.criterion_idx not in kept]
+    if [id(it) for it in merged] == [id(it) for it in items]:
+        return value
+    merged.sort(key=lambda it: it.criterion_idx)
+    return value.model_copy(update={"items": merged})
 
 
 def _wait_honouring_retry_after(cfg: LLMConfig):
