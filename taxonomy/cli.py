@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -42,7 +43,8 @@ def _main(show_version: bool = typer.Option(False, "--version", callback=_versio
 
 
 def _fail(exc: BaseException) -> None:
-    console.print(f"[red]error:[/red] {redact(str(exc))}", highlight=False, soft_wrap=True)
+    # markup=False: a message holds literal brackets ("[corpus]", "[labels]") that Rich would eat as tags.
+    console.print(f"error: {redact(str(exc))}", style="red", markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -80,7 +82,7 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
     else:
         cfg = load_config(target)
     if limit is not None:
-        cfg.corpus.limit = limit
+        cfg.corpus.limit = _positive_limit(limit)
     if batch is not None:
         cfg.llm.mode = "batch" if batch else "online"
     # A corpus tagged against a frozen taxonomy gets its own run, never the pipeline's own run's place.
@@ -113,9 +115,9 @@ def _print_stage(stage: str, info: dict) -> None:
     parts = [f"{k}={info[k]}" for k in keys if k in info]
     console.print(f"[green]{stage}[/green]: " + ", ".join(parts), highlight=False)
     for note in (info.get("repairs") or []) + (info.get("notes") or []):
-        console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
+        console.print(f"  note: {note}", markup=False, highlight=False)
     for v in info.get("violations") or []:
-        console.print(f"  [red]violation (accepted):[/red] {v}", highlight=False)
+        console.print(f"  violation (accepted): {v}", markup=False, highlight=False)
 
 
 def _print_failures(s, artifact: str, limit: int = 5) -> None:
@@ -126,7 +128,7 @@ def _print_failures(s, artifact: str, limit: int = 5) -> None:
     if failed.height:
         console.print(f"[yellow]{failed.height} criteria failed validation after re-asks (kept as failed in {artifact}):[/yellow]")
         for r in failed.head(limit).iter_rows(named=True):
-            console.print(f"  {r['criterion_id']}: {'; '.join(r['problems'])[:200]}", highlight=False)
+            console.print(f"  {r['criterion_id']}: {'; '.join(r['problems'])[:200]}", markup=False, highlight=False)
 
 
 @app.command()
@@ -212,7 +214,7 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
 
 def _adhoc_pipeline(corpus: Path, run_dir: Optional[Path]) -> Path:
     """A bare corpus file gets a minimal pipeline config written beside its run."""
-    name = corpus.stem.split(".")[0]
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", corpus.stem.split(".")[0]).strip("._-") or "corpus"
     suffixes = "".join(corpus.suffixes)
     fmt = "rubric_list" if suffixes in (".json", ".json.gz") else "tasks_jsonl" if corpus.name.startswith("tasks.jsonl") else "table"
     folder = (run_dir or Path("outputs") / name).resolve()
@@ -237,7 +239,8 @@ def _print_shares(shares) -> None:
 def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
         run_dir: Optional[Path] = RunDirOpt, force: Optional[str] = typer.Option(None, help="re-run from this stage on: " + " | ".join(STAGES)),
         limit: Optional[int] = typer.Option(None, help="only the first N criteria"), report: bool = typer.Option(True, help="write report.html at the end"),
-        quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt, accept_violations: bool = AcceptOpt) -> None:
+        quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt, accept_violations: bool = AcceptOpt,
+        dry_run: bool = typer.Option(False, "--dry-run", help="print what each stage would cost (`taxonomy estimate`) and stop; nothing is sent or written")) -> None:
     """All stages, resuming from what is on disk; ends with the taxonomy and report paths."""
     import resource
     import time
@@ -246,6 +249,9 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
 
     if force is not None and force not in STAGES:
         _fail(ValueError(f"--force {force}: unknown stage; fix: use one of {', '.join(STAGES)}"))
+    if dry_run:
+        _print_estimate(pipeline, provider, limit, batch)
+        return
     start = time.perf_counter()
     s = _session(pipeline, provider, run_dir, quiet, limit, batch=batch)
     if accept_violations:
@@ -257,6 +263,7 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
     if report:
         from taxonomy.analysis.report import render_report
 
+        s.run.check_readable()
         render_report(s.run.path)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s.run.manifest["totals"] = {"wall_seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak_mb, 1)}
@@ -265,6 +272,39 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
     out.print(f"Taxonomy: {s.run.path / 'taxonomy.md'}")
     if report:
         out.print(f"Report:   {s.run.path / 'report.html'}")
+
+
+def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int], batch: Optional[bool]) -> None:
+    from taxonomy.config import load_config
+    from taxonomy.estimate import estimate as estimate_cost
+    from taxonomy.llm.providers import resolve_provider_name
+    from taxonomy.pipeline import embedding_choice
+
+    cfg = load_config(pipeline)
+    if limit is not None:
+        cfg.corpus.limit = _positive_limit(limit)
+    if batch is not None:
+        cfg.llm.mode = "batch" if batch else "online"
+    backend = resolve_provider_name(provider or cfg.llm.provider)
+    result = estimate_cost(cfg, backend, embedding_choice(cfg, backend))
+    out.print(f"Estimate for {cfg.name} ({result.n_criteria} criteria), before anything is paid:", markup=False, highlight=False)
+    out.print(result.markdown(), markup=False, highlight=False)
+
+
+@app.command()
+@_guard
+def estimate(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
+             limit: Optional[int] = typer.Option(None, help="only the first N criteria"), batch: Optional[bool] = BatchOpt) -> None:
+    """Per stage: the calls, tokens and cost a run would pay, from the prompts it would send and the configured prices."""
+    _print_estimate(pipeline, provider, limit, batch)
+
+
+def _positive_limit(limit: int) -> int:
+    from taxonomy.config import ConfigError
+
+    if limit < 1:
+        raise ConfigError(f"--limit {limit}: must be 1 or more; fix: pass the number of criteria to keep, or leave --limit out for all")
+    return limit
 
 
 @app.command()
@@ -276,9 +316,15 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
               boot: int = typer.Option(1000, help="bootstrap resamples of tasks for the 95% CI (0: none)")) -> None:
     """Per-capability verifier error rate, FP, FN, F1 (unmet), CIs and paired tests against human labels."""
     from taxonomy.analysis.breakdown_files import run_breakdown
+    from taxonomy.config import ConfigError
     from taxonomy.run import RunDir, record_use, taxonomy_in_use
 
+    if boot < 0:
+        raise ConfigError(f"--boot {boot}: must be 0 or more; fix: pass the number of bootstrap resamples (0: no confidence intervals)")
     run = RunDir(run_dir)
+    columns = run.read_parquet("criteria.parquet", "discover").columns
+    if by not in ("primary", "any") and by not in columns:
+        raise ConfigError(f"--by {by}: no such column in {run.path / 'criteria.parquet'}; fix: use primary, any, or one of {', '.join(columns)}")
     used = taxonomy_in_use(run, "breakdown")
     result = run_breakdown(run, verdicts, reference=reference, by=by, n_boot=boot)
     record_use(run, "breakdown", used)
@@ -293,7 +339,9 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory")) -> None:
     from taxonomy.analysis.report import render_report
     from taxonomy.run import RunDir, taxonomy_in_use
 
-    taxonomy_in_use(RunDir(run_dir), "report")
+    run = RunDir(run_dir)
+    taxonomy_in_use(run, "report")
+    run.check_readable()
     out.print(f"Report: {render_report(run_dir)}")
 
 

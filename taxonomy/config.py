@@ -5,17 +5,26 @@ The numbers the paper fixes (80 micro-clusters, 8-10 capabilities, 40% / 2% shar
 """
 from __future__ import annotations
 
+import re
 import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from taxonomy.corpus import CorpusConfig
 
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+def _min_max(section, *pairs: tuple[str, str]):
+    """Settings that contradict each other are refused, naming both keys."""
+    for low, high in pairs:
+        if getattr(section, low) > getattr(section, high):
+            raise ValueError(f"{low} = {getattr(section, low)} is above {high} = {getattr(section, high)}; make {low} <= {high}")
+    return section
 
 
 class Prices(Section):
@@ -83,10 +92,10 @@ class EmbeddingConfig(Section):
 class LabelRules(Section):
     """Stage 1 / Stage 2 label form, shared by every validator and prompt."""
 
-    min_labels: int = 1
-    max_labels: int = 3
-    min_words: int = 4
-    max_words: int = 8
+    min_labels: int = Field(1, ge=1)
+    max_labels: int = Field(3, ge=1)
+    min_words: int = Field(4, ge=1)
+    max_words: int = Field(8, ge=1)
     suffix: str = "_capability"
     rationale_prefix: str = "the verifier needs to"
     agent_verbs: list[str] = [
@@ -98,6 +107,10 @@ class LabelRules(Section):
         "excel", "xlsx", "pptx", "pdf", "openpyxl", "pandas", "python", "jinja", "json", "csv",
         "mcp", "sec", "edgar", "sql", "api", "pytorch", "torch", "numpy", "docx", "html",
     ]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "LabelRules":
+        return _min_max(self, ("min_labels", "max_labels"), ("min_words", "max_words"))
 
 
 class DiscoverConfig(Section):
@@ -131,11 +144,19 @@ class MergeConfig(Section):
     # true (`--accept-violations`); then it is kept with its violations listed.
     accept_violations: bool = False
 
+    @model_validator(mode="after")
+    def _ordered(self) -> "MergeConfig":
+        return _min_max(self, ("min_caps", "max_caps"), ("min_share", "max_share"))
+
 
 class TagConfig(Section):
     batch_size: int = Field(20, ge=1)
-    min_tags: int = 1
-    max_tags: int = 3
+    min_tags: int = Field(1, ge=1)
+    max_tags: int = Field(3, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "TagConfig":
+        return _min_max(self, ("min_tags", "max_tags"))
 
 
 class AuditConfig(Section):
@@ -163,6 +184,14 @@ class OutputConfig(Section):
 
 class PipelineConfig(Section):
     name: str
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, name: str) -> str:
+        # The name becomes a folder under output.dir: it must not climb out of it or be empty.
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or "") or ".." in name:
+            raise ValueError(f"{name!r} is not a plain folder name; use letters, digits, '.', '_' or '-' (e.g. \"paperbench\")")
+        return name
     corpus: CorpusConfig
     llm: LLMConfig = LLMConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
@@ -195,12 +224,16 @@ def load_config(path: str | Path) -> PipelineConfig:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc}); fix: correct the syntax at that line") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}: line {line}: not UTF-8; fix: save the pipeline config as UTF-8") from None
     raw["base_dir"] = path.parent.resolve()
     try:
         return PipelineConfig.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = str(err["msg"]).removeprefix("Value error, ")
         raise ConfigError(
-            f"{path}: key {key}: {err['msg']}; fix: correct or remove {key} (see pipelines/paperbench.toml)"
+            f"{path}: key {key}: {msg}; fix: correct or remove {key} (see pipelines/paperbench.toml)"
         ) from None

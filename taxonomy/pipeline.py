@@ -46,6 +46,14 @@ STAGE_CONFIG = {
 STAGE_INPUTS = {"discover": (), "cluster": ("discover",), "canonicalize": ("cluster",), "merge": ("canonicalize",), "tag": ("discover", "merge")}
 
 
+def embedding_choice(cfg: PipelineConfig, backend: str) -> str:
+    """auto: Gemini embeddings with a Gemini backend, else the local embedder."""
+    choice = cfg.embedding.provider
+    if choice == "auto":
+        choice = "gemini" if backend in ("gemini", "vertex") else "local"
+    return choice
+
+
 @dataclass
 class Session:
     cfg: PipelineConfig
@@ -67,10 +75,7 @@ class Session:
         return f"Backend: {self.backend} (model {self.cfg.llm.model}); answers are cached in {self.cache.path}."
 
     def embedding_choice(self) -> str:
-        choice = self.cfg.embedding.provider
-        if choice == "auto":
-            choice = "gemini" if self.backend in ("gemini", "vertex") else "local"
-        return choice
+        return embedding_choice(self.cfg, self.backend)
 
     def embedder(self):
         choice = self.embedding_choice()
@@ -138,6 +143,9 @@ def open_session(
         runner = Runner(make_provider(cfg.llm, backend, credentials), cfg.llm, cache, show_progress=show_progress,
                         batch_dir=run.path,
                         on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens))
+    session = Session(cfg, run, backend, runner, cache, from_source=from_source)
+    if from_source:  # a corpus that does not load stops here, before the manifest takes the new settings
+        ensure_criteria(session)
     run.manifest.update({
         "pipeline": cfg.name, "backend": backend, "model": "none" if runner is None else cfg.llm.model,
         "versions": versions(), "settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})),
@@ -146,7 +154,7 @@ def open_session(
     })
     run.manifest.setdefault("created", now())
     run.save_manifest()
-    return Session(cfg, run, backend, runner, cache, from_source=from_source)
+    return session
 
 
 def frame_hash(frame: pl.DataFrame) -> str:
@@ -305,6 +313,11 @@ def step_cluster(s: Session) -> dict[str, Any]:
 
     stage1 = s.run.read_parquet("stage1_labels.parquet", "discover")
     embedder = s.embedder()
+    if stage1["labels"].explode().drop_nulls().is_empty():
+        raise RunError(
+            f"{s.run.path / 'stage1_labels.parquet'}: no criterion got a valid label ({stage1.height} failed), so there is nothing to cluster; "
+            "fix: read the problems column, and check the [labels] settings and the model"
+        )
     if s.runner is None and s.cfg.embedding.provider in ("auto", "local"):
         from taxonomy.offline.embed import CriterionLabelEmbedder
 

@@ -29,6 +29,12 @@ OUTPUTS = {
     "merge": "taxonomy.json",
     "tag": "stage3_tags.parquet",
 }
+# Every artifact a run holds and the stage that writes it.
+ARTIFACTS = {
+    "criteria.parquet": "discover", "stage1_labels.parquet": "discover", "clusters.parquet": "cluster",
+    "criterion_clusters.parquet": "cluster", "label_embeddings.npy": "cluster", "micro_capabilities.json": "canonicalize",
+    "taxonomy.json": "merge", "stage3_tags.parquet": "tag",
+}
 # Bumped when the run layout or provenance changes; a run made by a newer tool is refused.
 RUN_FORMAT = 2
 PROMPTS = {"discover": "stage1_discovery.j2", "canonicalize": "stage2_canonicalize.j2", "merge": "stage2_merge.j2", "tag": "stage3_tagging.j2"}
@@ -100,6 +106,9 @@ class RunDir:
                 ) from None
             if not isinstance(self.manifest, dict):
                 raise RunError(f"{manifest}: not a JSON object; fix: delete it and run `taxonomy run` on the pipeline again")
+            for key in ("stages", "corpus", "uses", "settings"):
+                if key in self.manifest and not isinstance(self.manifest[key], dict):
+                    raise RunError(f"{manifest}: key {key} is not a JSON object; fix: restore the file, or delete it and run `taxonomy run` on the pipeline again")
             made_by = self.manifest.get("run_format", 0)
             if isinstance(made_by, int) and made_by > RUN_FORMAT:
                 raise RunError(
@@ -190,6 +199,18 @@ class RunDir:
                 totals["batch_prompt_tokens"] += prompt
                 totals["batch_output_tokens"] += output
         return out
+
+    def check_readable(self) -> None:
+        """Every artifact on disk opens: a damaged one is one line naming it, before a reader trips on it."""
+        for name, stage in ARTIFACTS.items():
+            if not self.has(name):
+                continue
+            if name.endswith(".parquet"):
+                self.read_parquet(name, stage)
+            elif name.endswith(".npy"):
+                self.read_npy(name, stage)
+            else:
+                self.read_json(name, stage)
 
     def record(self, stage: str, info: dict[str, Any]) -> None:
         self.manifest.setdefault("stages", {})[stage] = info

@@ -73,4 +73,10 @@ def load_corpus(cfg: CorpusConfig, base_dir: Path) -> Corpus:
             "corpus path not found",
             f"make [corpus] path relative to {Path(base_dir).resolve()} (the pipeline file's folder) or absolute",
         )
-    return _finalize(LOADERS[cfg.format](path, cfg), cfg)
+    loaded = LOADERS[cfg.format](path, cfg)
+    if not loaded.records:
+        raise CorpusError(_show(path), "-", "no criteria in it (an empty file, or a header with no rows)", "add criteria, or point [corpus] path at the right file")
+    corpus = _finalize(loaded, cfg)
+    if corpus.frame.is_empty():
+        raise CorpusError(_show(path), "-", "no criteria left after filtering (on_empty, papers)", "check the [corpus] filters, or the criterion text column")
+    return corpus

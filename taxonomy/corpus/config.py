@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import polars as pl
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 LEADING_COLUMNS: dict[str, pl.DataType] = {
     "task_id": pl.Utf8,
@@ -45,8 +45,11 @@ class CorpusConfig(BaseModel):
     format: Literal["table", "paperbench", "devai", "rubric_list", "tasks_jsonl", "healthbench"] = "table"
     columns: ColumnMap = ColumnMap()
     papers: list[str] | None = None  # PaperBench subset, e.g. the 20 of split-all.txt
-    limit: int | None = None  # keep the first N criteria (smoke runs)
+    limit: int | None = Field(None, ge=1)  # keep the first N criteria (smoke runs)
     on_empty: Literal["error", "skip"] = "error"
+    # A criterion longer than this is never sent to a model: refused ("error") or cut ("truncate").
+    max_chars: int = Field(20_000, ge=100)
+    on_long: Literal["error", "truncate"] = "error"
 
 
 @dataclass

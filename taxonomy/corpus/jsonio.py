@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,19 @@ def _existing(path: Path) -> Path | None:
 def _read_text(path: Path) -> str:
     data = path.read_bytes()
     if path.name.endswith(".gz"):
-        data = gzip.decompress(data)
-    return data.decode("utf-8-sig")
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise CorpusError(_show(path), "-", f"not a readable gzip file ({exc})", "re-compress it with gzip, or give the uncompressed file") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        raise CorpusError(
+            _show(path), line, f"not UTF-8 (byte 0x{data[exc.start]:02x} at column {column})",
+            "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
+        ) from None
 
 
 def read_json(path: str | Path) -> Any:

@@ -146,6 +146,18 @@ def _finalize(loaded: _Loaded, cfg: CorpusConfig) -> Corpus:
         warnings.append(f'dropped {len(idx)} criteria with empty text (on_empty = "skip"): {rows}')
         frame = frame.filter(~empty)
 
+    long = frame["text"].str.len_chars() > cfg.max_chars
+    if long.any():
+        idx = long.arg_true().to_list()
+        if cfg.on_long == "error":
+            raise CorpusError(
+                *where(idx[0]),
+                f"criterion text is {frame['text'][idx[0]].__len__():,} characters, above corpus.max_chars = {cfg.max_chars:,}",
+                'shorten it, raise max_chars in [corpus], or set on_long = "truncate" to cut such criteria',
+            )
+        frame = frame.with_columns(text=pl.col("text").str.slice(0, cfg.max_chars))
+        warnings.append(f"truncated {len(idx)} criteria to corpus.max_chars = {cfg.max_chars:,} characters: {_list([frame['source'][i] for i in idx])}")
+
     first: dict[str, int] = {}
     for i, cid in enumerate(frame["criterion_id"].to_list()):
         if cid in first:

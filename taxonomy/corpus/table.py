@@ -1,14 +1,13 @@
 """The "table" format: one criterion per row of a .jsonl, .csv or .parquet file."""
 from __future__ import annotations
 
-import gzip
 import io
 from pathlib import Path
 
 import polars as pl
 
 from taxonomy.corpus.config import ColumnMap, CorpusConfig, CorpusError, _show
-from taxonomy.corpus.jsonio import _read_jsonl
+from taxonomy.corpus.jsonio import _read_jsonl, _read_text
 from taxonomy.corpus.records import _extras_frame, _list, _Loaded, _prefix_ids, _record, _weight
 
 _TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".csv", ".csv.gz", ".parquet")
@@ -24,10 +23,7 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[int]]:
         return frame, [lineno for lineno, _ in pairs]
     try:
         if name.endswith((".csv", ".csv.gz")):
-            data = path.read_bytes()
-            if name.endswith(".gz"):
-                data = gzip.decompress(data)
-            frame = pl.read_csv(io.BytesIO(data), infer_schema_length=None)
+            frame = pl.read_csv(io.BytesIO(_read_text(path).encode()), infer_schema_length=None)
         elif name.endswith(".parquet"):
             frame = pl.read_parquet(path)
         else:

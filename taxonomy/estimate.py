@@ -1,0 +1,172 @@
+"""`taxonomy estimate PIPELINE` and `taxonomy run --dry-run`: per stage, the calls, tokens and cost
+the run would pay, before anything is paid.
+
+Stage 1's prompts are exact: the discovery stage itself builds them, over the real corpus, and a
+dry runner records them instead of sending them. Later stages depend on earlier answers, so their
+prompts are built by the same stage code over stand-ins sized from the config (k micro-clusters,
+capabilities, batch sizes, label lengths), and answers are sized the same way. Tokens are counted
+at 4 characters each; re-asks and retries are not included (each re-ask resends its conversation).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from taxonomy.config import PipelineConfig, Prices
+from taxonomy.corpus import load_corpus
+
+CHARS_PER_TOKEN = 4
+# Answer sizes in characters: a capability card's description, diagnostic signal and example pattern
+# (name and boundaries aside), and JSON punctuation per item.
+CARD_TEXT_CHARS = 150 + 120 + 120
+# Boundaries (non-examples): a micro-capability names two neighbours; a final capability names every
+# sibling, as the merge prompt's boundary rule asks at its fullest.
+MICRO_BOUNDARIES = 2
+ITEM_OVERHEAD_CHARS = 50
+RATIONALE_WORDS = 14
+WORD_CHARS = 7  # an average word and its underscore or space
+# Share of Stage 1 labels that are unique across the corpus (a model rarely repeats a label verbatim).
+UNIQUE_LABEL_SHARE = 0.7
+
+
+def tokens(text_or_chars: str | float) -> int:
+    chars = len(text_or_chars) if isinstance(text_or_chars, str) else text_or_chars
+    return int(math.ceil(chars / CHARS_PER_TOKEN))
+
+
+@dataclass
+class StageEstimate:
+    stage: str
+    calls: int
+    prompt_tokens: int
+    output_tokens: int
+    basis: str
+    embed_calls: int = 0
+    embed_tokens: int = 0
+
+    def cost(self, prices: Prices) -> float:
+        return (self.prompt_tokens * prices.input + self.output_tokens * prices.output + self.embed_tokens * prices.embedding) / 1e6
+
+
+@dataclass
+class Estimate:
+    stages: list[StageEstimate]
+    prices: Prices
+    n_criteria: int
+    notes: list[str]
+
+    @property
+    def total_cost(self) -> float:
+        return sum(s.cost(self.prices) for s in self.stages)
+
+    def markdown(self) -> str:
+        lines = ["| stage | calls | prompt tokens | output tokens | embedding calls | cost USD | basis |", "|---|---:|---:|---:|---:|---:|---|"]
+        for s in self.stages:
+            lines.append(f"| {s.stage} | {s.calls} | {s.prompt_tokens} | {s.output_tokens} | {s.embed_calls} | {s.cost(self.prices):.4f} | {s.basis} |")
+        total = lambda key: sum(getattr(s, key) for s in self.stages)  # noqa: E731
+        lines.append(f"| total | {total('calls')} | {total('prompt_tokens')} | {total('output_tokens')} | {total('embed_calls')} | {self.total_cost:.4f} | |")
+        return "\n".join(lines + [""] + [f"- {n}" for n in self.notes]) + "\n"
+
+
+class _Captured(Exception):
+    def __init__(self, jobs: list) -> None:
+        self.jobs = jobs
+
+
+class _DryRunner:
+    """Stands where the runner would: records the stage's jobs, then stops the stage before any call."""
+
+    def run(self, stage: str, jobs, description: str = "") -> list:
+        raise _Captured(list(jobs))
+
+
+def _capture(fn, *args: Any) -> list:
+    try:
+        fn(*args, _DryRunner())
+    except _Captured as done:
+        return done.jobs
+    return []
+
+
+def _label(cfg: PipelineConfig, i: int) -> str:
+    """A stand-in label of the configured average length, unique per i."""
+    words = max(1, (cfg.labels.min_words + cfg.labels.max_words) // 2 - 1)
+    letters = "".join(chr(ord("a") + int(d)) for d in str(i))
+    return "_".join(["inspect"] + ["evidence"] * (words - 2) + [letters]) + cfg.labels.suffix
+
+
+def _card(name: str, siblings: list[str]) -> dict[str, Any]:
+    return {"name": name, "description": "d" * 150, "diagnostic_signal": "s" * 120, "example_pattern": "e" * 120,
+            "non_examples": [_boundary(sibling) for sibling in siblings]}
+
+
+def _boundary(sibling: str) -> str:
+    return f"if the criterion {'x' * 40}, prefer `{sibling}`"
+
+
+def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
+    from taxonomy.schemas import MicroCapability, Taxonomy, TaxonomyCapability
+    from taxonomy.stages.canonicalize import canonicalize
+    from taxonomy.stages.discover import discover
+    from taxonomy.stages.merge import merge
+    from taxonomy.stages.tag import tag
+
+    criteria = load_corpus(cfg.corpus, cfg.base_dir).frame
+    n = criteria.height
+    labels_per = (cfg.labels.min_labels + cfg.labels.max_labels) / 2
+    label_chars = len(_label(cfg, 10)) + 4
+    out: list[StageEstimate] = []
+
+    jobs = _capture(discover, criteria, cfg)
+    rationale = len(cfg.labels.rationale_prefix) + RATIONALE_WORDS * WORD_CHARS
+    per_item = labels_per * label_chars + rationale + ITEM_OVERHEAD_CHARS
+    out.append(StageEstimate("discover", len(jobs), sum(tokens(j.prompt) for j in jobs), tokens(n * per_item),
+                             f"exact prompts for {n} criteria; answers ~{tokens(per_item)} tokens a criterion"))
+
+    unique = max(2, int(n * labels_per * UNIQUE_LABEL_SHARE))
+    embed_calls = 0 if embedder == "local" else math.ceil(unique / cfg.embedding.batch_size)
+    out.append(StageEstimate("cluster", 0, 0, 0, f"~{unique} unique labels embedded ({embedder})",
+                             embed_calls=embed_calls, embed_tokens=0 if embedder == "local" else tokens(unique * label_chars)))
+
+    k = min(cfg.cluster.k, unique)
+    per_cluster = max(1, unique // k)
+    labels = [_label(cfg, i) for i in range(k * per_cluster)]
+    clusters = pl.DataFrame({"label": labels, "cluster_id": [i // per_cluster for i in range(len(labels))], "frequency": [1] * len(labels)})
+    ids = criteria["criterion_id"].to_list()
+    criterion_clusters = pl.DataFrame({"criterion_id": ids, "dominant_cluster": [i % k for i in range(n)]})
+    jobs = _capture(canonicalize, clusters, criterion_clusters, criteria, cfg)
+    boundary_chars = len(_boundary(_label(cfg, 10))) + 4
+    card_chars = label_chars + CARD_TEXT_CHARS + ITEM_OVERHEAD_CHARS
+    out.append(StageEstimate("canonicalize", len(jobs), sum(tokens(j.prompt) for j in jobs),
+                             tokens(len(jobs) * (card_chars + MICRO_BOUNDARIES * boundary_chars)),
+                             f"one call per micro-cluster (cluster.k = {cfg.cluster.k}, ~{per_cluster} labels each)"))
+
+    names = [_label(cfg, 1000 + i) for i in range(k)]
+    micro = [MicroCapability(**_card(names[i], names[i + 1:i + 1 + MICRO_BOUNDARIES]), cluster_id=i, n_criteria=max(1, n // k),
+                             share=1 / k, member_labels=labels[i * per_cluster:(i + 1) * per_cluster]) for i in range(k)]
+    caps = min(k, (cfg.merge.min_caps + cfg.merge.max_caps) // 2)
+    jobs = _capture(merge, micro, np.zeros((k, 8), dtype=np.float32), cfg)
+    merged_chars = caps * (card_chars + (caps - 1) * boundary_chars) + k * label_chars
+    out.append(StageEstimate("merge", len(jobs), sum(tokens(j.prompt) for j in jobs), tokens(merged_chars) if jobs else 0,
+                             f"one call over {k} micro-capabilities into ~{caps} capabilities"))
+
+    cap_names = [_label(cfg, 2000 + i) for i in range(caps)]
+    capabilities = [TaxonomyCapability(**_card(name, [c for c in cap_names if c != name]), members=[m.name for m in micro[i::caps]])
+                    for i, name in enumerate(cap_names)]
+    jobs = _capture(tag, criteria, Taxonomy(capabilities=capabilities), cfg)
+    tags_per = (cfg.tag.min_tags + cfg.tag.max_tags) / 2
+    per_item = tags_per * label_chars + ITEM_OVERHEAD_CHARS
+    out.append(StageEstimate("tag", len(jobs), sum(tokens(j.prompt) for j in jobs), tokens(n * per_item),
+                             f"exact batches; taxonomy of ~{caps} capabilities stood in"))
+    notes = [
+        f"{backend} backend, model {cfg.llm.model}; prices per million tokens: input {cfg.llm.prices.input}, output {cfg.llm.prices.output}, embedding {cfg.llm.prices.embedding}.",
+        "Tokens are counted at 4 characters each; re-asks and retries are not included.",
+        "Stage 1 prompts are the exact ones; later stages are estimated from the config (micro-clusters, capabilities, batch sizes), since their prompts depend on earlier answers.",
+    ]
+    if backend == "offline":
+        notes.insert(0, "The offline backend makes no LLM call: this is what the LLM pipeline would cost.")
+    return Estimate(out, cfg.llm.prices, n, notes)

@@ -1,0 +1,42 @@
+"""`taxonomy estimate` and `run --dry-run`: per-stage calls, tokens and cost before anything is paid,
+within 10% of what the same run then accounts for against the test server."""
+from __future__ import annotations
+
+import json
+import re
+
+from tests.conftest import invoke, write_pipeline
+
+EXTRA = "[cluster]\nk = 12\n"
+
+
+def total_cost(output: str) -> float:
+    row = next(line for line in output.splitlines() if line.startswith("| total |"))
+    return float(row.split("|")[6])
+
+
+def test_estimate_is_within_10_percent_of_the_accounted_cost(gemini_env, tmp_path):
+    toml = write_pipeline(tmp_path, limit=120, extra=EXTRA)
+    estimated = invoke("estimate", toml, "--provider", "gemini")
+    assert gemini_env.count() == 0 and not (tmp_path / "outputs").exists()  # nothing sent, nothing written
+    stages = {line.split("|")[1].strip(): line for line in estimated.output.splitlines() if line.startswith("| ")}
+    assert {"discover", "cluster", "canonicalize", "merge", "tag", "total"} <= set(stages)
+    assert "estimated from the config" in estimated.output
+
+    run = tmp_path / "run"
+    invoke("run", toml, "--provider", "gemini", "--run-dir", run, "-q", "--no-report")
+    usage = json.loads((run / "manifest.json").read_text())["usage"]
+    sent = [r for r in gemini_env.requests if r.kind == "generate"]
+    assert usage["calls"] == len(sent)
+    discover_calls = int(stages["discover"].split("|")[2])
+    assert discover_calls == len({r.texts[0] for r in sent if "Criteria to annotate" in r.texts[0]})  # Stage 1 is exact
+    ratio = total_cost(estimated.output) / usage["cost_usd"]
+    print(f"estimate / accounted cost = {total_cost(estimated.output):.5f} / {usage['cost_usd']:.5f} = {ratio:.3f}")
+    assert 0.9 <= ratio <= 1.1
+
+
+def test_dry_run_prints_the_estimate_and_writes_nothing(gemini_env, tmp_path):
+    toml = write_pipeline(tmp_path, limit=40, extra=EXTRA)
+    result = invoke("run", toml, "--provider", "gemini", "--dry-run")
+    assert "| total |" in result.output and gemini_env.count() == 0 and not (tmp_path / "outputs").exists()
+    assert re.search(r"\| discover \| \d+ \| \d+ \|", result.output)
