@@ -87,7 +87,7 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
         cfg.llm.mode = "batch" if batch else "online"
     # A corpus tagged against a frozen taxonomy gets its own run, never the pipeline's own run's place.
     suffix = f"-taxonomy-{load_taxonomy(frozen).content_hash[:8]}" if frozen is not None else ""
-    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix, from_source=not target.is_dir())
+    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix, from_source=not target.is_dir(), load_now=not target.is_dir())
     console.print(s.notice(), highlight=False)
     return s
 

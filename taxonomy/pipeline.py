@@ -121,7 +121,11 @@ class Session:
 def open_session(
     cfg: PipelineConfig, *, provider: str | None = None, run_dir: Path | None = None,
     show_progress: bool = True, credentials: Any = None, run_suffix: str = "", from_source: bool = True,
+    load_now: bool = False,
 ) -> Session:
+    """`from_source`: the corpus is re-read (once) when a stage needs it, so a changed corpus is noticed.
+    `load_now`: read it before the manifest records this session's settings, so a corpus that fails to
+    load changes nothing on disk (the CLI's commands over a pipeline TOML)."""
     backend = resolve_provider_name(provider or cfg.llm.provider)
     if run_dir is None:
         run_dir = default_run_dir(cfg, backend, cfg.llm.model, run_suffix)
@@ -144,7 +148,7 @@ def open_session(
                         batch_dir=run.path,
                         on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens))
     session = Session(cfg, run, backend, runner, cache, from_source=from_source)
-    if from_source:  # a corpus that does not load stops here, before the manifest takes the new settings
+    if from_source and load_now:  # a corpus that does not load stops here, before the manifest takes the new settings
         ensure_criteria(session)
     run.manifest.update({
         "pipeline": cfg.name, "backend": backend, "model": "none" if runner is None else cfg.llm.model,

@@ -6,7 +6,7 @@ import json
 import numpy as np
 from tenacity import retry_if_exception_type, stop_after_attempt, wait_exponential_jitter, Retrying
 
-from taxonomy.embed import l2_normalize
+from taxonomy.embed import embed_missing, l2_normalize, split_cached
 from taxonomy.llm.base import TransientError
 from taxonomy.llm.cache import Cache, request_key
 
@@ -29,14 +29,7 @@ class GeminiEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         # Snake-case labels embed better as words (fewer tokens, better separated).
         inputs = [t.replace("_", " ") for t in texts]
-        vectors: dict[str, list[float]] = {}
-        missing = []
-        for text in dict.fromkeys(inputs):
-            hit = self.cache.get(self._key(text))
-            if hit is None:
-                missing.append(text)
-            else:
-                vectors[text] = json.loads(hit[0])
+        vectors, missing = split_cached(inputs, self.cache, self._key)
         if missing and self.runner is not None:
             from taxonomy.llm.batch import embed_in_batch
 
@@ -46,11 +39,7 @@ class GeminiEmbedder:
                     vectors[text] = batched[self._key(text)]
                     self.cache.put(self._key(text), "embed", json.dumps(vectors[text]))
             missing = [t for t in missing if t not in vectors]  # what batch mode did not answer goes online
-        for start in range(0, len(missing), self.batch_size):
-            chunk = missing[start : start + self.batch_size]
-            for text, values in zip(chunk, self._call(chunk)):
-                vectors[text] = values
-                self.cache.put(self._key(text), "embed", json.dumps(values))
+        embed_missing(missing, vectors, self.batch_size, self._call, self.cache, self._key)
         return l2_normalize(np.asarray([vectors[t] for t in inputs], dtype=np.float32))
 
     def _call(self, chunk: list[str]) -> list[list[float]]:

@@ -2,14 +2,13 @@
 batched and cached like LLM calls, so vLLM/Ollama users get model embeddings instead of TF-IDF."""
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable
 
 import numpy as np
 from tenacity import Retrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
-from taxonomy.embed import l2_normalize
+from taxonomy.embed import embed_missing, l2_normalize, split_cached
 from taxonomy.llm.base import PermanentError, TransientError
 from taxonomy.llm.cache import Cache, request_key
 
@@ -39,19 +38,8 @@ class OpenAIEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         inputs = [t.replace("_", " ") for t in texts]  # snake_case labels embed better as words
-        vectors: dict[str, list[float]] = {}
-        missing = []
-        for text in dict.fromkeys(inputs):
-            hit = self.cache.get(self._key(text))
-            if hit is None:
-                missing.append(text)
-            else:
-                vectors[text] = json.loads(hit[0])
-        for start in range(0, len(missing), self.batch_size):
-            chunk = missing[start : start + self.batch_size]
-            for text, values in zip(chunk, self._call(chunk)):
-                vectors[text] = values
-                self.cache.put(self._key(text), "embed", json.dumps(values))
+        vectors, missing = split_cached(inputs, self.cache, self._key)
+        embed_missing(missing, vectors, self.batch_size, self._call, self.cache, self._key)
         return l2_normalize(np.asarray([vectors[t] for t in inputs], dtype=np.float32))
 
     def _call(self, chunk: list[str]) -> list[list[float]]:
