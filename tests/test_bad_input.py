@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from taxonomy.cli import app
+from tests.conftest import ROOT, write_pipeline
 
 GOOD = [{"task_id": "t", "text": f"The report states the accuracy value for experiment number {i}."} for i in range(8)]
 SMALL = '[cluster]\nk = 2\n[merge]\nmin_caps = 1\nmax_caps = 3\nmin_share = 0\n'
@@ -111,16 +112,14 @@ def test_oversized_criterion_is_refused_or_truncated_never_sent(tmp_path):
 
 @pytest.fixture
 def finished_run(tmp_path) -> tuple[Path, Path]:
-    toml = pipeline(tmp_path, write_jsonl(tmp_path / "c.jsonl", GOOD), extra=SMALL)
+    toml = write_pipeline(tmp_path, limit=60, extra="[cluster]\nk = 8\n")
     result = CliRunner().invoke(app, ["run", str(toml), "--run-dir", str(tmp_path / "run"), "-q"])
     assert result.exit_code == 0, result.output
     return toml, tmp_path / "run"
 
 
-def _verdicts(tmp_path: Path) -> Path:
-    path = tmp_path / "v.csv"
-    path.write_text("criterion_id,verifier,verdict\n" + "".join(f"{i + 1},human,1\n{i + 1},judge,{i % 2}\n" for i in range(8)))
-    return path
+def _verdicts(tmp_path: Path) -> str:
+    return f"devai:{ROOT / 'data' / 'devai'}"
 
 
 @pytest.mark.parametrize("artifact, damage", [
@@ -156,8 +155,8 @@ def test_breakdown_unknown_column_and_negative_boot(tmp_path, finished_run):
 def test_a_failed_invocation_loses_nothing_written_before(tmp_path, finished_run):
     toml, run = finished_run
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
-    (tmp_path / "c.jsonl").write_bytes(b'{"text": "caf\xe9"}\n')
-    assert "c.jsonl: row 1: not UTF-8" in refused("run", toml, "--run-dir", run, "-q")
+    toml.write_text(toml.read_text().replace("[cluster]", "[cluster]\nk = -1\nnot_a_key = 2\n[unused]"))
+    assert "key cluster.k" in refused("run", toml, "--run-dir", run, "-q")
     after = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     assert after == before
 
