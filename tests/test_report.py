@@ -1,15 +1,19 @@
+import json
 import os
+import re
 import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from taxonomy.analysis.report import render_report
 from tests import run_fixture
+from tests.chromium import Browser, find_chromium
 
-SECTIONS = ("taxonomy", "shares", "label-map", "heatmap", "breakdown", "cost")
+SECTIONS = ("taxonomy", "capabilities", "criteria", "shares", "label-map", "hierarchy", "confidence", "constraints",
+            "heatmap", "breakdown", "cost")
 FIGURES = ("fig-shares", "fig-label-map", "fig-heatmap", "fig-breakdown")
 
 
@@ -92,8 +96,12 @@ def test_self_contained(full_run, page):
 
 def test_text_is_escaped(full_run, page):
     html = (full_run / "report.html").read_text(encoding="utf-8")
-    assert page.scripts == 0
-    assert "<script>" not in html and "&lt;script&gt;" in html
+    # Two inline scripts (the criteria data and the page's code), neither loading anything.
+    assert page.scripts == 2 and "<script src" not in html
+    assert '<script>alert("x")' not in html and "&lt;script&gt;" in html
+    # In the JSON data no `<` is left that could end the <script> element.
+    data = html.split('<script type="application/json" id="criteria-data">', 1)[1].split("</script>", 1)[0]
+    assert "<" not in data and "\\u003cscript\\u003e" in data
     assert "fixture &lt;pipeline&gt;" in html
 
 
@@ -123,41 +131,159 @@ def test_missing_pieces_say_not_computed(tmp_path):
     assert p.svgs_in.get("fig-shares") == 1  # taxonomy shares need only taxonomy.json
 
 
-def _chromium() -> str | None:
-    for name in ("chromium", "chromium-browser", "/usr/bin/chromium"):
-        found = shutil.which(name)
-        if found:
-            return found
-    return None
+def _criteria_data(html: str) -> dict:
+    raw = html.split('<script type="application/json" id="criteria-data">', 1)[1].split("</script>", 1)[0]
+    return json.loads(raw)
 
 
-def _browser(*args: str, profile: Path) -> subprocess.CompletedProcess:
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}"]
-    return subprocess.run([_chromium(), *flags, *args], capture_output=True, text=True, timeout=120)
+def test_every_criterion_is_in_the_table_data(full_run):
+    data = _criteria_data((full_run / "report.html").read_text(encoding="utf-8"))
+    crit = pl.read_parquet(full_run / "criteria.parquet")
+    tags = pl.read_parquet(full_run / "stage3_tags.parquet")
+    assert [r[0] for r in data["rows"]] == crit["criterion_id"].to_list()
+    assert data["caps"] == run_fixture.taxonomy().names() and len(data["colors"]) == len(data["caps"])
+    by_id = dict(zip(tags["criterion_id"], tags["tags"]))
+    for cid, task, text, weight, caps, score in data["rows"]:
+        assert [data["caps"][c] for c in caps] == list(by_id[cid]), cid  # ranked, primary first
+        assert data["tasks"][task] == crit.filter(pl.col("criterion_id") == cid)["task_id"][0]
+    assert run_fixture.HOSTILE in [r[2] for r in data["rows"]]  # the text itself, unharmed
 
 
-def test_in_headless_chromium(full_run, tmp_path):
-    if _chromium() is None:
+def test_capabilities_show_central_and_borderline_criteria(page):
+    text = page.section("capabilities")
+    for name in run_fixture.CAPS:
+        assert name in text.replace(" ", ""), name
+    # Each capability's central criteria are ones whose primary tag it is (fixture: primary index per text).
+    for cap_i, name in enumerate(run_fixture.CAPS):
+        own = [t for rows in run_fixture.TASKS.values() for t, c, _ in rows if c == cap_i]
+        assert any(" ".join(t.split()) in text for t in own), name
+    assert "Most central" in text and "Borderline" in text and "Tag rank" in text
+
+
+def test_label_map_points_carry_hover_text(full_run):
+    html = (full_run / "report.html").read_text(encoding="utf-8")
+    svg = html.split('<figure id="fig-label-map">', 1)[1].split("</svg>", 1)[0]
+    titles = re.findall(r"<circle [^>]*><title>(.*?)</title></circle>", svg, re.S)
+    labels = pl.read_parquet(full_run / "clusters.parquet")["label"].to_list()
+    assert len(titles) == len(labels)
+    first = next(t for t in titles if t.startswith("check_file_saved_at_path_capability"))
+    assert "micro-cluster: file_existence_check_capability" in first
+    assert "capability: file_artifact_inspection_capability" in first
+    assert any("capability: (unmapped)" in t for t in titles)  # the orphan cluster
+
+
+def test_hierarchy_lists_every_micro_cluster_under_its_capability(full_run):
+    html = (full_run / "report.html").read_text(encoding="utf-8")
+    tree = html.split('<section id="hierarchy">', 1)[1].split("</section>", 1)[0]
+    for cap, micros in run_fixture.CAPS.items():
+        block = tree.split(f"<code>{cap}</code>", 1)[1].split("</details>", 1)[0]
+        for micro, labels in micros.items():
+            assert f"<code>{micro}</code>" in block and labels[0] in block
+
+
+def test_low_confidence_none_of_the_above_and_stage1_failures(full_run, page, tmp_path):
+    text = page.section("confidence")
+    assert "None of the above (1)" in text and "no tag (Stage 3 failed)" in text  # t5-c2
+    least = text.split("Least confident tags", 1)[1]
+    # Lowest Stage-3 scores first: t3-c4 (0.21), then the hostile t4-c3 (0.30).
+    assert least.index("easy to read and maintain") < least.index('alert("x")') and "score 0.21" in least
+    assert "Stage 1 failures (1)" in text
+    assert "The ResNet-18 model is imported from PyTorch" in text.split("Stage 1 failures", 1)[1]  # t1-c1
+
+    run = tmp_path / "run"
+    shutil.copytree(full_run, run)
+    manifest = json.loads((run / "manifest.json").read_text())
+    manifest["settings"] = {"audit": {"none_threshold": 0.5}}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    text = Page(render_report(run).read_text(encoding="utf-8")).section("confidence")
+    assert "None of the above (3)" in text and "score 0.21 < 0.5" in text
+
+
+def test_constraint_status_reads_recorded_violations_and_tolerates_their_absence(full_run, tmp_path):
+    page = Page((full_run / "report.html").read_text(encoding="utf-8"))
+    text = page.section("constraints")
+    assert "Some constraints do not hold" in text and "8-10 capabilities 4 no" in text  # the fixture has 4
+    assert "Violations recorded" not in text  # none recorded: the section still renders
+    run = tmp_path / "run"
+    shutil.copytree(full_run, run)
+    raw = json.loads((run / "taxonomy.json").read_text())
+    raw["violations"] = ["`code_implementation_review_capability` holds 45% of criteria, over the 40% maximum"]
+    (run / "taxonomy.json").write_text(json.dumps(raw))
+    text = Page(render_report(run).read_text(encoding="utf-8")).section("constraints")
+    assert "Violations recorded by the merge stage" in text and "over the 40% maximum" in text
+
+
+def test_constraint_status_all_holding(tmp_path):
+    from taxonomy.analysis.report_criteria import constraint_status
+
+    tax = run_fixture.taxonomy()
+    manifest = {"settings": {"merge": {"min_caps": 4, "max_caps": 10, "max_share": 0.5, "min_share": 0.1}}}
+    status = constraint_status(tax, {}, manifest, {})
+    assert status["ok"], status["checks"]
+    manifest["settings"]["merge"]["max_share"] = 0.25  # code_implementation_review holds 7/20
+    status = constraint_status(tax, {}, manifest, {})
+    assert not status["ok"] and [c["rule"] for c in status["checks"] if not c["ok"]] == [
+        "`code_implementation_review_capability` share in 10%-25%"]
+
+
+def test_in_headless_chromium_search_filters_and_hover_shows_text(full_run, tmp_path):
+    """Typing in the search box, choosing a capability and a task, and pointing at the label map,
+    the way a user does, in the system's headless Chromium driven over the DevTools pipe."""
+    if find_chromium() is None:
         reason = "Chromium not installed (apt-get install chromium); the browser check needs it"
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(reason + " — CI must install it")
         pytest.skip(reason)
-    url = (full_run / "report.html").resolve().as_uri()
-    dom = _browser("--dump-dom", url, profile=tmp_path / "profile")
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    p = Page(dom.stdout)
-    for sid in SECTIONS:
-        assert sid in p.ids, sid
-    for fid in FIGURES:
-        assert p.svgs_in.get(fid) == 1, fid
-    assert p.tables >= 6
+    n = pl.read_parquet(full_run / "criteria.parquet").height
+    rows_js = "Array.from(document.querySelectorAll('#crit-rows tr')).map(tr => tr.textContent)"
+    with Browser(tmp_path / "profile", width=1280, height=900) as b:
+        b.send("Runtime.enable")
+        b.send("Network.enable")
+        b.open((full_run / "report.html").resolve().as_uri())
+        p = Page(b.eval("document.documentElement.outerHTML"))
+        for sid in SECTIONS:
+            assert sid in p.ids, sid
+        assert len(b.eval(rows_js)) == n
+        assert b.eval("document.getElementById('crit-count').textContent").startswith(f"{n} of {n}")
 
-    shot = tmp_path / "shot.png"
-    res = _browser(f"--screenshot={shot}", "--window-size=1280,2400", url, profile=tmp_path / "profile")
-    assert res.returncode == 0, res.stderr[-2000:]
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+        b.type_into("#crit-search", "saved as")
+        shown = b.eval(rows_js)
+        expected = [t for rows in run_fixture.TASKS.values() for t, _, _ in rows if "saved as" in t.lower()]
+        assert len(shown) == len(expected) == 4 and all("saved as" in r.lower() for r in shown)
+        assert b.eval("document.getElementById('crit-count').textContent").startswith(f"4 of {n}")
+
+        b.type_into("#crit-search", " models/")  # every word must match
+        assert len(b.eval(rows_js)) == 2
+
+        b.eval("var s = document.getElementById('crit-search'); s.value = ''; s.dispatchEvent(new Event('input'))")
+        b.eval("var c = document.getElementById('crit-cap'); c.value = '2'; c.dispatchEvent(new Event('change'))")
+        tagged = [t for t in pl.read_parquet(full_run / "stage3_tags.parquet")["tags"].to_list() if "numeric_result_verification_capability" in t]
+        assert len(b.eval(rows_js)) == len(tagged)
+        b.eval("var t = document.getElementById('crit-task'); t.value = '4'; t.dispatchEvent(new Event('change'))")
+        assert len(b.eval(rows_js)) == 2  # t5: one criterion with it as primary, one as second tag
+        b.eval("document.getElementById('crit-primary').click()")
+        shown = b.eval(rows_js)
+        assert len(shown) == 1 and "Mean episode return" in shown[0]
+
+        b.eval("document.getElementById('label-map').scrollIntoView()")
+        assert b.eval("getComputedStyle(document.getElementById('map-tip')).display") == "none"
+        box = b.eval("(() => { const c = Array.from(document.querySelectorAll('svg.label-map circle.pt'))"
+                     ".find(c => c.dataset.tip.startsWith('read_saved_report_contents_capability'));"
+                     " const r = c.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        b.mouse_move(*box)
+        tip = b.eval("[getComputedStyle(document.getElementById('map-tip')).display, document.getElementById('map-tip').textContent]")
+        assert tip[0] == "block"
+        assert tip[1].splitlines()[:3] == ["read_saved_report_contents_capability", "micro-cluster: file_content_parsing_capability",
+                                           "capability: file_artifact_inspection_capability"]
+        shot = b.screenshot(tmp_path / "label-map.png")
+        b.mouse_move(2, 2)
+        assert b.eval("getComputedStyle(document.getElementById('map-tip')).display") == "none"
+
+        errors = [e for e in b.events if e.get("method") in ("Runtime.exceptionThrown",)]
+        assert errors == []
+        requested = [e["params"]["request"]["url"] for e in b.events if e.get("method") == "Network.requestWillBeSent"]
+        assert all(u.startswith(("file://", "data:")) for u in requested), requested  # nothing from a network
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
 
 
 def test_checked_in_fixture_matches_builder_and_renders(tmp_path):

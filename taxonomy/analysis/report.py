@@ -1,7 +1,8 @@
-"""One self-contained HTML page per run: tables plus matplotlib charts inlined as SVG.
+"""One self-contained HTML page per run: tables, inline SVG charts, and the criteria themselves.
 
-The page must open offline years from now, so nothing is linked: CSS lives in the
-template, charts are inline <svg>, and any rasterised scatter is a data: URI.
+The page must open offline years from now, so nothing is linked: CSS and a little JS live in
+the template, charts are inline <svg>, and the criteria table's data is inline JSON. The label
+map is drawn here rather than by matplotlib so each point carries its own <title> (hover text).
 Every artifact except criteria.parquet and taxonomy.json may be missing; its
 section then says "not computed" instead of failing the whole report.
 """
@@ -25,20 +26,25 @@ import polars as pl
 from markupsafe import Markup
 from matplotlib.figure import Figure
 
+from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.schemas import Taxonomy
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 MAX_HEATMAP_TASKS = 60
-RASTER_POINTS = 2000  # above this many labels the scatter is embedded as one PNG, not one <path> each
+MDS_MAX_POINTS = 400  # up to this many labels the map is an MDS layout (under a second), beyond it PCA
+MAX_MAP_POINTS = 4000  # the label map keeps the most frequent labels beyond this (one <circle> + <title> each)
 UNMAPPED = "(unmapped)"
 STAGE_FIELDS = ("seconds", "calls", "cache_hits", "prompt_tokens", "output_tokens", "cost_usd")
 
 
-def render_report(run_dir: Path, out: Path | None = None) -> Path:
+def render_report(run_dir: Path, out: Path | None = None, diff_markdown: str | None = None) -> Path:
+    """`diff_markdown` (from `taxonomy diff`) adds a section comparing this run with another."""
     run_dir = Path(run_dir)
     out = Path(out) if out is not None else run_dir / "report.html"
-    html = _environment().get_template("report.html.j2").render(**build_context(run_dir))
+    context = build_context(run_dir)
+    context["diff"] = _diff_section(diff_markdown)
+    html = _environment().get_template("report.html.j2").render(**context)
     _write_atomic(out, html)
     return out
 
@@ -48,21 +54,43 @@ def build_context(run_dir: Path) -> dict[str, Any]:
 
     stale = stale_uses(RunDir(run_dir))  # sections made with another taxonomy are left out, never shown as current
     criteria = pl.read_parquet(run_dir / "criteria.parquet")
-    taxonomy = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text(encoding="utf-8"))
+    raw_taxonomy = json.loads((run_dir / "taxonomy.json").read_text(encoding="utf-8"))
+    known = set(Taxonomy.model_fields)  # fields other stages add (e.g. recorded violations) are read raw
+    taxonomy = Taxonomy.model_validate({k: v for k, v in raw_taxonomy.items() if k in known})
     manifest = _read_json(run_dir / "manifest.json") or {}
     tags = _read_parquet(run_dir / "stage3_tags.parquet")
     joined = join_tags(criteria, tags) if tags is not None else None
-    colors = _capability_colors(taxonomy.names())
+    names = taxonomy.names()
+    colors = _capability_colors(names)
+    micro = _read_json(run_dir / "micro_capabilities.json") or []
+    clusters = _read_parquet(run_dir / "clusters.parquet")
+    embeddings = np.load(run_dir / "label_embeddings.npy") if (run_dir / "label_embeddings.npy").is_file() else None
+    stage1 = _read_parquet(run_dir / "stage1_labels.parquet")
+    label_micro, label_caps = (rc.label_capabilities(clusters["cluster_id"].to_list(), micro, taxonomy, UNMAPPED)
+                               if clusters is not None else (None, None))
+    table = rc.tagged(criteria, tags)
+    fit = rc.fit_matrix(criteria, stage1, clusters, embeddings, label_caps, names)
+    primary = _primary_shares(taxonomy, joined)
     return {
         "header": _header(manifest, taxonomy, criteria),
         "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
         "has_stage3": joined is not None,
         "shares_svg": _shares_chart(taxonomy, joined),
-        "label_map": _label_map(run_dir, taxonomy, colors),
-        "heatmap": _heatmap(joined, taxonomy.names()) if joined is not None else None,
+        "examples": rc.capability_examples(table, fit, names) if tags is not None else None,
+        "colors": colors,
+        "criteria_json": Markup(rc.json_for_script({**rc.criteria_blob(table, names), "colors": [colors[n] for n in names]})),
+        "n_criteria": table.height,
+        "tasks": table["task_id"].unique(maintain_order=True).cast(pl.Utf8).to_list(),
+        "label_map": _label_map(clusters, embeddings, label_micro, label_caps, micro, colors),
+        "hierarchy": _hierarchy(taxonomy, micro, primary),
+        "confidence": rc.low_confidence(table, fit, names, rc.none_threshold(manifest)) if tags is not None else None,
+        "stage1_failures": rc.stage1_failures(stage1, criteria),
+        "constraints": rc.constraint_status(taxonomy, raw_taxonomy, manifest, primary),
+        "heatmap": _heatmap(joined, names) if joined is not None else None,
         "breakdown": _absent(stale["breakdown"]) if "breakdown" in stale else _breakdown(run_dir / "breakdown"),
         "cost": _cost(manifest),
         "failures": _failures(run_dir, criteria.height),
+        "diff": None,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
 
@@ -119,38 +147,95 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
     ]
 
 
-def _label_map(run_dir: Path, taxonomy: Taxonomy, colors: dict[str, str]) -> dict[str, Any]:
-    clusters = _read_parquet(run_dir / "clusters.parquet")
-    emb_path = run_dir / "label_embeddings.npy"
-    if clusters is None or not emb_path.is_file():
+def _label_map(clusters: pl.DataFrame | None, emb: np.ndarray | None, label_micro: list[str] | None,
+               label_caps: list[str] | None, micro: list[dict], colors: dict[str, str]) -> dict[str, Any]:
+    if clusters is None or emb is None:
         return _absent("clusters.parquet or label_embeddings.npy is absent")
-    emb = np.load(emb_path)
     if emb.ndim != 2 or emb.shape[0] != clusters.height or emb.shape[0] < 3:
         return _absent(f"label_embeddings.npy has shape {emb.shape}; clusters.parquet has {clusters.height} rows")
-    micro = _read_json(run_dir / "micro_capabilities.json") or []
-    caps = _labels_to_capabilities(clusters["cluster_id"].to_list(), micro, taxonomy)
+    freq = clusters["frequency"].to_numpy() if "frequency" in clusters.columns else np.ones(clusters.height)
+    keep = np.argsort(-freq, kind="stable")[:MAX_MAP_POINTS]
     xy = _project_2d(emb)
-    note = "" if micro else "micro_capabilities.json is absent, so no label is mapped to a capability."
-    freq = clusters["frequency"].to_numpy() if "frequency" in clusters.columns else np.ones(len(caps))
-    svg = _label_map_chart(xy, caps, freq, colors)
-    return {"missing": None, "svg": svg, "n": len(caps), "note": note}
+    notes = [] if micro else ["micro_capabilities.json is absent, so no label is mapped to a capability."]
+    if clusters.height > MAX_MAP_POINTS:
+        notes.append(f"Showing the {MAX_MAP_POINTS:,} most frequent of {clusters.height:,} labels.")
+    labels = clusters["label"].to_list()
+    points = [(xy[i, 0], xy[i, 1], labels[i], label_micro[i], label_caps[i], int(freq[i])) for i in sorted(keep)]
+    counts = {c: label_caps.count(c) for c in dict.fromkeys(label_caps)}
+    legend = [{"name": c, "color": colors.get(c, colors[UNMAPPED]), "n": counts[c]} for c in colors if c in counts]
+    method = "metric MDS" if len(emb) <= MDS_MAX_POINTS else "first two principal components"
+    return {"missing": None, "svg": _label_map_svg(points, colors), "n": clusters.height, "note": " ".join(notes),
+            "legend": legend, "method": method}
 
 
-def _labels_to_capabilities(cluster_ids: list[int], micro: list[dict], taxonomy: Taxonomy) -> list[str]:
-    """cluster id → micro-capability name → the taxonomy capability listing it as a member."""
-    cap_of_member = {m: c.name for c in taxonomy.capabilities for m in c.members}
-    cap_of_cluster = {m.get("cluster_id"): cap_of_member.get(m.get("name"), UNMAPPED) for m in micro}
-    return [cap_of_cluster.get(cid, UNMAPPED) for cid in cluster_ids]
+def _label_map_svg(points: list[tuple], colors: dict[str, str]) -> Markup:
+    """One <circle> per label with a <title> (label, micro-cluster, capability) the browser shows on hover."""
+    w, h, pad = 880, 540, 24
+    xs = np.array([p[0] for p in points])
+    ys = np.array([p[1] for p in points])
+    span = lambda v: (v.min(), max(v.max() - v.min(), 1e-9))  # noqa: E731
+    (x0, dx), (y0, dy) = span(xs), span(ys)
+    big = len(points) < 500
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" class="label-map" viewBox="0 0 {w} {h}" width="{w}" height="{h}">',
+             f'<rect x="0" y="0" width="{w}" height="{h}" fill="#fbfbfd" stroke="#d1d9e0"/>']
+    # Frequent labels first so the rare ones are drawn on top and stay reachable by the pointer.
+    for x, y, label, micro, cap, f in sorted(points, key=lambda p: -p[5]):
+        cx = pad + (x - x0) / dx * (w - 2 * pad)
+        cy = h - pad - (y - y0) / dy * (h - 2 * pad)
+        r = (4 if big else 2) * (1 + np.log10(max(f, 1)))
+        times = "once" if f == 1 else f"{f:,} times"
+        title = f"{label}\nmicro-cluster: {micro}\ncapability: {cap}\ngiven {times}"
+        parts.append(f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="{colors.get(cap, colors[UNMAPPED])}">'
+                     f"<title>{Markup.escape(title)}</title></circle>")
+    parts.append("</svg>")
+    return Markup("".join(parts))
+
+
+def _hierarchy(taxonomy: Taxonomy, micro: list[dict], primary: dict[str, float]) -> list[dict[str, Any]]:
+    """capability → its micro-clusters → their labels, for the tree view."""
+    by_name = {m.get("name"): m for m in micro}
+    tree = []
+    for c in taxonomy.capabilities:
+        kids = []
+        for name in c.members:
+            m = by_name.get(name, {})
+            kids.append({"name": name, "n": m.get("n_criteria"), "share": m.get("share"),
+                         "description": m.get("description", ""), "labels": m.get("member_labels") or []})
+        kids.sort(key=lambda k: -(k["n"] or 0))
+        tree.append({"name": c.name, "share": c.share, "primary": primary.get(c.name), "children": kids})
+    return tree
+
+
+def _diff_section(markdown: str | None) -> Markup | None:
+    if not markdown:
+        return None
+    from markdown_it import MarkdownIt
+
+    # The diff is our own markdown, but it quotes criteria and names: no raw HTML passes.
+    return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown))
 
 
 def _project_2d(emb: np.ndarray) -> np.ndarray:
-    # PCA centres the cloud, which TruncatedSVD does not; at 2 components on a few
-    # thousand labels the full SVD is cheap, so no randomised solver is needed.
-    from sklearn.decomposition import PCA
-
+    """Two coordinates per label. A few hundred labels get metric MDS on the unit vectors, which
+    keeps distinct labels apart (two principal components of sparse TF-IDF labels pile most of
+    them on one spot); more labels get PCA, whose cost stays linear."""
     emb = np.asarray(emb, dtype=np.float64)
     if emb.shape[1] < 2:
         return np.column_stack([emb[:, 0], np.zeros(len(emb))])
+    if len(emb) <= MDS_MAX_POINTS:
+        import warnings
+
+        from sklearn.manifold import MDS
+
+        unit = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
+        # scikit-learn warns of changing MDS defaults, and that a square input is read as samples
+        # (it is: n labels of n dimensions can happen); the layout is seeded either way.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return MDS(n_components=2, n_init=1, max_iter=300, random_state=0).fit_transform(unit)
+    from sklearn.decomposition import PCA
+
+    # PCA centres the cloud, which TruncatedSVD does not.
     return PCA(n_components=2, random_state=0).fit_transform(emb)
 
 
@@ -213,7 +298,7 @@ def _failures(run_dir: Path, n_criteria: int) -> list[dict[str, Any]]:
 
 def _absent(reason: str) -> dict[str, Any]:
     """A section that could not be drawn; the template prints "not computed" and the reason."""
-    return {"missing": reason, "svg": None, "note": "", "n": 0, "table": None, "gaps": [], "rows": [], "total": None}
+    return {"missing": reason, "svg": None, "note": "", "n": 0, "table": None, "gaps": [], "rows": [], "total": None, "legend": [], "method": ""}
 
 
 def _table(df: pl.DataFrame) -> dict[str, Any]:
@@ -284,29 +369,6 @@ def _shares_chart(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> Markup:
     return _svg(fig, "shares")
 
 
-def _label_map_chart(xy: np.ndarray, caps: list[str], freq: np.ndarray, colors: dict[str, str]) -> Markup:
-    # Marker area grows with log frequency; small corpora get bigger dots to stay visible.
-    base = 28 if len(caps) < 500 else 8
-    sizes = base * (1 + np.log1p(np.asarray(freq, dtype=float)))
-    raster = len(caps) > RASTER_POINTS
-    with matplotlib.rc_context(_style()):
-        fig = Figure(figsize=(9, 6.5))
-        ax = fig.add_subplot()
-        caps_arr = np.asarray(caps)
-        # Unmapped points first, so coloured ones are drawn on top.
-        for cap in [UNMAPPED] + [c for c in colors if c != UNMAPPED]:
-            mask = caps_arr == cap
-            if mask.any():
-                ax.scatter(xy[mask, 0], xy[mask, 1], s=sizes[mask], c=colors.get(cap, "#b0b0b0"),
-                           alpha=0.75, linewidths=0, label=f"{cap} ({int(mask.sum())})", rasterized=raster)
-        ax.set_xlabel("PC 1")
-        ax.set_ylabel("PC 2")
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False, markerscale=1.2)
-    return _svg(fig, "label-map")
-
-
 def _heatmap_chart(matrix: pl.DataFrame, names: list[str]) -> Markup:
     values = matrix.select(names).to_numpy() if names else np.zeros((matrix.height, 0))
     tasks = [_short(str(t), 48) for t in matrix["task_id"].to_list()]
@@ -373,6 +435,8 @@ def _environment() -> jinja2.Environment:
     env.filters["pct"] = lambda v, d=1: "—" if v is None else f"{100 * v:.{d}f}%"
     env.filters["num"] = lambda v: "—" if v is None else (f"{v:,.2f}" if isinstance(v, float) else f"{v:,}")
     env.filters["breakable"] = _breakable
+    env.filters["ticks"] = _ticks
+    env.filters["weight"] = lambda v: "—" if v is None else f"{v:.4g}"
     env.filters["usd"] = lambda v: "—" if v is None else f"${v:,.4f}"
     return env
 
@@ -380,6 +444,11 @@ def _environment() -> jinja2.Environment:
 def _breakable(name: str) -> Markup:
     """snake_case names may wrap after an underscore instead of mid-word."""
     return Markup("_<wbr>").join(Markup.escape(part) for part in str(name).split("_"))
+
+
+def _ticks(text: str) -> Markup:
+    """`name` in notes written for markdown becomes <code>name</code>; everything else is escaped."""
+    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(Markup.escape(text))))
 
 
 def _write_atomic(path: Path, text: str) -> None:
