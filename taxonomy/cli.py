@@ -334,15 +334,62 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
 
 @app.command()
 @_guard
-def report(run_dir: Path = typer.Argument(..., help="a run directory")) -> None:
-    """One self-contained HTML page (tables and charts) for a run; opens offline."""
+def report(run_dir: Path = typer.Argument(..., help="a run directory"),
+           against: Optional[Path] = typer.Option(None, "--against", help="another run directory (the baseline) to add a `taxonomy diff` section against")) -> None:
+    """One self-contained HTML page for a run (criteria, tags, label map, hierarchy, charts); opens offline."""
     from taxonomy.analysis.report import render_report
     from taxonomy.run import RunDir, taxonomy_in_use
 
     run = RunDir(run_dir)
     taxonomy_in_use(run, "report")
     run.check_readable()
-    out.print(f"Report: {render_report(run_dir)}")
+    diff_md = None
+    if against is not None:
+        from taxonomy.diff import diff_runs, write_diff
+
+        d = diff_runs(against, run_dir)
+        out.print(f"Diff:   {write_diff(d)}")
+        diff_md = d.to_markdown()
+    out.print(f"Report: {render_report(run_dir, diff_markdown=diff_md)}")
+
+
+@app.command()
+@_guard
+def edit(run_dir: Path = typer.Argument(..., help="a run directory with a taxonomy and Stage 3 tags"),
+         op: str = typer.Argument(..., help="rename | merge | split"),
+         names: list[str] = typer.Argument(..., help="rename OLD NEW | merge A B (B folds into A) | split A", show_default=False),
+         allow_violations: bool = typer.Option(False, "--allow-violations", help="keep an edit that breaks a merge constraint, recording the violations in taxonomy.json"),
+         provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
+    """Edit the taxonomy (rename, merge, split) and propagate it: new hash, constraints re-checked, tags updated, report redrawn."""
+    from taxonomy.edit import apply_edit
+
+    s = _session(run_dir, provider, None, quiet)
+    result = apply_edit(s, op, names, allow_violations=allow_violations)
+    out.print(f"Taxonomy {result.old_hash} -> {result.new_hash}: {len(result.taxonomy.capabilities)} capabilities; "
+              f"{result.retagged} criteria re-tagged. Before the edit: {result.backup}", highlight=False)
+    for note in result.notes:
+        console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
+    for v in result.violations:
+        console.print(f"  [red]constraint:[/red] {v}", highlight=False)
+    for why in result.stale:
+        console.print(f"  [yellow]stale:[/yellow] {why}", highlight=False)
+    if (run_dir / "report.html").exists():
+        from taxonomy.analysis.report import render_report
+
+        out.print(f"Report: {render_report(run_dir)}")
+
+
+@app.command()
+@_guard
+def diff(run_a: Path = typer.Argument(..., help="the first run directory (the baseline)"),
+         run_b: Path = typer.Argument(..., help="the second run directory"),
+         out_file: Optional[Path] = typer.Option(None, "--out", help="markdown file to write (default: RUN_B/diff/HASH_A-vs-HASH_B.md)")) -> None:
+    """Compare two taxonomies by the criteria they tag: one-to-one matches, renames, splits, merges, moved criteria, ARI and NMI."""
+    from taxonomy.diff import diff_runs, write_diff
+
+    d = diff_runs(run_a, run_b)
+    out.print(d.to_markdown(max_moved=20), markup=False, highlight=False)
+    out.print(f"Diff: {write_diff(d, out_file)}")
 
 
 @app.command()

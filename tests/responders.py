@@ -101,6 +101,20 @@ def guidance(prompt: str) -> dict:
             "evidence": ["the value in the file", "the source"], "pitfalls": ["trusting the agent's summary", "rounding"]}
 
 
+SPLIT_PART = re.compile(r"^Part (\d+) \([\d.]+% of criteria\):\n  - `([a-z_]+)`", re.M)
+
+
+def split_names(prompt: str) -> dict:
+    """Each part named after its first micro-capability, as a model might."""
+    parts = SPLIT_PART.findall(prompt)
+    return {"parts": [
+        {"part_idx": int(i), "name": name, "description": f"Checks of the kind `{name}` names.",
+         "diagnostic_signal": "The verifier opens the evidence.", "example_pattern": "The verifier checks the value.",
+         "non_examples": []}
+        for i, name in parts
+    ]}
+
+
 def kind(prompt: str) -> str:
     if "Criteria to annotate" in prompt:
         return "discover"
@@ -112,10 +126,13 @@ def kind(prompt: str) -> str:
         return "tag"
     if "judge guidance" in prompt:
         return "guidance"
+    if "splitting one capability" in prompt:
+        return "split"
     raise AssertionError("unknown prompt kind")
 
 
-ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "tag": tagging, "guidance": guidance}
+ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "tag": tagging, "guidance": guidance,
+          "split": split_names}
 
 
 def model(req) -> dict:

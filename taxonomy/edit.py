@@ -1,0 +1,369 @@
+"""`taxonomy edit RUN rename OLD NEW | merge A B | split A`: edits that propagate.
+
+An edit writes a new taxonomy.json (new content hash) and taxonomy.md, checks the merge
+constraints again (merge_rules.check_merge, as Stage 2c does), and brings the Stage 3 tags
+in line: a rename or a merge maps the tags exactly (a criterion tagged A or B is now tagged
+with the merged capability), a split re-tags only the criteria that carried the split
+capability, through the run's own backend. The taxonomy and tags it replaces are kept in
+RUN/edits/<old hash>/ as a small run directory, so `taxonomy diff RUN/edits/<hash> RUN`
+shows what the edit changed. Outputs built from the old taxonomy (breakdown, audit,
+guidance, the distilled tagger) are listed as stale; the report is recomputed.
+
+A split cuts the capability along its micro-clusters (two groups, Ward on their label
+centroids, as the merge repair does). The LLM path names the parts through the runner;
+the offline path names each part after its largest micro-capability.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import polars as pl
+from pydantic import BaseModel, ConfigDict
+
+from taxonomy.config import LabelRules, MergeConfig
+from taxonomy.merge_rules import capability_similarity, check_merge, to_taxonomy_capabilities
+from taxonomy.run import RunError, now
+from taxonomy.schemas import CapabilityCard, MergedCapability, MicroCapability, Taxonomy
+from taxonomy.validate import Violation, label_problems
+
+OPS = ("rename", "merge", "split")
+# Outputs built from a run's taxonomy that the run's manifest does not track as a use (see run.stale_uses).
+DEPENDENTS = {"distilled.joblib": "distill"}
+
+
+class EditError(RunError):
+    """An edit that cannot be made, on one line with the fix (a RunError: the CLI exits 2)."""
+
+
+class SplitPart(CapabilityCard):
+    part_idx: int
+
+
+class SplitAnswer(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    parts: list[SplitPart]
+
+
+@dataclass
+class EditResult:
+    op: str
+    old_hash: str
+    new_hash: str
+    taxonomy: Taxonomy
+    retagged: int
+    backup: Path
+    stale: list[str] = field(default_factory=list)
+    violations: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- the edits on the taxonomy alone ---------------------------------------------------
+def _find(taxonomy: Taxonomy, name: str) -> int:
+    names = taxonomy.names()
+    if name not in names:
+        raise EditError(f"taxonomy.json: no capability `{name}`; fix: use one of {', '.join(names)}")
+    return names.index(name)
+
+
+def _check_new_name(name: str, taken: list[str], rules: LabelRules) -> None:
+    problems = label_problems(name, rules)
+    if problems:
+        raise EditError(f"`{name}`: {problems[0]}; fix: choose a name that follows the label rules")
+    if name in taken:
+        raise EditError(f"`{name}` is already a capability; fix: choose a new name (or `merge` the two)")
+
+
+def _name_pattern(name: str) -> re.Pattern:
+    # Whole names only, so `verify_totals_capability` is not found inside `cross_verify_totals_capability`.
+    return re.compile(rf"(?<![a-z_]){re.escape(name)}(?![a-z_])")
+
+
+def _swap_name_in_text(text: str, old: str, new: str) -> str:
+    return _name_pattern(old).sub(new, text)
+
+
+def rename_capability(taxonomy: Taxonomy, old: str, new: str, rules: LabelRules) -> Taxonomy:
+    i = _find(taxonomy, old)
+    _check_new_name(new, taxonomy.names(), rules)
+    out = taxonomy.model_copy(deep=True)
+    out.capabilities[i].name = new
+    for cap in out.capabilities:  # boundaries that named the old capability now name the new one
+        cap.non_examples = [_swap_name_in_text(ne, old, new) for ne in cap.non_examples]
+    return out
+
+
+def merge_capabilities(taxonomy: Taxonomy, a: str, b: str, labels_of: dict[str, list[str]]) -> Taxonomy:
+    """B folds into A: A keeps its name and card, takes B's members; boundaries to B now point at A."""
+    ia, ib = _find(taxonomy, a), _find(taxonomy, b)
+    if ia == ib:
+        raise EditError(f"merge `{a}` `{b}`: the same capability twice; fix: name two different capabilities")
+    out = taxonomy.model_copy(deep=True)
+    keep, gone = out.capabilities[ia], out.capabilities[ib]
+    keep.members = keep.members + [m for m in gone.members if m not in keep.members]
+    keep.share = round(keep.share + gone.share, 6)
+    keep.labels = sorted(set(keep.labels) | set(gone.labels) | {lab for m in keep.members for lab in labels_of.get(m, [])})
+    keep.non_examples = [ne for ne in keep.non_examples if not _name_pattern(b).search(ne)]
+    out.capabilities.pop(ib)
+    for cap in out.capabilities:
+        if cap is not keep:
+            cap.non_examples = list(dict.fromkeys(_swap_name_in_text(ne, b, a) for ne in cap.non_examples))
+    return out
+
+
+# ---- split -------------------------------------------------------------------------------
+Namer = Callable[[CapabilityCard, list[list[MicroCapability]], list[str]], list[CapabilityCard]]
+
+
+def split_groups(members: list[int], micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig,
+                 rules: LabelRules) -> tuple[list[int], list[int]]:
+    """Two groups of micro indices; the same two-way cut the merge repair makes."""
+    from taxonomy.merge_rules import _Solver  # the repair's bisection: one split rule for repair and edit
+
+    parts = _Solver(micro, centroids, cfg, rules).bisect(members, need_min_share=True)
+    if parts is None:
+        raise EditError("the capability has a single micro-cluster, so there is nothing to split it along; "
+                        "fix: split a capability with two or more members (see the report's hierarchy)")
+    return sorted(parts, key=lambda p: -sum(micro[i].n_criteria for i in p))
+
+
+def offline_names(card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules) -> list[CapabilityCard]:
+    """Each part is named and described after its largest micro-capability (made unique if needed)."""
+    from taxonomy.merge_rules import _unique_valid_name
+
+    used = set(taken)
+    cards = []
+    for members in parts:
+        ranked = sorted(members, key=lambda m: (-m.n_criteria, m.name))
+        name = _unique_valid_name([m.name for m in ranked], used, rules)
+        used.add(name)
+        lead = ranked[0]
+        covers = ", ".join(m.name.removesuffix(rules.suffix).replace("_", " ") for m in ranked[:6])
+        cards.append(CapabilityCard(
+            name=name, description=f"{lead.description} It covers: {covers}.".strip(),
+            diagnostic_signal=lead.diagnostic_signal or card.diagnostic_signal,
+            example_pattern=lead.example_pattern or card.example_pattern, non_examples=[],
+        ))
+    return cards
+
+
+def split_problems(answer: SplitAnswer, n: int, taken: list[str], rules: LabelRules) -> list[Violation]:
+    out = []
+    idx = sorted(p.part_idx for p in answer.parts)
+    if idx != list(range(n)):
+        out.append(Violation(None, f"give exactly one item per part, part_idx 0 to {n - 1}; you gave {idx}"))
+    names = [p.name for p in answer.parts]
+    for p in answer.parts:
+        out += [Violation(None, f"part {p.part_idx}: `{p.name}`: {msg}") for msg in label_problems(p.name, rules)]
+        if p.name in taken:
+            out.append(Violation(None, f"part {p.part_idx}: `{p.name}` is already another capability; choose a new name"))
+        if not p.description.strip() or not p.diagnostic_signal.strip():
+            out.append(Violation(None, f"part {p.part_idx}: write a description and a diagnostic_signal"))
+    if len(set(names)) != len(names):
+        out.append(Violation(None, "give each part a different name"))
+    return out
+
+
+def llm_names(runner, card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules,
+              total: int) -> tuple[list[CapabilityCard] | None, list[str]]:
+    """The parts named by the model through the one runner (cached, re-asked with the violations)."""
+    from taxonomy.llm.runner import Job
+    from taxonomy.prompts import render
+
+    context = [{"share": sum(m.n_criteria for m in p) / max(total, 1),
+                "members": [{"name": m.name, "share": m.n_criteria / max(total, 1), "description": m.description} for m in p],
+                "labels": [lab for m in p for lab in m.member_labels][:12]} for p in parts]
+    prompt = render("edit_split.j2", rules=rules, capability=card, parts=context, taken=taken)
+    job = Job(prompt=prompt, schema=SplitAnswer, validate=partial(split_problems, n=len(parts), taken=taken, rules=rules))
+    (answer,) = runner.run("edit", [job], "Naming the parts of the split")
+    if not answer.ok:
+        why = "; ".join(str(v) for v in answer.violations[:3]) or "no valid answer"
+        return None, [f"the model's names for the split parts broke the rules after {answer.attempts} attempt(s) ({why}); named offline instead"]
+    by_idx = {p.part_idx: p for p in answer.value.parts}
+    return [CapabilityCard(**by_idx[i].model_dump(exclude={"part_idx"})) for i in range(len(parts))], []
+
+
+def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability], centroids: np.ndarray,
+                     cfg: MergeConfig, rules: LabelRules, runner=None) -> tuple[Taxonomy, list[str]]:
+    i = _find(taxonomy, name)
+    cap = taxonomy.capabilities[i]
+    index = {m.name: k for k, m in enumerate(micro)}
+    missing = [m for m in cap.members if m not in index]
+    if missing:
+        raise EditError(f"micro_capabilities.json: no micro-capability {', '.join(missing)} of `{name}`; "
+                        "fix: split a taxonomy built in this run (its micro-clusters must be on disk)")
+    groups = split_groups([index[m] for m in cap.members], micro, centroids, cfg, rules)
+    parts = [[micro[k] for k in g] for g in groups]
+    taken = [n for n in taxonomy.names() if n != name]
+    notes: list[str] = []
+    cards = None
+    if runner is not None:
+        cards, notes = llm_names(runner, cap, parts, taken, rules, sum(m.n_criteria for m in micro))
+    if cards is None:
+        cards = offline_names(cap, parts, taken, rules)
+    out = taxonomy.model_copy(deep=True)
+    proposal = [MergedCapability(**c.model_dump(), member_input_names=[m.name for m in p]) for c, p in zip(cards, parts)]
+    new_caps = to_taxonomy_capabilities(proposal, micro)
+    for c, p in zip(new_caps, parts):
+        c.labels = sorted({lab for m in p for lab in m.member_labels})
+    # Other capabilities' boundaries that named the split one now name both parts.
+    both = " or ".join(f"`{c.name}`" for c in new_caps)
+    for other in out.capabilities:
+        other.non_examples = [ne.replace(f"`{name}`", both) for ne in other.non_examples]
+    out.capabilities[i:i + 1] = new_caps
+    return out, notes
+
+
+# ---- constraints ---------------------------------------------------------------------
+def constraint_violations(taxonomy: Taxonomy, micro: list[MicroCapability], centroids: np.ndarray | None,
+                          cfg: MergeConfig, rules: LabelRules) -> list[str]:
+    proposal = [MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
+                for c in taxonomy.capabilities]
+    similarity = capability_similarity(proposal, micro, centroids) if centroids is not None else None
+    return [str(v) for v in check_merge(proposal, micro, cfg, rules, similarity)]
+
+
+def add_boundaries(taxonomy: Taxonomy, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig,
+                   rules: LabelRules) -> list[str]:
+    """Confusable pairs get boundary sentences naming each other, as the merge repair adds them."""
+    from taxonomy.merge_rules import _Solver
+
+    proposal = [MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
+                for c in taxonomy.capabilities]
+    solver = _Solver(micro, centroids, cfg, rules)
+    solver.add_boundaries(proposal)
+    for cap, p in zip(taxonomy.capabilities, proposal):
+        cap.non_examples = list(p.non_examples)
+    return solver.repairs
+
+
+# ---- tags -------------------------------------------------------------------------------
+def map_tags(tags: pl.DataFrame, mapping: dict[str, str]) -> pl.DataFrame:
+    """Tags renamed through `mapping`, duplicates dropped keeping the first (so the rank order holds)."""
+    new = [list(dict.fromkeys(mapping.get(t, t) for t in (ts or []))) for ts in tags["tags"].to_list()]
+    return tags.with_columns(tags=pl.Series(new, dtype=pl.List(pl.Utf8)),
+                             primary=pl.Series([t[0] if t else None for t in new], dtype=pl.Utf8))
+
+
+def retag_rows(tags: pl.DataFrame, fresh: pl.DataFrame) -> pl.DataFrame:
+    """`tags` with the rows of `fresh` (same criterion ids) replaced, in the original order."""
+    fresh = fresh.select(tags.columns)
+    return (tags.with_row_index("_at").join(fresh.select("criterion_id"), on="criterion_id", how="anti")
+            .vstack(tags.with_row_index("_at").select("_at", "criterion_id").join(fresh, on="criterion_id"))
+            .sort("_at").drop("_at"))
+
+
+# ---- the command -------------------------------------------------------------------------
+def dependents(run_dir: Path, old_hash: str) -> list[str]:
+    return [f"{name} was built with taxonomy {old_hash}; re-run `taxonomy {cmd}`"
+            for name, cmd in DEPENDENTS.items() if (run_dir / name).exists()]
+
+
+def backup(run_dir: Path, taxonomy_hash: str) -> Path:
+    """The replaced taxonomy and tags as a run directory of their own, for `taxonomy diff`."""
+    dest = run_dir / "edits" / taxonomy_hash[:16]
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in ("taxonomy.json", "taxonomy.md", "stage3_tags.parquet", "criteria.parquet"):
+        if (run_dir / name).exists() and not (dest / name).exists():
+            shutil.copy2(run_dir / name, dest / name)
+    return dest
+
+
+def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> EditResult:
+    """Edit the taxonomy of the session's run and propagate it. `s` is a pipeline Session."""
+    from taxonomy.pipeline import fingerprint, micro_centroids, primary_shares, summary_markdown
+    from taxonomy.run import stale_uses
+    from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
+
+    run = s.run
+    if op not in OPS:
+        raise EditError(f"edit {op}: unknown edit; fix: use one of {', '.join(OPS)}")
+    want = {"rename": 2, "merge": 2, "split": 1}[op]
+    if len(args) != want:
+        usage = {"rename": "rename OLD NEW", "merge": "merge A B", "split": "split A"}[op]
+        raise EditError(f"edit {op}: takes {want} capability name(s), got {len(args)}; fix: taxonomy edit RUN {usage}")
+    old = load_taxonomy(run.need("taxonomy.json", "merge"), s.cfg.labels)
+    tags = run.read_parquet("stage3_tags.parquet", "tag")
+    micro = [MicroCapability.model_validate(m) for m in run.read_json("micro_capabilities.json")] if run.has("micro_capabilities.json") else []
+    centroids = micro_centroids(run, micro) if micro and run.has("label_embeddings.npy") else None
+    before = constraint_violations(old, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
+    notes: list[str] = []
+    retagged = 0
+    if op == "rename":
+        new = rename_capability(old, args[0], args[1], s.cfg.labels)
+        new_tags = map_tags(tags, {args[0]: args[1]})
+    elif op == "merge":
+        new = merge_capabilities(old, args[0], args[1], {m.name: m.member_labels for m in micro})
+        if micro:
+            new.capabilities = _with_shares(new, micro)
+        new_tags = map_tags(tags, {args[1]: args[0]})
+    else:
+        if not micro or centroids is None:
+            raise EditError(f"{run.path}: split needs micro_capabilities.json, clusters.parquet and label_embeddings.npy; "
+                            "fix: split in the run that built the taxonomy")
+        new, notes = split_capability(old, args[0], micro, centroids, s.cfg.merge, s.cfg.labels, s.runner)
+        new.capabilities = _with_shares(new, micro)
+        notes += add_boundaries(new, micro, centroids, s.cfg.merge, s.cfg.labels)
+        affected = tags.filter(pl.col("tags").list.contains(args[0]))
+        fresh = _retag(s, new, affected["criterion_id"])
+        new_tags = retag_rows(tags, fresh)
+        retagged = fresh.height
+    after = constraint_violations(new, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
+    if not micro:
+        notes.append("merge constraints not checked: this run has no micro_capabilities.json")
+    introduced = [v for v in after if v not in before]
+    if introduced and not allow_violations:
+        raise EditError(f"{run.path / 'taxonomy.json'}: the {op} breaks {len(introduced)} merge constraint(s): {introduced[0]}"
+                        f"{' (and more)' if len(introduced) > 1 else ''}; nothing was written; fix: edit differently, "
+                        "or pass --allow-violations to keep it with the violations recorded")
+    new.repairs = [r for r in old.repairs if not r.startswith("unresolved:")] + [f"edit: {op} {' '.join(args)} ({now()})"]
+    new.repairs += [f"unresolved: {v}" for v in after]
+    new.content_hash = new.compute_hash()
+    if new.content_hash == old.content_hash:
+        raise EditError(f"edit {op} {' '.join(args)}: the taxonomy would not change; fix: nothing to do")
+
+    saved = backup(run.path, old.content_hash)
+    stale = dependents(run.path, old.content_hash)
+    run.write_json("taxonomy.json", new.model_dump())
+    run.write_text("taxonomy.md", taxonomy_markdown(new))
+    run.write_parquet("stage3_tags.parquet", new_tags)
+    run.write_text("stage3_summary.md", summary_markdown(primary_shares(new_tags)))
+    record: dict[str, Any] = {"op": op, "args": args, "from_hash": old.content_hash, "to_hash": new.content_hash,
+                              "retagged": retagged, "finished": now(), "backup": str(saved.relative_to(run.path))}
+    run.manifest.setdefault("edits", []).append(record)
+    tag_info = (run.manifest.get("stages") or {}).get("tag")
+    if isinstance(tag_info, dict):
+        # The tags on disk are now those of the edited taxonomy: their provenance says so, so the
+        # uses accept them and `taxonomy run` does not re-tag from scratch.
+        digest, parts = fingerprint(s, "tag", new.content_hash)
+        tag_info.update(taxonomy_hash=new.content_hash, fingerprint=digest, fingerprint_parts=parts, edited=record["finished"])
+    run.save_manifest()
+    stale = list(stale_uses(run).values()) + stale
+    return EditResult(op, old.content_hash, new.content_hash, new, retagged, saved, stale, after, notes)
+
+
+def _with_shares(taxonomy: Taxonomy, micro: list[MicroCapability]):
+    """Every capability's share recomputed from the micro counts, as Stage 2c computes them (they sum to one)."""
+    proposal = [MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
+                for c in taxonomy.capabilities]
+    fresh = to_taxonomy_capabilities(proposal, micro)
+    for cap, f in zip(taxonomy.capabilities, fresh):
+        cap.share = f.share
+    return taxonomy.capabilities
+
+
+def _retag(s, taxonomy: Taxonomy, ids: pl.Series) -> pl.DataFrame:
+    """Stage 3 over just these criteria, through the run's backend (runner, or offline)."""
+    from taxonomy.stages.tag import tag
+
+    criteria = s.run.read_parquet("criteria.parquet").filter(pl.col("criterion_id").is_in(ids.to_list()))
+    stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
+    if stage1 is not None:
+        stage1 = stage1.filter(pl.col("criterion_id").is_in(ids.to_list()))
+    micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
+    return tag(criteria, taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)

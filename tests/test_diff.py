@@ -1,0 +1,103 @@
+"""`taxonomy diff`: capabilities matched by the criteria they hold, renames, splits, merges, moved criteria, ARI/NMI."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from taxonomy.diff import diff_runs
+from tests import run_fixture
+from tests.conftest import invoke
+from tests.test_report import Page
+
+FILE, CODE, NUMERIC, LOG = list(run_fixture.CAPS)
+RENAMED = "saved_output_file_check_capability"
+
+
+def _edited_copy(src: Path, dst: Path) -> Path:
+    """B = A with the file capability renamed, the log capability merged into the numeric one,
+    and one criterion (t1-c1) moved from code to numeric."""
+    shutil.copytree(src, dst)
+    raw = json.loads((dst / "taxonomy.json").read_text())
+    caps = {c["name"]: c for c in raw["capabilities"]}
+    caps[FILE]["name"] = RENAMED
+    caps[NUMERIC]["members"] += caps[LOG]["members"]
+    raw["capabilities"] = [c for c in raw["capabilities"] if c["name"] != LOG]
+    (dst / "taxonomy.json").write_text(json.dumps(raw))
+    rename = {FILE: RENAMED, LOG: NUMERIC}
+
+    def edit(cid: str, tags: list[str]) -> list[str]:
+        tags = list(dict.fromkeys(rename.get(t, t) for t in tags))
+        return [NUMERIC] if cid == "t1-c1" else tags
+
+    tags = pl.read_parquet(dst / "stage3_tags.parquet")
+    new = [edit(c, t) for c, t in zip(tags["criterion_id"], tags["tags"])]
+    tags.with_columns(tags=pl.Series(new, dtype=pl.List(pl.Utf8)),
+                      primary=pl.Series([t[0] if t else None for t in new], dtype=pl.Utf8)).write_parquet(dst / "stage3_tags.parquet")
+    return dst
+
+
+@pytest.fixture
+def runs(tmp_path):
+    a = run_fixture.write_run(tmp_path / "a")
+    return a, _edited_copy(a, tmp_path / "b")
+
+
+def test_identical_runs_agree_fully(tmp_path):
+    a = run_fixture.write_run(tmp_path / "a")
+    d = diff_runs(a, a)
+    assert d.ari == pytest.approx(1.0) and d.nmi == pytest.approx(1.0)
+    assert d.moved.height == 0 and not d.splits and not d.merges and not d.only_a and not d.only_b
+    assert {m.kind for m in d.matches} == {"same"} and len(d.matches) == 4
+
+
+def test_rename_merge_and_moved_criteria_are_named(runs):
+    a, b = runs
+    d = diff_runs(a, b)
+    assert d.n_shared == 19  # t5-c2 has no tag in either
+    assert 0 < d.ari < 1 and 0 < d.nmi < 1
+    assert [(m.a, m.b) for m in d.renamed] == [(FILE, RENAMED)]
+    assert [n for n, _ in d.merges[NUMERIC]] == [NUMERIC, LOG]
+    assert d.only_a == [LOG] and d.only_b == []
+    moved = dict(zip(d.moved["criterion_id"], zip(d.moved["from"], d.moved["to"])))
+    assert moved["t1-c1"] == (CODE, NUMERIC)
+    log_criteria = pl.read_parquet(a / "stage3_tags.parquet").filter(pl.col("primary") == LOG)["criterion_id"].to_list()
+    assert set(moved) == {"t1-c1", *log_criteria}  # the merged capability's criteria moved with it
+    md = d.to_markdown()
+    assert "| ARI |" in md and f"`{FILE}` → `{RENAMED}`" in md and f"→ `{NUMERIC}`" in md
+
+
+def test_the_other_way_round_is_a_split(runs):
+    a, b = runs
+    d = diff_runs(b, a)
+    assert [n for n, _ in d.splits[NUMERIC]] == [NUMERIC, LOG]
+    assert d.only_b == [LOG]
+    assert diff_runs(a, b).ari == pytest.approx(d.ari)  # symmetric
+
+
+def test_diff_command_and_report_against(runs, tmp_path):
+    a, b = runs
+    result = invoke("diff", a, b, "--out", tmp_path / "d.md")
+    assert "| ARI |" in result.output and "## Renamed" in result.output
+    assert (tmp_path / "d.md").read_text().startswith("# Taxonomy diff")
+    result = invoke("report", b, "--against", a)
+    written = list((b / "diff").glob("*-vs-*.md"))
+    assert len(written) == 1 and str(written[0]) in result.output.replace("\n", "")
+    page = Page((b / "report.html").read_text(encoding="utf-8"))
+    text = page.section("diff")
+    assert "ARI" in text and RENAMED in text and "<table" in (b / "report.html").read_text().split('id="diff"', 1)[1]
+
+
+def test_diff_of_runs_without_shared_criteria_is_one_line(runs, tmp_path):
+    a, b = runs
+    crit = pl.read_parquet(b / "criteria.parquet")
+    crit.with_columns(criterion_id=pl.lit("x-") + pl.col("criterion_id")).write_parquet(b / "criteria.parquet")
+    tags = pl.read_parquet(b / "stage3_tags.parquet")
+    tags.with_columns(criterion_id=pl.lit("x-") + pl.col("criterion_id")).write_parquet(b / "stage3_tags.parquet")
+    result = invoke("diff", a, b, ok=False)
+    assert result.exit_code == 2 and "no criterion id in common" in result.output
+    result = invoke("diff", a, tmp_path / "nowhere", ok=False)
+    assert result.exit_code == 2 and "not a run directory" in result.output

@@ -1,0 +1,140 @@
+"""`taxonomy edit RUN rename | merge | split`: a new taxonomy hash, constraints re-checked, tags propagated."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import polars as pl
+import pytest
+
+from taxonomy.diff import diff_runs
+from taxonomy.schemas import Taxonomy
+from tests import responders
+from tests.conftest import ROOT, invoke, write_pipeline
+from tests.test_report import Page
+
+
+def _taxonomy(run) -> Taxonomy:
+    return Taxonomy.model_validate_json((run / "taxonomy.json").read_text())
+
+
+def _tags(run) -> pl.DataFrame:
+    return pl.read_parquet(run / "stage3_tags.parquet")
+
+
+@pytest.fixture(scope="module")
+def offline_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("edit")
+    mp = pytest.MonkeyPatch()
+    for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        mp.delenv(key, raising=False)
+    run = tmp / "run"
+    invoke("run", write_pipeline(tmp), "--run-dir", run, "-q")
+    mp.undo()
+    return run
+
+
+@pytest.fixture
+def run(offline_run, tmp_path, offline_env):
+    copy = tmp_path / "run"
+    shutil.copytree(offline_run, copy)
+    return copy
+
+
+def test_rename_writes_a_new_hash_and_renames_the_tags(run):
+    before, tags_before = _taxonomy(run), _tags(run)
+    old = before.capabilities[0].name
+    invoke("breakdown", run, "--verdicts", f"devai:{ROOT / 'data' / 'devai'}", "--boot", "0")  # built from the old taxonomy
+    result = invoke("edit", run, "rename", old, "renamed_result_checking_capability")
+    after, tags_after = _taxonomy(run), _tags(run)
+    assert after.content_hash == after.compute_hash() != before.content_hash
+    assert after.names()[0] == "renamed_result_checking_capability" and old not in after.names()
+    assert tags_after["tags"].to_list() == [[("renamed_result_checking_capability" if t == old else t) for t in ts]
+                                            for ts in tags_before["tags"].to_list()]
+    assert not any(old in ne for c in after.capabilities for ne in c.non_examples)
+    assert f"{before.content_hash} -> {after.content_hash}" in result.output
+    assert f"stale: breakdown/ was computed with taxonomy {before.content_hash}" in " ".join(result.output.split())
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["edits"][-1]["from_hash"] == before.content_hash and manifest["stages"]["tag"]["taxonomy_hash"] == after.content_hash
+    report = Page((run / "report.html").read_text())  # redrawn: new hash, old breakdown not shown as current
+    assert after.content_hash in " ".join(report.text) and "not computed" in report.section("breakdown")
+    invoke("breakdown", run, "--verdicts", f"devai:{ROOT / 'data' / 'devai'}", "--boot", "0")  # the tags are accepted
+    # The replaced taxonomy stays as a run of its own: the diff sees a pure rename.
+    d = diff_runs(run / "edits" / before.content_hash, run)
+    assert d.ari == pytest.approx(1.0) and [(m.a, m.b) for m in d.renamed] == [(old, "renamed_result_checking_capability")]
+
+
+def test_merge_that_breaks_a_constraint_is_refused_unless_allowed(run):
+    # Merges within the 8-10 range go through; the one that would leave 7 capabilities is refused.
+    while len(_taxonomy(run).capabilities) > 8:
+        a, b = _taxonomy(run).names()[-2:]
+        invoke("edit", run, "merge", a, b)
+    before = _taxonomy(run)
+    a, b = before.names()[-2:]
+    raw_before = (run / "taxonomy.json").read_text()
+    result = invoke("edit", run, "merge", a, b, ok=False)
+    assert result.exit_code == 2 and "breaks" in result.output and "--allow-violations" in result.output
+    assert (run / "taxonomy.json").read_text() == raw_before  # nothing written
+
+    invoke("edit", run, "merge", a, b, "--allow-violations")
+    after = _taxonomy(run)
+    assert b not in after.names() and len(after.capabilities) == 7
+    merged = after.capabilities[after.names().index(a)]
+    assert set(merged.members) == set(before.capabilities[-2].members) | set(before.capabilities[-1].members)
+    assert sum(c.share for c in after.capabilities) == pytest.approx(1.0, abs=1e-4)
+    assert any(r.startswith("unresolved: you gave 7 capabilities") for r in after.repairs)
+    assert all(b not in ts for ts in _tags(run)["tags"].to_list())
+    assert "Some constraints do not hold" in (run / "report.html").read_text()
+
+
+def test_split_offline_names_the_parts_from_their_labels_and_retags(run):
+    before, tags_before = _taxonomy(run), _tags(run)
+    target = max((c for c in before.capabilities if len(c.members) >= 2), key=lambda c: c.share)
+    affected = tags_before.filter(pl.col("tags").list.contains(target.name)).height
+    result = invoke("edit", run, "split", target.name)
+    after, tags_after = _taxonomy(run), _tags(run)
+    assert len(after.capabilities) == len(before.capabilities) + 1
+    parts = [c for c in after.capabilities if set(c.members) <= set(target.members)]
+    assert len(parts) == 2 and sorted(parts[0].members + parts[1].members) == sorted(target.members)
+    micro = {m["name"] for m in json.loads((run / "micro_capabilities.json").read_text())}
+    assert all(p.name in micro for p in parts)  # offline: named after a micro-capability of the part
+    assert f"{affected} criteria re-tagged" in result.output
+    assert set(tags_after["primary"].drop_nulls()) <= set(after.names()) and tags_after.height == tags_before.height
+    untouched = tags_before.filter(~pl.col("tags").list.contains(target.name))
+    assert tags_after.join(untouched.select("criterion_id"), on="criterion_id")["tags"].to_list() == untouched["tags"].to_list()
+    assert not [r for r in after.repairs if r.startswith("unresolved")], after.repairs
+
+
+def test_bad_edits_are_one_line_and_change_nothing(run):
+    raw = (run / "taxonomy.json").read_text()
+    names = _taxonomy(run).names()
+    for args, expected in (
+        (("rename", "no_such_thing_capability", "other_new_name_capability"), "no capability `no_such_thing_capability`"),
+        (("rename", names[0], "Bad Name"), "`Bad Name`"),
+        (("rename", names[0], names[1]), "already a capability"),
+        (("merge", names[0]), "takes 2 capability name(s)"),
+        (("squash", names[0]), "unknown edit"),
+    ):
+        result = invoke("edit", run, *args, ok=False)
+        assert result.exit_code == 2 and expected in result.output, (args, result.output)
+        assert len(result.output.strip().splitlines()) <= 2  # the Backend line and the error
+    assert (run / "taxonomy.json").read_text() == raw
+
+
+def test_split_on_the_llm_path_names_parts_through_the_runner(gemini_env, tmp_path):
+    run = tmp_path / "run"
+    invoke("run", write_pipeline(tmp_path), "--run-dir", run, "-q", "--no-report")
+    before, tags_before = _taxonomy(run), _tags(run)
+    target = max((c for c in before.capabilities if len(c.members) >= 2), key=lambda c: c.share)
+    affected = tags_before.filter(pl.col("tags").list.contains(target.name)).height
+    gemini_env.reset()
+    result = invoke("edit", run, "split", target.name)
+    asked = [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "split"]
+    assert len(asked) == 1
+    named = [p["name"] for p in responders.split_names(asked[0].texts[0])["parts"]]
+    after = _taxonomy(run)
+    assert set(named) <= set(after.names()) and len(after.capabilities) == len(before.capabilities) + 1
+    retag_calls = [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "tag"]
+    tagged_in_calls = sum(len(responders.criteria(r.texts[0])) for r in retag_calls)
+    assert tagged_in_calls == affected and f"{affected} criteria re-tagged" in result.output
+    assert set(_tags(run)["primary"].drop_nulls()) <= set(after.names())
