@@ -277,7 +277,7 @@ def backup(run_dir: Path, taxonomy_hash: str) -> Path:
 def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> EditResult:
     """Edit the taxonomy of the session's run and propagate it. `s` is a pipeline Session."""
     from taxonomy.pipeline import fingerprint, micro_centroids, primary_shares, summary_markdown
-    from taxonomy.run import stale_uses
+    from taxonomy.run import stale_uses, taxonomy_in_use
     from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 
     run = s.run
@@ -287,6 +287,7 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     if len(args) != want:
         usage = {"rename": "rename OLD NEW", "merge": "merge A B", "split": "split A"}[op]
         raise EditError(f"edit {op}: takes {want} capability name(s), got {len(args)}; fix: taxonomy edit RUN {usage}")
+    taxonomy_in_use(run, "edit")  # the tags on disk must belong to this taxonomy before they are carried over
     old = load_taxonomy(run.need("taxonomy.json", "merge"), s.cfg.labels)
     tags = run.read_parquet("stage3_tags.parquet", "tag")
     micro = [MicroCapability.model_validate(m) for m in run.read_json("micro_capabilities.json")] if run.has("micro_capabilities.json") else []
@@ -322,7 +323,10 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
                         f"{' (and more)' if len(introduced) > 1 else ''}; nothing was written; fix: edit differently, "
                         "or pass --allow-violations to keep it with the violations recorded")
     new.repairs = [r for r in old.repairs if not r.startswith("unresolved:")] + [f"edit: {op} {' '.join(args)} ({now()})"]
-    new.repairs += [f"unresolved: {v}" for v in after]
+    if "violations" in Taxonomy.model_fields:  # where the merge stage records accepted violations
+        new.violations = after
+    else:
+        new.repairs += [f"unresolved: {v}" for v in after]
     new.content_hash = new.compute_hash()
     if new.content_hash == old.content_hash:
         raise EditError(f"edit {op} {' '.join(args)}: the taxonomy would not change; fix: nothing to do")
