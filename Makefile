@@ -23,3 +23,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/stage1_throughput.py
 	$(BIN)/python benchmarks/quality.py
 	$(BIN)/python benchmarks/clustering_scale.py
+	$(BIN)/python benchmarks/stability.py

@@ -9,9 +9,12 @@ Two perturbations per path, each over seeds 0, 1, 2:
                    the criteria both runs kept, so it measures how much the induced capabilities
                    depend on which tasks the corpus happens to hold
 The LLM path runs the real google-genai SDK against the local Gemini-shaped test server
-(tests/fake_gemini.py with the responders of tests/responders.py). That server answers
-deterministically, so its rows measure the pipeline around the model (clustering, merge,
-repair), not a real model's sampling variance.
+(tests/fake_gemini.py with the responders of tests/responders.py), except that Stage 3 is
+answered by reading the taxonomy: each criterion gets the capabilities whose names share the
+most words with the labels the same fake model gave it in Stage 1 (the suite's tagger picks
+by a hash of the text, which would agree perfectly whatever the taxonomy). The server answers
+deterministically, so these rows measure the pipeline around the model (clustering, merge,
+repair, tagging against what was induced), not a real model's sampling variance.
 
 Columns (means over the 3 pairs; min in brackets): ARI and NMI between the primary tags of the
 shared criteria; moved = share of shared criteria whose primary tag is not the capability
@@ -49,15 +52,40 @@ def one_run(corpus: str, provider: str, seed: int, drop: float, out: Path) -> tu
     run_dir = out / f"{provider}-seed{seed}-drop{drop:g}"
     start = time.perf_counter()
     frame = load_corpus(cfg.corpus, cfg.base_dir).frame
+    n_before = frame.height
     if drop > 0:
         tasks = frame["task_id"].unique().sort().to_list()
         rng = np.random.default_rng(1000 + seed)
         gone = set(rng.choice(tasks, size=max(1, round(drop * len(tasks))), replace=False).tolist())
         frame = frame.filter(~pl.col("task_id").is_in(list(gone)))
-    RunDir(run_dir).write_parquet("criteria.parquet", frame)  # the session snapshots nothing over it
-    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=False)
+    RunDir(run_dir).write_parquet("criteria.parquet", frame)
+    # from_source=False: the run keeps this (reduced) snapshot instead of re-reading the full corpus.
+    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=False, from_source=False)
     run_pipeline(s)
+    kept = RunDir(run_dir).read_parquet("criteria.parquet").height
+    assert kept == frame.height <= n_before, "the run must keep the snapshot it was given"
     return run_dir, time.perf_counter() - start
+
+
+def reading_tagger(prompt: str) -> dict:
+    """Stage 3 by word overlap between a criterion's Stage-1 labels and the capability names."""
+    from tests import responders
+
+    names = responders.TAXONOMY_NAME.findall(prompt)
+    words = {n: set(n.split("_")) - {"capability"} for n in names}
+    items = []
+    for i, text in responders.criteria(prompt):
+        mine = {w for label in responders.discovery_item(i, text)["capabilities"] for w in label.split("_")} - {"capability"}
+        ranked = sorted(names, key=lambda n: (-len(words[n] & mine), names.index(n)))
+        items.append({"criterion_idx": i, "capabilities": ranked[:2]})
+    return {"items": items}
+
+
+def model(req) -> dict:
+    from tests import responders
+
+    prompt = req.texts[0]
+    return reading_tagger(prompt) if responders.kind(prompt) == "tag" else responders.model(req)
 
 
 def compare(runs: list[Path]) -> dict[str, list[float]]:
@@ -83,15 +111,15 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--drop-tasks", type=float, default=0.1)
     ap.add_argument("--skip-llm", action="store_true")
+    ap.add_argument("--skip-offline", action="store_true")
     args = ap.parse_args()
 
-    plans = [("offline", args.offline_corpus)]
+    plans = [] if args.skip_offline else [("offline", args.offline_corpus)]
     server = None
     if not args.skip_llm:
-        from tests import responders
         from tests.fake_gemini import FakeGeminiServer
 
-        server = FakeGeminiServer(responder=responders.model)
+        server = FakeGeminiServer(responder=model)
         os.environ["GOOGLE_GEMINI_BASE_URL"] = server.url
         os.environ["GEMINI_API_KEY"] = "stability-benchmark-local-key"
         plans.append(("gemini", args.llm_corpus))

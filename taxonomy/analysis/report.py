@@ -211,8 +211,10 @@ def _diff_section(markdown: str | None) -> Markup | None:
         return None
     from markdown_it import MarkdownIt
 
+    # The section has its own <h2>: the diff's title goes, its sections become <h3>.
+    body = re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 1) + " ", re.sub(r"\A# [^\n]*\n", "", markdown), flags=re.M)
     # The diff is our own markdown, but it quotes criteria and names: no raw HTML passes.
-    return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(markdown))
+    return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(body))
 
 
 def _project_2d(emb: np.ndarray) -> np.ndarray:
