@@ -367,12 +367,14 @@ def edit(run_dir: Path = typer.Argument(..., help="a run directory with a taxono
     result = apply_edit(s, op, names, allow_violations=allow_violations)
     out.print(f"Taxonomy {result.old_hash} -> {result.new_hash}: {len(result.taxonomy.capabilities)} capabilities; "
               f"{result.retagged} criteria re-tagged. Before the edit: {result.backup}", highlight=False)
+    from rich.markup import escape  # names and messages are printed as they are, never read as markup
+
     for note in result.notes:
-        console.print(f"  [yellow]note:[/yellow] {note}", highlight=False)
+        console.print(f"  [yellow]note:[/yellow] {escape(note)}", highlight=False)
     for v in result.violations:
-        console.print(f"  [red]constraint:[/red] {v}", highlight=False)
+        console.print(f"  [red]constraint:[/red] {escape(v)}", highlight=False)
     for why in result.stale:
-        console.print(f"  [yellow]stale:[/yellow] {why}", highlight=False)
+        console.print(f"  [yellow]stale:[/yellow] {escape(why)}", highlight=False)
     if (run_dir / "report.html").exists():
         from taxonomy.analysis.report import render_report
 

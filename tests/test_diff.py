@@ -101,3 +101,11 @@ def test_diff_of_runs_without_shared_criteria_is_one_line(runs, tmp_path):
     assert result.exit_code == 2 and "no criterion id in common" in result.output
     result = invoke("diff", a, tmp_path / "nowhere", ok=False)
     assert result.exit_code == 2 and "not a run directory" in result.output
+
+
+def test_diff_refuses_tags_made_with_another_taxonomy(runs):
+    a, b = runs
+    manifest = {"stages": {"tag": {"taxonomy_hash": "0123456789abcdef"}}}
+    (b / "manifest.json").write_text(json.dumps(manifest))
+    result = invoke("diff", a, b, ok=False)
+    assert result.exit_code == 2 and "re-tag" in result.output
