@@ -107,6 +107,22 @@ class LabelRules(Section):
         "excel", "xlsx", "pptx", "pdf", "openpyxl", "pandas", "python", "jinja", "json", "csv",
         "mcp", "sec", "edgar", "sql", "api", "pytorch", "torch", "numpy", "docx", "html",
     ]
+    # Forbidden tokens match anywhere inside a word of the name (`pdfs`, `sqlite`), except inside
+    # these ordinary English stems that happen to contain one (`section` holds `sec`, `capital` `api`).
+    token_safe_stems: list[str] = [
+        "section", "second", "sector", "secur", "secret", "secant", "consecut", "insect", "bisect",
+        "persecut", "prosecut", "capital", "capillar", "rapid", "therapist", "apiece", "apical", "papill",
+        "excellen", "torchlight",
+    ]
+    # Generic virtues and vague modifiers: they never make a name specific. A name needs at least
+    # `min_specific_words` words outside this list and outside stop words (before the suffix).
+    generic_words: list[str] = [
+        "quality", "good", "overall", "general", "generic", "accuracy", "accurate", "correctness", "correct",
+        "proper", "properly", "appropriate", "adequate", "adequacy", "sufficient", "basic", "various",
+        "misc", "miscellaneous", "holistic", "nice", "great", "excellent", "better", "best", "thorough",
+        "careful", "everything", "anything", "stuff", "thing", "things", "broad",
+    ]
+    min_specific_words: int = 2
 
     @model_validator(mode="after")
     def _ordered(self) -> "LabelRules":

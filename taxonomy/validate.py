@@ -51,15 +51,67 @@ def check_head_verb(name: str, rules: LabelRules) -> list[str]:
     return [f"`{name}` starts with the agent-side verb `{head}`; name what the verifier inspects (e.g. inspect, recompute, trace, compare)"]
 
 
+def _forbidden_hits(word: str, rules: LabelRules) -> list[str]:
+    """Tokens found anywhere in one word of the name, after blanking the safe stems it contains."""
+    masked = word
+    for stem in rules.token_safe_stems:
+        masked = masked.replace(stem, "_" * len(stem))
+    return [t for t in rules.forbidden_tokens if t in masked]
+
+
 def check_forbidden_tokens(name: str, rules: LabelRules) -> list[str]:
-    bad = [w for w in name.split("_") if w in rules.forbidden_tokens]
-    if not bad:
+    """Anywhere in the name, as the paper says: `pdfs_...`, `apis_...` and `sqlite_...` are caught too.
+
+    Matching runs inside each word (lower-cased, letters only), never across the underscore between
+    two words, so `data_pipeline` does not hide an `api`."""
+    hits = {}
+    for word in re.findall(r"[a-z]+", name.lower()):
+        for token in _forbidden_hits(word, rules):
+            hits.setdefault(token, word)
+    if not hits:
         return []
-    return [f"`{name}` contains the tool/format token(s) {', '.join(f'`{b}`' for b in bad)}; restate it without naming a tool, format, runtime or data source"]
+    found = ", ".join(f"`{t}`" + (f" (in `{w}`)" if w != t else "") for t, w in hits.items())
+    return [f"`{name}` contains the tool/format token(s) {found}; restate it without naming a tool, format, runtime or data source "
+            "(say what the verifier inspects, e.g. `document_page_layout_inspection_capability`)"]
+
+
+_NAME_STOP = frozenset(
+    "a an the of to and or in on for with by at from as is are be into onto per via vs versus its their this that "
+    "these those each every any all some no not than then".split()
+)
+
+
+def _stem_words(name: str, rules: LabelRules) -> list[str]:
+    stem = name[: -len(rules.suffix)] if rules.suffix and name.endswith(rules.suffix) else name
+    return [w for w in stem.lower().split("_") if w]
+
+
+def check_not_only_stop_words(name: str, rules: LabelRules) -> list[str]:
+    words = _stem_words(name, rules)
+    if any(w not in _NAME_STOP for w in words):
+        return []
+    return [f"`{name}` is made only of stop words; name the check and what it inspects, e.g. `cross_section_consistency_checking_capability`"]
+
+
+def check_generic_virtue(name: str, rules: LabelRules) -> list[str]:
+    """A name needs specific words, not only generic virtues (`accuracy`, `quality`, `overall`, `good`)."""
+    words = _stem_words(name, rules)
+    content = [w for w in words if w not in _NAME_STOP]
+    if not content:
+        return []  # check_not_only_stop_words says it
+    generic = set(rules.generic_words)
+    specific = [w for w in content if w not in generic]
+    if len(specific) >= rules.min_specific_words:
+        return []
+    vague = [w for w in content if w in generic]
+    return [f"`{name}` leans on the generic virtue(s) {', '.join(f'`{v}`' for v in vague)} and names only {len(specific)} specific word(s) "
+            f"(need {rules.min_specific_words}); a capability is a verifier skill, not a virtue: say which check and on what, "
+            "e.g. `numeric_value_recomputation_capability` instead of `overall_accuracy_check_capability`"]
 
 
 LABEL_RULES: tuple[Callable[[str, LabelRules], list[str]], ...] = (
     check_charset, check_suffix, check_word_count, check_head_verb, check_forbidden_tokens,
+    check_not_only_stop_words, check_generic_virtue,
 )
 
 
@@ -77,11 +129,18 @@ def check_label_count(labels: list[str], rules: LabelRules) -> list[str]:
 
 
 # ---- rationale form -----------------------------------------------------------------
-_WORD = re.compile(r"[a-z0-9][a-z0-9.%$-]*")
 _STOP = frozenset(
     "the a an of to and or in on for with is are be by that this it as at from its their all any "
     "each has have must should not no".split()
 )
+# Kana and Han characters carry no spaces between words: each character counts as one word.
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:[.,][0-9]+)*")
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*%?")
+_QUOTED = re.compile(r"[\"“”`«»「」『』]([^\"“”`«»「」『』]{1,200})[\"“”`«»「」『』]")
+# Identifiers, file names, paths, dotted names: `results.csv`, `train_model`, `src/app.py`, `learningRate`.
+_IDENT = re.compile(r"[A-Za-z][\w-]*(?:[._/:][\w-]+)+|[a-z]+[A-Z]\w*")
+MIN_PHRASE_WORDS = 3
 
 
 def check_rationale_prefix(rationale: str, rules: LabelRules) -> list[str]:
@@ -90,28 +149,46 @@ def check_rationale_prefix(rationale: str, rules: LabelRules) -> list[str]:
     return [f'the rationale must start literally with "{rules.rationale_prefix}"']
 
 
-def _plain(text: str) -> str:
-    return " ".join(re.sub(r"[\"'“”‘’`]", "", text.lower()).split())
+def _words(text: str) -> list[str]:
+    return [w.lower() for w in _TOKEN.findall(text)]
 
 
-def check_rationale_grounding(rationale: str, criterion: str) -> list[str]:
-    """The rationale must name something concrete from the criterion: a quoted phrase, a number or a content word."""
-    body = rationale.lower()
-    quoted = re.findall(r"[\"“”`]([^\"“”`]{3,})[\"“”`]", rationale)
-    # Quote marks inside the criterion are often dropped when it is quoted; compare without them.
-    crit = _plain(criterion)
-    if any(_plain(q) and _plain(q) in crit for q in quoted):
+def _phrases(words: list[str], n: int) -> set[tuple[str, ...]]:
+    """Every run of n consecutive words holding at least one word that is not a stop word."""
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1) if any(w not in _STOP for w in words[i:i + n])}
+
+
+def criterion_literals(criterion: str) -> set[str]:
+    """Numbers, quoted strings and identifiers in a criterion: quoting one verbatim grounds a rationale."""
+    found = set(_NUMBER.findall(criterion)) | set(_IDENT.findall(criterion))
+    found |= {q.strip() for q in _QUOTED.findall(criterion) if q.strip()}
+    return found
+
+
+def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the verifier needs to") -> list[str]:
+    """The rationale quotes the criterion: a contiguous phrase of 3+ of its words, or one of its
+    numbers or literals, verbatim. Shared loose words or a paraphrase do not count.
+
+    Words are compared case-insensitively with punctuation ignored; kana and Han characters are one
+    word each, so a criterion in Chinese or Japanese is quoted by 3+ consecutive characters."""
+    body = rationale.strip()
+    if body.lower().startswith(prefix):
+        body = body[len(prefix):]
+    crit_words, body_words = _words(criterion), _words(body)
+    if not crit_words:
+        return []  # nothing to quote (an empty criterion is rejected when the corpus loads)
+    n = min(MIN_PHRASE_WORDS, len(crit_words))
+    if _phrases(crit_words, n) & _phrases(body_words, n) or (n < MIN_PHRASE_WORDS and " ".join(crit_words) in " ".join(body_words)):
         return []
-    crit_words = {w.strip(".-") for w in _WORD.findall(crit)} - _STOP
-    numbers = {w for w in crit_words if any(ch.isdigit() for ch in w)}
-    body_words = {w.strip(".-") for w in _WORD.findall(body)}
-    if numbers & body_words:
-        return []
-    # Two shared content words of 4+ letters count as naming the criterion's concrete subject.
-    shared = {w for w in crit_words & body_words if len(w) >= 4}
-    if len(shared) >= 2:
-        return []
-    return ['the rationale must quote a concrete phrase, number or section name from the criterion text, e.g. "…"']
+    body_numbers = {x.rstrip("%") for x in _NUMBER.findall(body)}
+    for literal in criterion_literals(criterion):
+        if (literal.rstrip("%") in body_numbers) if _NUMBER.fullmatch(literal) else (literal in body):
+            return []
+    runs = [tuple(crit_words[i:i + n]) for i in range(len(crit_words) - n + 1)]
+    example = next((r for r in runs if sum(w not in _STOP for w in r) >= 2), runs[0])
+    joiner = "" if all(re.fullmatch(f"[{_CJK}]", w) for w in example) else " "
+    return [f'the rationale must quote the criterion verbatim: at least {MIN_PHRASE_WORDS} consecutive words of it '
+            f'(e.g. "{joiner.join(example)}"), or a number, file name or quoted term it contains; shared loose words or a paraphrase do not count']
 
 
 # ---- batch coverage -----------------------------------------------------------------

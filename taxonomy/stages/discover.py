@@ -25,7 +25,7 @@ def item_problems(labels: list[str], rationale: str, criterion: str, rules: Labe
     problems = check_label_count(labels, rules)
     problems += [p for label in labels for p in label_problems(label, rules)]
     problems += check_rationale_prefix(rationale, rules)
-    problems += check_rationale_grounding(rationale, criterion)
+    problems += check_rationale_grounding(rationale, criterion, rules.rationale_prefix)
     return problems
 
 
