@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 from taxonomy.config import load_config  # noqa: E402
 from taxonomy.pipeline import ensure_criteria, open_session  # noqa: E402
 from taxonomy.prompts import render  # noqa: E402
-from taxonomy.stages.common import batches_by_task  # noqa: E402
+from taxonomy.stages.common import criterion_batches  # noqa: E402
 from taxonomy.stages.discover import discover  # noqa: E402
 from tests import responders  # noqa: E402
 from tests.fake_gemini import FakeGeminiServer  # noqa: E402
@@ -28,7 +28,7 @@ from tests.fake_gemini import FakeGeminiServer  # noqa: E402
 def prompt_tokens(criteria, cfg, batch_size: int) -> int:
     """Same estimate the local server reports (characters / 4), so both sides are counted alike."""
     total = 0
-    for b in batches_by_task(criteria, batch_size, cfg.discover.brief_max_chars):
+    for b in criterion_batches(criteria, batch_size, cfg.discover.brief_max_chars):
         total += len(render("stage1_discovery.j2", rules=cfg.labels, task_id=b.task_id, brief=b.brief, criteria=b.rows)) // 4
     return total
 

@@ -306,10 +306,15 @@ def usage_cost(paid: dict[str, int], prices) -> float:
 def step_discover(s: Session) -> dict[str, Any]:
     from taxonomy.stages.discover import discover
 
-    labels = discover(ensure_criteria(s), s.cfg, s.runner)
+    from taxonomy.stages.common import long_briefs
+
+    criteria = ensure_criteria(s)
+    labels = discover(criteria, s.cfg, s.runner)
     s.run.write_parquet("stage1_labels.parquet", labels)
     failed = labels.filter(pl.col("status") == "failed")
-    return {"criteria": labels.height, "failed": failed.height, "unique_labels": labels["labels"].explode().drop_nulls().n_unique()}
+    notes = long_briefs(criteria, s.cfg.discover.brief_max_chars) if s.runner is not None else []
+    return {"criteria": labels.height, "failed": failed.height, "unique_labels": labels["labels"].explode().drop_nulls().n_unique(),
+            "notes": notes}
 
 
 def step_cluster(s: Session) -> dict[str, Any]:
@@ -384,11 +389,16 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     taxonomy = load_taxonomy(taxonomy_path or s.run.need("taxonomy.json", "merge"))
     stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-    tags = tag(ensure_criteria(s), taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)
+    from taxonomy.stages.common import long_briefs
+
+    criteria = ensure_criteria(s)
+    tags = tag(criteria, taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)
     s.run.write_parquet("stage3_tags.parquet", tags)
     summary = primary_shares(tags)
     s.run.write_text("stage3_summary.md", summary_markdown(summary))
-    return {"criteria": tags.height, "failed": tags.filter(pl.col("status") == "failed").height, "taxonomy_hash": taxonomy.content_hash}
+    notes = long_briefs(criteria, s.cfg.discover.brief_max_chars) if s.runner is not None else []
+    return {"criteria": tags.height, "failed": tags.filter(pl.col("status") == "failed").height, "taxonomy_hash": taxonomy.content_hash,
+            "notes": notes}
 
 
 def primary_shares(tags: pl.DataFrame) -> pl.DataFrame:

@@ -81,13 +81,13 @@ _NAME_STOP = frozenset(
 )
 
 
-def _stem_words(name: str, rules: LabelRules) -> list[str]:
+def _name_words(name: str, rules: LabelRules) -> list[str]:
     stem = name[: -len(rules.suffix)] if rules.suffix and name.endswith(rules.suffix) else name
     return [w for w in stem.lower().split("_") if w]
 
 
 def check_not_only_stop_words(name: str, rules: LabelRules) -> list[str]:
-    words = _stem_words(name, rules)
+    words = _name_words(name, rules)
     if any(w not in _NAME_STOP for w in words):
         return []
     return [f"`{name}` is made only of stop words; name the check and what it inspects, e.g. `cross_section_consistency_checking_capability`"]
@@ -95,7 +95,7 @@ def check_not_only_stop_words(name: str, rules: LabelRules) -> list[str]:
 
 def check_generic_virtue(name: str, rules: LabelRules) -> list[str]:
     """A name needs specific words, not only generic virtues (`accuracy`, `quality`, `overall`, `good`)."""
-    words = _stem_words(name, rules)
+    words = _name_words(name, rules)
     content = [w for w in words if w not in _NAME_STOP]
     if not content:
         return []  # check_not_only_stop_words says it
@@ -189,6 +189,44 @@ def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the
     joiner = "" if all(re.fullmatch(f"[{_CJK}]", w) for w in example) else " "
     return [f'the rationale must quote the criterion verbatim: at least {MIN_PHRASE_WORDS} consecutive words of it '
             f'(e.g. "{joiner.join(example)}"), or a number, file name or quoted term it contains; shared loose words or a paraphrase do not count']
+
+
+# ---- distinct within the rubric category ----------------------------------------------
+_ENDINGS = ("ations", "ation", "ings", "ing", "ies", "es", "ed", "al", "s", "e", "y")
+
+
+def stem_word(word: str) -> str:
+    """Inflection off: `recomputation`/`recomputing`, `values`/`value`, `numeric`/`numerical` agree."""
+    for end in _ENDINGS:
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            return word[: -len(end)]
+    return word
+
+
+def label_gist(name: str, rules: LabelRules) -> tuple[str, ...]:
+    """The content of a name regardless of word order and inflection."""
+    return tuple(sorted(stem_word(w) for w in _name_words(name, rules) if w not in _NAME_STOP))
+
+
+def check_distinct_in_batch(labels: dict[int, list[str]], rules: LabelRules, category: str | None = None) -> list[Violation]:
+    """The paper: labels are "distinct from sibling capabilities WITHIN this same rubric category".
+    Two different names with the same words up to order and inflection are paraphrases: the same
+    check must carry one name, different checks must differ in substance. The later item is blamed."""
+    where = f"rubric category `{category}`" if category else "this batch"
+    first: dict[tuple[str, ...], tuple[int, str]] = {}
+    out: list[Violation] = []
+    for idx in sorted(labels):
+        for name in labels[idx]:
+            gist = label_gist(name, rules)
+            if not gist:
+                continue
+            if gist in first and first[gist][1] != name:
+                j, other = first[gist]
+                whose = "this criterion's own" if j == idx else f"criterion {j}'s"
+                out.append(Violation(idx, f"`{name}` paraphrases {whose} `{other}` within {where}; if it is the same check use "
+                                          f"`{other}` exactly, otherwise name how the check differs"))
+            first.setdefault(gist, (idx, name))
+    return out
 
 
 # ---- batch coverage -----------------------------------------------------------------

@@ -9,6 +9,7 @@ import html
 import re
 
 from taxonomy.config import LabelRules
+from taxonomy.validate import stem_word
 
 CRITERION = re.compile(r'<criterion idx="(\d+)"[^>]*>\n(?:\(part of: [^\n]*\)\n)?(.*?)\n</criterion>', re.S)
 CANDIDATE = re.compile(r"^- `([a-z_]+)`: ([\d.]+)% \((\d+) criteria\)", re.M)
@@ -34,16 +35,21 @@ def criteria(prompt: str) -> list[tuple[int, str]]:
 
 
 def quote(text: str) -> str:
+    """Four words verbatim, starting at the first word that is not a short function word."""
     words = text.split()
-    return " ".join(words[: min(4, len(words))]).replace('"', "")
+    start = next((i for i, w in enumerate(words) if len(re.sub(r"\W", "", w)) >= 5), 0)
+    start = min(start, max(len(words) - 4, 0))
+    return " ".join(words[start : start + 4]).replace('"', "")
 
 
 FORBIDDEN = set(LabelRules().forbidden_tokens) | set(LabelRules().agent_verbs)
 
 
 def topic_words(text: str) -> list[str]:
-    words = [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 5 and w not in FORBIDDEN]
-    return list(dict.fromkeys(words))[:2]
+    words = [stem_word(w) for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 5 and not any(f in w for f in FORBIDDEN)]
+    # One order and one form, as a model heeding "distinct within this category" would: a word
+    # and its inflections always give the same name.
+    return sorted(dict.fromkeys(words))[:2]
 
 
 def discovery_item(i: int, text: str) -> dict:

@@ -193,3 +193,83 @@ def test_offline_labels_pass_the_same_validators(offline_env, tmp_path):
 def test_missing_key_is_one_clear_line(offline_env, tmp_path):
     result = invoke("discover", write_pipeline(tmp_path), "--provider", "gemini", ok=False)
     assert result.exit_code == 2 and "GEMINI_API_KEY" in result.output and "Traceback" not in result.output
+
+
+# ---- the paper's template: one task and one rubric category per call -----------------------------
+def test_batches_hold_one_task_and_one_category_under_a_header(gemini_env, tmp_path):
+    _, labels = run_discover(tmp_path)
+    criteria = pl.read_parquet(tmp_path / "run" / "criteria.parquet")
+    category_of = dict(zip(criteria["text"], criteria["category"]))
+    for req in gemini_env.requests:
+        prompt = req.texts[0]
+        texts = [t for _, t in responders.criteria(prompt)]
+        cats = {category_of[t] for t in texts}
+        assert len(cats) == 1, cats
+        (cat,) = cats
+        assert f"Rubric category: {cat} (every criterion below belongs to it)" in prompt
+        assert "Distinct from sibling capabilities within this same rubric category" in prompt
+    assert labels["status"].to_list() == ["ok"] * N
+
+
+def test_criteria_without_a_category_are_batched_by_task(gemini_env, tmp_path):
+    rows = [{"task_id": f"t{i % 2}", "text": f"The report lists the quarterly revenue figure number {i}", "brief": "Write it."} for i in range(6)]
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'name = "c"\n[corpus]\npath = "{path}"\nformat = "table"\n[output]\ndir = "{tmp_path / "o"}"\n')
+    invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
+    prompts = [r.texts[0] for r in gemini_env.requests]
+    assert len(prompts) == 2 and not any("Rubric category:" in p for p in prompts)
+    assert all(len(responders.criteria(p)) == 3 for p in prompts)
+
+
+def test_paraphrase_within_a_category_is_reasked(gemini_env, tmp_path):
+    target: list[str] = []
+
+    def paraphrase_second(req):
+        """The first batch of two or more gets a paraphrase once; its re-ask is answered well."""
+        answer = responders.discovery(req.texts[0])
+        if len(req.texts) == 1 and len(answer["items"]) > 1 and not target:
+            target.append(req.texts[0])
+            answer["items"][0]["capabilities"] = ["numeric_value_recomputation_capability"]
+            answer["items"][1]["capabilities"] = ["recomputing_numeric_values_capability"]
+        return answer
+
+    gemini_env.responder = paraphrase_second
+    _, labels = run_discover(tmp_path)
+    reask = next(r for r in gemini_env.requests if len(r.texts) == 3)
+    assert "criterion 1: `recomputing_numeric_values_capability` paraphrases criterion 0's `numeric_value_recomputation_capability` within rubric category" in reask.texts[2]
+    assert "recomputing_numeric_values_capability" not in labels["labels"].explode().to_list()
+
+
+def test_a_long_brief_is_cut_with_a_marker_and_reported(gemini_env, tmp_path):
+    toml = write_pipeline(tmp_path, limit=N, extra="[discover]\nbrief_max_chars = 200\n")
+    result = invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
+    assert "longer than discover.brief_max_chars = 200 characters and were cut" in result.output
+    assert all("[... brief cut here: 200 of " in r.texts[0] for r in gemini_env.requests)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert any("brief_max_chars" in n for n in manifest["stages"]["discover"]["notes"])
+
+
+def test_offline_path_applies_the_category_check(offline_env, tmp_path):
+    from taxonomy.config import PipelineConfig
+    from taxonomy.stages.discover import _discover_offline
+
+    frame = pl.DataFrame({
+        "task_id": ["t"] * 2, "criterion_id": ["t/0", "t/1"], "text": ["Total revenue equals the sum of 4 quarters"] * 2,
+        "category": ["math"] * 2, "direction": ["reward"] * 2, "context": [""] * 2, "brief": [""] * 2,
+    })
+    from taxonomy.offline import discover as offline
+
+    original = offline.discover_offline
+
+    def paraphrasing(criteria, rules):
+        out = original(criteria, rules)
+        return out.with_columns(labels=pl.Series([["numeric_value_recomputation_capability"], ["recomputing_numeric_values_capability"]]))
+
+    offline.discover_offline = paraphrasing
+    try:
+        rows = _discover_offline(frame, PipelineConfig.model_validate({"name": "x", "corpus": {"path": "."}}).labels, 20)
+    finally:
+        offline.discover_offline = original
+    assert rows["status"].to_list() == ["ok", "failed"] and "paraphrases" in rows["problems"][1][0]

@@ -14,16 +14,43 @@ class Batch:
     task_id: str
     brief: str
     rows: list[dict]  # criterion dicts: criterion_id, text, category, direction, context
+    category: str | None = None  # the rubric category every row shares (the paper's template header)
+    cohort: str | None = None
 
 
-def batches_by_task(criteria: pl.DataFrame, size: int, brief_max_chars: int) -> Iterator[Batch]:
-    """Criteria of one task share a call, so its brief is sent once per batch, not once per criterion."""
+def criterion_batches(criteria: pl.DataFrame, size: int, brief_max_chars: int) -> Iterator[Batch]:
+    """Batches as in the paper's template: criteria of one task and one rubric category (and cohort,
+    where the corpus has a `cohort` column) share a call under one header; criteria without a
+    category are batched by task. The brief is sent once per batch, cut to `brief_max_chars` with a
+    marker that says so (`long_briefs` reports the cut in the run summary)."""
     cols = ["task_id", "criterion_id", "text", "category", "direction", "context", "brief"]
-    for (task_id,), group in criteria.select(cols).group_by("task_id", maintain_order=True):
+    frame = criteria.select(*cols, cohort=pl.col("cohort").cast(pl.Utf8) if "cohort" in criteria.columns else pl.lit(None, pl.Utf8))
+    for (task_id, cohort, category), group in frame.group_by("task_id", "cohort", "category", maintain_order=True):
         rows = group.to_dicts()
-        brief = (rows[0]["brief"] or "")[:brief_max_chars]
+        brief = cut_brief(rows[0]["brief"] or "", brief_max_chars)
         for start in range(0, len(rows), size):
-            yield Batch(str(task_id), brief, rows[start : start + size])
+            yield Batch(str(task_id), brief, rows[start : start + size], category, cohort)
+
+
+batches_by_task = criterion_batches  # the former name, for callers on branches not yet rebased
+
+
+def cut_brief(brief: str, limit: int) -> str:
+    if len(brief) <= limit:
+        return brief
+    return brief[:limit] + f"\n[... brief cut here: {limit} of {len(brief)} characters shown]"
+
+
+def long_briefs(criteria: pl.DataFrame, limit: int) -> list[str]:
+    """One note for the run summary when task briefs are longer than the configured limit."""
+    lengths = criteria.group_by("task_id", maintain_order=True).agg(pl.col("brief").first().fill_null("").str.len_chars().alias("n"))
+    long = lengths.filter(pl.col("n") > limit)
+    if long.is_empty():
+        return []
+    shown = ", ".join(f"{t} ({n:,})" for t, n in long.head(5).iter_rows())
+    more = f" and {long.height - 5} more" if long.height > 5 else ""
+    return [f"{long.height} task brief(s) are longer than discover.brief_max_chars = {limit:,} characters and were cut to it: "
+            f"{shown}{more}; raise discover.brief_max_chars to send them whole"]
 
 
 def item_status(violations: list[Violation], n: int, answered: set[int]) -> list[tuple[str, list[str]]]:

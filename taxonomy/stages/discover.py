@@ -9,9 +9,9 @@ from taxonomy.config import PipelineConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render
 from taxonomy.schemas import DiscoveryAnswer
-from taxonomy.stages.common import Batch, batches_by_task, item_status
+from taxonomy.stages.common import Batch, criterion_batches, item_status
 from taxonomy.validate import (
-    Violation, check_coverage, check_label_count, check_rationale_grounding, check_rationale_prefix, label_problems,
+    Violation, check_coverage, check_distinct_in_batch, check_label_count, check_rationale_grounding, check_rationale_prefix, label_problems,
 )
 from taxonomy.config import LabelRules
 
@@ -29,19 +29,20 @@ def item_problems(labels: list[str], rationale: str, criterion: str, rules: Labe
     return problems
 
 
-def validate_answer(answer: DiscoveryAnswer, texts: list[str], rules: LabelRules) -> list[Violation]:
+def validate_answer(answer: DiscoveryAnswer, texts: list[str], rules: LabelRules, category: str | None = None) -> list[Violation]:
     out = check_coverage([item.criterion_idx for item in answer.items], len(texts))
     for item in answer.items:
         if 0 <= item.criterion_idx < len(texts):
             out += [Violation(item.criterion_idx, p) for p in item_problems(item.capabilities, item.rationale, texts[item.criterion_idx], rules)]
-    return out
+    labels = {item.criterion_idx: item.capabilities for item in answer.items if 0 <= item.criterion_idx < len(texts)}
+    return out + check_distinct_in_batch(labels, rules, category)
 
 
 def discover(criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner | None) -> pl.DataFrame:
     """Stage 1 over a criteria table; `runner=None` selects the offline backend."""
     if runner is None:
-        return _discover_offline(criteria, cfg.labels)
-    batches = list(batches_by_task(criteria, cfg.discover.batch_size, cfg.discover.brief_max_chars))
+        return _discover_offline(criteria, cfg.labels, cfg.discover.batch_size)
+    batches = list(criterion_batches(criteria, cfg.discover.batch_size, cfg.discover.brief_max_chars))
     jobs = [_job(b, cfg) for b in batches]
     answers = runner.run("discover", jobs, "Stage 1 discovery")
     rows = []
@@ -59,19 +60,26 @@ def discover(criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner | None)
 
 
 def _job(batch: Batch, cfg: PipelineConfig) -> Job[DiscoveryAnswer]:
-    prompt = render("stage1_discovery.j2", rules=cfg.labels, task_id=batch.task_id, brief=batch.brief, criteria=batch.rows)
+    prompt = render("stage1_discovery.j2", rules=cfg.labels, task_id=batch.task_id, brief=batch.brief, criteria=batch.rows,
+                    category=batch.category, cohort=batch.cohort)
     texts = [r["text"] for r in batch.rows]
-    return Job(prompt=prompt, schema=DiscoveryAnswer, validate=partial(validate_answer, texts=texts, rules=cfg.labels))
+    return Job(prompt=prompt, schema=DiscoveryAnswer, validate=partial(validate_answer, texts=texts, rules=cfg.labels, category=batch.category))
 
 
-def _discover_offline(criteria: pl.DataFrame, rules: LabelRules) -> pl.DataFrame:
+def _discover_offline(criteria: pl.DataFrame, rules: LabelRules, batch_size: int) -> pl.DataFrame:
     """The offline labels pass the same validators an LLM's answer would; anything that fails is marked failed."""
     from taxonomy.offline.discover import discover_offline
 
     found = discover_offline(criteria, rules).join(criteria.select("criterion_id", "text"), on="criterion_id", how="left")
+    labels_of = dict(zip(found["criterion_id"].to_list(), found["labels"].to_list()))
+    paraphrases: dict[str, list[str]] = {}  # the same batch check as on the LLM path
+    for batch in criterion_batches(criteria, batch_size, 0):
+        ids = [r["criterion_id"] for r in batch.rows]
+        for v in check_distinct_in_batch({i: labels_of.get(cid) or [] for i, cid in enumerate(ids)}, rules, batch.category):
+            paraphrases.setdefault(ids[v.item], []).append(v.message)
     rows = []
     for r in found.iter_rows(named=True):
-        problems = item_problems(r["labels"], r["rationale"], r["text"], rules)
+        problems = item_problems(r["labels"], r["rationale"], r["text"], rules) + paraphrases.get(r["criterion_id"], [])
         rows.append({
             "criterion_id": r["criterion_id"], "labels": [] if problems else r["labels"], "rationale": r["rationale"],
             "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,

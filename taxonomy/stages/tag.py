@@ -9,7 +9,7 @@ from taxonomy.config import PipelineConfig, TagConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render
 from taxonomy.schemas import TagAnswer, Taxonomy
-from taxonomy.stages.common import Batch, batches_by_task, item_status
+from taxonomy.stages.common import Batch, criterion_batches, item_status
 from taxonomy.validate import Violation, check_coverage
 
 SCHEMA = {
@@ -47,7 +47,7 @@ def tag(
     """Stage 3 over a criteria table; `runner=None` selects the offline backend (which reads Stage 1 labels)."""
     if runner is None:
         return _tag_offline(criteria, taxonomy, cfg, stage1, micro_labels)
-    batches = list(batches_by_task(criteria, cfg.tag.batch_size, cfg.discover.brief_max_chars))
+    batches = list(criterion_batches(criteria, cfg.tag.batch_size, cfg.discover.brief_max_chars))
     jobs = [_job(b, taxonomy, cfg) for b in batches]
     answers = runner.run("tag", jobs, "Stage 3 tagging")
     rows = []
@@ -65,7 +65,7 @@ def tag(
 def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[TagAnswer]:
     prompt = render(
         "stage3_tagging.j2", rules=cfg.labels, tag=cfg.tag, capabilities=taxonomy.capabilities,
-        task_id=batch.task_id, brief=batch.brief, criteria=batch.rows,
+        task_id=batch.task_id, brief=batch.brief, criteria=batch.rows, category=batch.category, cohort=batch.cohort,
     )
     check = partial(validate_answer, n=len(batch.rows), names=taxonomy.names(), cfg=cfg.tag)
     return Job(prompt=prompt, schema=TagAnswer, validate=check)
