@@ -29,7 +29,7 @@ def prompt_tokens(criteria, cfg, batch_size: int) -> int:
     """Same estimate the local server reports (characters / 4), so both sides are counted alike."""
     total = 0
     for b in criterion_batches(criteria, batch_size, cfg.discover.brief_max_chars):
-        total += len(render("stage1_discovery.j2", rules=cfg.labels, task_id=b.task_id, brief=b.brief, criteria=b.rows)) // 4
+        total += len(render("stage1_discovery.j2", rules=cfg.labels, task_id=b.task_id, brief=b.brief, criteria=b.rows, category=b.category, cohort=b.cohort)) // 4
     return total
 
 
