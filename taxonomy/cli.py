@@ -208,7 +208,7 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
         info = run_stage(s, "tag", taxonomy_path=taxonomy)
     _print_stage("tag", info)
     _print_failures(s, "stage3_tags.parquet")
-    _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet")))
+    _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet"), s.run.read_parquet("criteria.parquet")))
     out.print(f"Stage 3 tags: {s.run.path / 'stage3_tags.parquet'}")
 
 
@@ -228,9 +228,11 @@ def _print_shares(shares) -> None:
     table = Table(title="Share of criteria by primary capability")
     table.add_column("capability")
     table.add_column("criteria", justify="right")
-    table.add_column("share", justify="right")
+    table.add_column("share of all", justify="right")
+    table.add_column("share of tagged", justify="right")
     for r in shares.iter_rows(named=True):
-        table.add_row(r["capability"], str(r["n"]), f"{100 * r['share']:.1f}%")
+        tagged = "–" if r["share_of_tagged"] is None else f"{100 * r['share_of_tagged']:.1f}%"
+        table.add_row(r["capability"], str(r["n"]), f"{100 * r['share']:.1f}%", tagged)
     out.print(table)
 
 
@@ -259,7 +261,7 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
     run_pipeline(s, force_from=force, on_stage=_print_stage)
     _print_failures(s, "stage1_labels.parquet")
     _print_failures(s, "stage3_tags.parquet")
-    _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet")))
+    _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet"), s.run.read_parquet("criteria.parquet")))
     if report:
         from taxonomy.analysis.report import render_report
 
@@ -313,9 +315,10 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
               verdicts: list[str] = typer.Option(..., "--verdicts", help="devai:PATH, paperbench:PATH, or a CSV/JSONL/parquet with criterion_id, verifier, verdict[, system]; repeatable"),
               reference: str = typer.Option("human", help="the verifier whose verdicts are the ground truth"),
               by: str = typer.Option("primary", help="primary | any | a criteria column"),
-              boot: int = typer.Option(1000, help="bootstrap resamples of tasks for the 95% CI (0: none)")) -> None:
+              boot: int = typer.Option(1000, help="bootstrap resamples of tasks for the 95% CI (0: none)"),
+              against: Optional[Path] = typer.Option(None, "--against", help="a second run tagged with this run's taxonomy (`taxonomy tag CORPUS --taxonomy RUN_DIR/taxonomy.json`): one table, a block per corpus")) -> None:
     """Per-capability verifier error rate, FP, FN, F1 (unmet), CIs and paired tests against human labels."""
-    from taxonomy.analysis.breakdown_files import run_breakdown
+    from taxonomy.analysis.breakdown_files import run_against, run_breakdown
     from taxonomy.config import ConfigError
     from taxonomy.run import RunDir, record_use, taxonomy_in_use
 
@@ -326,6 +329,15 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
     if by not in ("primary", "any") and by not in columns:
         raise ConfigError(f"--by {by}: no such column in {run.path / 'criteria.parquet'}; fix: use primary, any, or one of {', '.join(columns)}")
     used = taxonomy_in_use(run, "breakdown")
+    if against is not None:
+        if not against.is_dir():
+            from taxonomy.run import RunError
+
+            raise RunError(f"{against}: no such run directory; fix: pass the run made by `taxonomy tag CORPUS --taxonomy {run_dir / 'taxonomy.json'}`")
+        result = run_against(run, RunDir(against), verdicts, reference=reference, by=by)
+        out.print(result.markdown, markup=False, highlight=False)
+        out.print(f"Table: {result.files[-1]}")
+        return
     result = run_breakdown(run, verdicts, reference=reference, by=by, n_boot=boot)
     record_use(run, "breakdown", used)
     out.print(result.markdown, markup=False, highlight=False)

@@ -22,6 +22,7 @@ from sklearn.cluster import AgglomerativeClustering
 
 from taxonomy.config import LabelRules, MergeConfig
 from taxonomy.schemas import MergedCapability, MicroCapability, TaxonomyCapability
+from taxonomy.siblings import MAX_NON_EXAMPLES, capability_co_counts, choose_siblings, named_siblings, non_example_problems
 from taxonomy.validate import Violation, label_problems
 
 _EPS = 1e-9
@@ -66,12 +67,6 @@ def _centroid(members: list[int], w: np.ndarray, centroids: np.ndarray) -> np.nd
     return c / norm if norm > 0 else c
 
 
-def _mentions(cap: MergedCapability, other_name: str) -> bool:
-    # Whole-name match, so `verify_totals_capability` is not found inside `cross_verify_totals_capability`.
-    pattern = re.compile(rf"(?<![a-z_]){re.escape(other_name.lower())}(?![a-z_])")
-    return any(pattern.search(ne.lower()) for ne in cap.non_examples)
-
-
 def _index(micro: list[MicroCapability]) -> dict[str, int]:
     index = {m.name: i for i, m in enumerate(micro)}
     if len(index) != len(micro):
@@ -113,11 +108,13 @@ def check_merge(
     cfg: MergeConfig,
     rules: LabelRules,
     similarity: np.ndarray | None,
+    co_counts: np.ndarray | None = None,
 ) -> list[Violation]:
     """Every broken merge rule as a message that says what to change (empty when all hold).
 
     `similarity` is `capability_similarity(proposal, micro, centroids)`; with None the
-    confusable-pair rule is skipped and the min-share message names no neighbour.
+    non-example rule is skipped and the min-share message names no neighbour. `co_counts`
+    (capabilities x capabilities, criteria labelled into both) joins the choice of siblings.
     """
     out: list[str] = []
     index = _index(micro)
@@ -163,14 +160,8 @@ def check_merge(
             out.append(f"the name `{name}` is used by {count} capabilities; give each capability a distinct name")
 
     if similarity is not None:
-        for a, b in itertools.combinations(range(n), 2):
-            pa, pb = proposal[a], proposal[b]
-            if similarity[a, b] >= cfg.confusable_similarity and not (_mentions(pa, pb.name) or _mentions(pb, pa.name)):
-                out.append(
-                    f"`{pa.name}` and `{pb.name}` are confusable (centroid similarity {similarity[a, b]:.2f} >= "
-                    f"{cfg.confusable_similarity:.2f}); add to either one's non_examples a boundary naming the other, "
-                    f'e.g. "if <pattern>, prefer `{pb.name}`"'
-                )
+        # Every capability draws boundaries against its nearest siblings (siblings.py), no cosine cut-off.
+        out += non_example_problems([c.name for c in proposal], [c.non_examples for c in proposal], choose_siblings(similarity, co_counts))
     return [Violation(None, msg) for msg in out]
 
 
@@ -223,8 +214,9 @@ class _Group:
 
 
 class _Solver:
-    def __init__(self, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules):
-        self.micro, self.cfg, self.rules = micro, cfg, rules
+    def __init__(self, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules,
+                 co_micro: np.ndarray | None = None):
+        self.micro, self.cfg, self.rules, self.co_micro = micro, cfg, rules, co_micro
         self.centroids = _check_centroids(micro, centroids)
         self.index = _index(micro)
         self.w = _weights(micro)
@@ -457,13 +449,33 @@ class _Solver:
         return [card for *_, card in sorted(out, key=lambda t: t[:2])]
 
     def add_boundaries(self, proposal: list[MergedCapability]) -> None:
+        """Each capability keeps the non-examples that name one capability still in the taxonomy (at
+        most MAX_NON_EXAMPLES) and gains boundaries against its nearest siblings (siblings.py) until
+        it names two of them (or all there are); micro-level non-examples name micro-clusters, not
+        capabilities, so they go."""
+        names = [c.name for c in proposal]
         sim = capability_similarity(proposal, self.micro, self.centroids)
-        for a, b in itertools.combinations(range(len(proposal)), 2):
-            pa, pb = proposal[a], proposal[b]
-            if sim[a, b] >= self.cfg.confusable_similarity and not (_mentions(pa, pb.name) or _mentions(pb, pa.name)):
-                pa.non_examples.append(_boundary(pb))
-                pb.non_examples.append(_boundary(pa))
-                self.repairs.append(f"added boundary sentences between confusable `{pa.name}` and `{pb.name}` (similarity {sim[a, b]:.2f})")
+        siblings = choose_siblings(sim, capability_co_counts(proposal, self.micro, self.co_micro))
+        dropped, added = 0, []
+        for i, cap in enumerate(proposal):
+            kept = [t for t in cap.non_examples if len(set(named_siblings(t, names)) - {cap.name}) == 1][:MAX_NON_EXAMPLES]
+            dropped += len(cap.non_examples) - len(kept)
+            near = [names[j] for j in siblings[i]]
+            named = {s for t in kept for s in named_siblings(t, names)}
+            want = min(2, len(near))
+            for j in siblings[i]:
+                if len(named & set(near)) >= want or len(kept) >= MAX_NON_EXAMPLES:
+                    break
+                if names[j] not in named:
+                    kept.append(_boundary(proposal[j]))
+                    named.add(names[j])
+                    added.append(f"`{cap.name}` -> `{names[j]}`")
+            cap.non_examples = kept
+        if dropped:
+            self.repairs.append(f"dropped {dropped} non-example(s) that name no single capability of the final taxonomy")
+        if added:
+            shown = ", ".join(added[:4]) + (f" and {len(added) - 4} more" if len(added) > 4 else "")
+            self.repairs.append(f"added {len(added)} boundary sentence(s) against nearest siblings: {shown}")
 
 
 def _boundary(other: MergedCapability) -> str:
@@ -502,6 +514,7 @@ def solve_merge(
     cfg: MergeConfig,
     rules: LabelRules,
     start: list[MergedCapability] | None = None,
+    co_micro: np.ndarray | None = None,
 ) -> tuple[list[MergedCapability], list[str]]:
     """Deterministically repair `start` (or build from scratch) into a proposal that passes
     `check_merge`; returns it with the repair actions taken, in order. When the constraints
@@ -510,7 +523,7 @@ def solve_merge(
     callers re-check with `check_merge` for the exact residual violations."""
     if not micro:
         return [], ["infeasible: no micro-capabilities to merge"]
-    solver = _Solver(micro, centroids, cfg, rules)
+    solver = _Solver(micro, centroids, cfg, rules, co_micro)
     groups = solver.from_start(start) if start else []
     if not groups:
         groups = solver.from_scratch()

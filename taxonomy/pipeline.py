@@ -304,9 +304,8 @@ def usage_cost(paid: dict[str, int], prices) -> float:
 
 
 def step_discover(s: Session) -> dict[str, Any]:
-    from taxonomy.stages.discover import discover
-
     from taxonomy.stages.common import long_briefs
+    from taxonomy.stages.discover import discover
 
     criteria = ensure_criteria(s)
     labels = discover(criteria, s.cfg, s.runner)
@@ -363,12 +362,21 @@ def micro_centroids(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
     return np.stack([centroids[m.cluster_id] for m in micro])
 
 
+def micro_co_labels(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
+    """[i, j]: criteria whose Stage 1 labels fall in both micro[i] and micro[j] (sibling choice)."""
+    from taxonomy.siblings import co_label_counts
+
+    return co_label_counts(run.read_parquet("stage1_labels.parquet", "discover"), run.read_parquet("clusters.parquet", "cluster"),
+                           {m.cluster_id: i for i, m in enumerate(micro)}, len(micro))
+
+
 def step_merge(s: Session) -> dict[str, Any]:
     from taxonomy.stages.merge import constraint_failure, merge
     from taxonomy.taxonomy_io import taxonomy_markdown
 
     micro = _micro(s)
-    taxonomy = merge(micro, micro_centroids(s.run, micro), s.cfg, s.runner, corpus=s.cfg.name)
+    taxonomy = merge(micro, micro_centroids(s.run, micro), s.cfg, s.runner, corpus=s.cfg.name,
+                     co_micro=micro_co_labels(s.run, micro))
     if taxonomy.violations and not s.cfg.merge.accept_violations:
         # Kept for inspection under a name no later stage reads; the stage fails.
         s.run.write_json("taxonomy.rejected.json", taxonomy.model_dump())
@@ -383,36 +391,56 @@ def step_merge(s: Session) -> dict[str, Any]:
 
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
+    from taxonomy.stages.common import long_briefs
     from taxonomy.stages.tag import tag
     from taxonomy.taxonomy_io import load_taxonomy
 
     taxonomy = load_taxonomy(taxonomy_path or s.run.need("taxonomy.json", "merge"))
     stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-    from taxonomy.stages.common import long_briefs
-
     criteria = ensure_criteria(s)
     tags = tag(criteria, taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)
     s.run.write_parquet("stage3_tags.parquet", tags)
-    summary = primary_shares(tags)
+    summary = primary_shares(tags, criteria)
     s.run.write_text("stage3_summary.md", summary_markdown(summary))
     notes = long_briefs(criteria, s.cfg.discover.brief_max_chars) if s.runner is not None else []
     return {"criteria": tags.height, "failed": tags.filter(pl.col("status") == "failed").height, "taxonomy_hash": taxonomy.content_hash,
             "notes": notes}
 
 
-def primary_shares(tags: pl.DataFrame) -> pl.DataFrame:
-    """The paper's Table 1: capability and its share of criteria as primary tag."""
-    ok = tags.filter(pl.col("status") == "ok")
-    return (
-        ok.group_by("primary").len("n").with_columns(share=pl.col("n") / max(ok.height, 1))
-        .rename({"primary": "capability"}).sort(["n", "capability"], descending=[True, False])
+FAILED_ROW = "(failed validation)"
+UNTAGGED_ROW = "(not tagged)"
+
+
+def primary_shares(tags: pl.DataFrame, criteria: pl.DataFrame | None = None) -> pl.DataFrame:
+    """The paper's Table 1: each capability's share of ALL criteria as primary tag.
+
+    Criteria whose tags failed validation, and criteria of `criteria` with no tag row (or an ok row
+    without a primary), are rows of their own, so `share` sums to 1 over the corpus.
+    `share_of_tagged` keeps the other denominator, the successfully tagged criteria only (empty on
+    the two extra rows)."""
+    ok = tags.filter((pl.col("status") == "ok") & pl.col("primary").is_not_null())
+    n_failed = tags.filter(pl.col("status") == "failed").height
+    n_missing = tags.height - ok.height - n_failed
+    if criteria is not None:
+        n_missing += criteria.join(tags, on="criterion_id", how="anti").height
+    total = ok.height + n_failed + n_missing
+    counts = ok.group_by("primary").len("n").rename({"primary": "capability"}).sort(["n", "capability"], descending=[True, False])
+    extra = pl.DataFrame({"capability": [FAILED_ROW, UNTAGGED_ROW], "n": [n_failed, n_missing]},
+                         schema={"capability": pl.Utf8, "n": counts.schema["n"]}).filter(pl.col("n") > 0)
+    return pl.concat([counts, extra]).with_columns(
+        share=pl.col("n") / max(total, 1),
+        share_of_tagged=pl.when(pl.col("capability").is_in([FAILED_ROW, UNTAGGED_ROW])).then(None).otherwise(pl.col("n") / max(ok.height, 1)),
     )
 
 
 def summary_markdown(shares: pl.DataFrame) -> str:
-    lines = ["| capability | criteria | share as primary tag |", "|---|---:|---:|"]
-    lines += [f"| {r['capability']} | {r['n']} | {100 * r['share']:.1f}% |" for r in shares.iter_rows(named=True)]
+    def pct(v) -> str:
+        return "–" if v is None else f"{100 * v:.1f}%"
+
+    lines = ["Share as primary tag over all criteria (the paper's Table 1); the last column divides by the tagged criteria only.", "",
+             "| capability | criteria | share of all criteria | share of tagged criteria |", "|---|---:|---:|---:|"]
+    lines += [f"| {r['capability']} | {r['n']} | {pct(r['share'])} | {pct(r['share_of_tagged'])} |" for r in shares.iter_rows(named=True)]
     return "\n".join(lines) + "\n"
 
 

@@ -43,12 +43,34 @@ class MicroCapability(CapabilityCard):
 
 
 # ---- Stage 2c: the merge ------------------------------------------------------------
-class MergedCapability(CapabilityCard):
+class DesignPrinciples(Model):
+    """The paper's Section 4 per capability (P1, reactive verification, applies to all).
+
+    None means unknown: the offline backend decides neither without a domain-free signal."""
+
+    needs_native_inspection: bool | None = Field(None, description=(
+        "P2: the check depends on artifact properties that do not survive flattening to text or rendering "
+        "(formula structure, layout metadata, cross-file references, environment state)"))
+    needs_native_inspection_reason: str = ""
+    needs_domain_conventions: bool | None = Field(None, description="P3: the check depends on conventions absent from the criterion text")
+    needs_domain_conventions_reason: str = ""
+
+
+class MergedCapability(CapabilityCard, DesignPrinciples):
     member_input_names: list[str]
 
 
+class MergeAnswerCapability(MergedCapability):
+    """What the model must answer: both principles decided, each with its reason."""
+
+    needs_native_inspection: bool
+    needs_native_inspection_reason: str
+    needs_domain_conventions: bool
+    needs_domain_conventions_reason: str
+
+
 class MergeAnswer(Model):
-    capabilities: list[MergedCapability]
+    capabilities: list[MergeAnswerCapability]
 
 
 # ---- Stage 3: closed-vocabulary tagging ---------------------------------------------
@@ -62,7 +84,7 @@ class TagAnswer(Model):
 
 
 # ---- Artifacts ----------------------------------------------------------------------
-class TaxonomyCapability(CapabilityCard):
+class TaxonomyCapability(CapabilityCard, DesignPrinciples):
     members: list[str] = Field(description="names of the member micro-capabilities")
     share: float = Field(0.0, description="share of criteria whose dominant micro-cluster maps here")
     # The Stage 1 labels of its micro-clusters: a frozen taxonomy tags a new corpus by them offline.

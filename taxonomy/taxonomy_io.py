@@ -45,16 +45,27 @@ def load_taxonomy(path: str | Path, rules: LabelRules | None = None) -> Taxonomy
     return taxonomy
 
 
+def principle_mark(value: bool | None) -> str:
+    """✓ needed, – not needed, ? unknown (the offline backend does not decide)."""
+    return "?" if value is None else "✓" if value else "–"
+
+
 def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     lines = [f"# Capability taxonomy: {taxonomy.corpus or 'corpus'}", "",
              f"{len(taxonomy.capabilities)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", "",
-             "| capability | share | description |", "|---|---:|---|"]
+             "Design principles (the paper's Section 4): P1 reactive verification applies to every capability; "
+             "P2 = needs native inspection of the artifacts (properties lost when flattened to text or rendered); "
+             "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", "",
+             "| capability | share | P1 | P2 | P3 | description |", "|---|---:|:-:|:-:|:-:|---|"]
+    lines += [f"| `{c.name}` | {100 * c.share:.1f}% | ✓ | {principle_mark(c.needs_native_inspection)} | "
+              f"{principle_mark(c.needs_domain_conventions)} | {c.description} |" for c in taxonomy.capabilities]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
-    lines += [f"| `{c.name}` | {100 * c.share:.1f}% | {c.description} |" for c in taxonomy.capabilities]
     for c in taxonomy.capabilities:
         lines += ["", f"## `{c.name}`", "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
-                  f"- **Example:** {c.example_pattern}", f"- **Members:** {', '.join(f'`{m}`' for m in c.members)}"]
+                  f"- **Example:** {c.example_pattern}", f"- **Members:** {', '.join(f'`{m}`' for m in c.members)}",
+                  f"- **P2, native inspection:** {principle_mark(c.needs_native_inspection)} {c.needs_native_inspection_reason}".rstrip(),
+                  f"- **P3, domain conventions:** {principle_mark(c.needs_domain_conventions)} {c.needs_domain_conventions_reason}".rstrip()]
         lines += [f"- **Boundary:** {ne}" for ne in c.non_examples]
     if taxonomy.repairs:
         lines += ["", "## Repairs made in code", ""] + [f"- {r}" for r in taxonomy.repairs]

@@ -5,6 +5,7 @@ They are deliberately simple but always valid, so a test can break exactly one t
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 import html
 import re
 
@@ -74,19 +75,40 @@ def canonicalize(prompt: str) -> dict:
     }
 
 
-def merge(prompt: str, n_caps: int = 9) -> dict:
-    """Greedy balanced grouping: biggest candidate to the currently smallest group."""
+NEAREST = re.compile(r"^- `([a-z_]+)`: .* Nearest: (.*)\.$", re.M)
+SIBLING_HINT = re.compile(r"`([a-z_]+)`'s non_examples name none of its nearest siblings \(([^)]*)\)")
+
+
+def merge(prompt: str, n_caps: int = 9, reask: str = "") -> dict:
+    """Greedy balanced grouping: biggest candidate to the currently smallest group. Each capability
+    draws boundaries against the next two; a re-ask naming its nearest siblings is heeded, as a
+    model reading the violations would."""
     candidates = [(name, float(share)) for name, share, _ in CANDIDATE.findall(prompt)]
     n_caps = min(n_caps, len(candidates))
     groups: list[list[tuple[str, float]]] = [[] for _ in range(n_caps)]
     for name, share in sorted(candidates, key=lambda c: -c[1]):
         min(groups, key=lambda g: sum(s for _, s in g)).append((name, share))
     names = [g[0][0] for g in groups]
+    hinted = {name: re.findall(r"`([a-z_]+)`", listed) for name, listed in SIBLING_HINT.findall(reask)}
+    owner = {n: g[0][0] for g in groups for n, _ in g}
+    nearest = {name: re.findall(r"`([a-z_]+)`", listed) for name, listed in NEAREST.findall(prompt)}
+
+    def boundaries(name: str) -> list[str]:
+        """Against the groups holding its members' nearest candidates, most often first."""
+        members = next(g for g in groups if g[0][0] == name)
+        votes = Counter(owner[n] for m, _ in members for n in nearest.get(m, []) if n in owner and owner[n] != name)
+        i = names.index(name)
+        others = hinted.get(name) or [n for n, _ in votes.most_common(2)] or [names[(i + d) % len(names)] for d in (1, 2) if len(names) > d]
+        return [f"if the criterion is about what {other} covers, prefer `{other}`" for other in dict.fromkeys(others[:2]) if other != name]
+
     return {"capabilities": [
         {
             "name": g[0][0], "description": f"Everything `{g[0][0]}` covers.", "diagnostic_signal": "The verifier opens the evidence.",
-            "example_pattern": "The verifier checks the value.",
-            "non_examples": [f"if it is about {other}, prefer `{other}`" for other in names if other != g[0][0]],
+            "example_pattern": "The verifier checks the value.", "non_examples": boundaries(g[0][0]),
+            "needs_native_inspection": _stable(g[0][0]) % 2 == 0,
+            "needs_native_inspection_reason": "The check reads properties of the deliverable that plain text loses.",
+            "needs_domain_conventions": _stable(g[0][0]) % 3 == 0,
+            "needs_domain_conventions_reason": "The criterion relies on conventions it does not state.",
             "member_input_names": [n for n, _ in g],
         }
         for g in groups
@@ -142,6 +164,9 @@ ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "
 
 
 def model(req) -> dict:
-    """The default well-behaved model: re-asks are answered from the original request (the first turn)."""
+    """The default well-behaved model: re-asks are answered from the original request (the first turn);
+    a merge re-ask also reads the siblings the validator named."""
     prompt = req.texts[0]
+    if kind(prompt) == "merge":
+        return merge(prompt, reask=req.texts[-1] if len(req.texts) > 1 else "")
     return ANSWER[kind(prompt)](prompt)

@@ -67,9 +67,10 @@ def test_checker_flags_each_violation_kind():
     assert "not mapped: `trace_currency_sources_capability`" in text
     assert f"the name `{proposal[7].name}` is used by 2 capabilities" in text
     assert "`Build-Excel-Model` must be lower_snake_case" in text
-    assert "`audit_filing_topic_capability` and `audit_footnote_topic_capability` are confusable" in text
-    # Only the planted pair is confusable.
-    assert text.count("are confusable") == 1
+    # Every capability must carry 1-3 non-examples; the planted close pair are each other's nearest sibling.
+    assert text.count("has 0 non_examples; give 1-3") == len(proposal)
+    assert "`audit_footnote_topic_capability` has 0 non_examples; give 1-3, each naming a sibling capability and the boundary " \
+           "against it (nearest siblings: `audit_filing_topic_capability`" in text
 
 
 def test_checker_other_kinds_and_clean_pass():
@@ -103,7 +104,7 @@ def test_solver_repairs_bad_proposal_and_records_repairs():
     assert "split `audit_revenue_topic_capability` (55.0%, above the 40% maximum)" in text
     assert "folded `" in text
     assert "renamed `Build-Excel-Model`" in text or "Build-Excel-Model" not in {c.name for c in proposal}
-    assert "added boundary sentences" in text
+    assert "boundary sentence(s) against nearest siblings" in text
     assert not any(r.startswith(("infeasible", "could not", "stopped")) for r in repairs)
     assert "renamed `audit_narrative_topic_capability` to `trace_ratio_figures_capability` (the name was already taken" in text
     # The model's cards survive where the model's groups survive; a fold keeps the receiver's card.
@@ -187,10 +188,11 @@ def test_input_checks_and_whole_name_boundaries():
     b = cap("cross_verify_totals_capability", [micro[1].name], ["if stated, prefer `reverify_totals_capability`"])
     cfg = MergeConfig(min_caps=1, max_caps=30, max_share=1.0, min_share=0.0)
     sim = np.array([[1.0, 0.99], [0.99, 1.0]])
-    confusable = lambda: [str(v) for v in check_merge([a, b], micro, cfg, RULES, sim) if "confusable" in str(v)]
-    assert len(confusable()) == 1
-    a.non_examples.append("if the totals are recomputed, prefer `cross_verify_totals_capability`.")
-    assert confusable() == []
+    about_a = lambda: [str(v) for v in check_merge([a, b], micro, cfg, RULES, sim) if str(v).startswith("`verify_totals_capability` non")
+                       or str(v).startswith("`verify_totals_capability`'s")]
+    assert len(about_a()) == 2 and "(it names 0)" in about_a()[0] and "name none of its nearest siblings" in about_a()[1]
+    a.non_examples = ["if the totals are recomputed, prefer `cross_verify_totals_capability`."]
+    assert about_a() == []
 
 
 def test_hard_violations_name_each_broken_constraint():

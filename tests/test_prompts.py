@@ -33,7 +33,7 @@ def test_constraints_come_from_config():
 
 @pytest.mark.parametrize("template,context", [
     ("stage2_canonicalize.j2", {"cluster_id": 3, "members": [{"label": "x_capability", "frequency": 2}], "examples": [], "taken": []}),
-    ("stage2_merge.j2", {"merge": MergeConfig(min_caps=7, max_caps=9, max_share=0.35), "candidates": [], "n_total": 10}),
+    ("stage2_merge.j2", {"merge": MergeConfig(min_caps=7, max_caps=9, max_share=0.35), "candidates": [], "n_total": 10, "near": []}),
     ("stage3_tagging.j2", {"tag": TagConfig(), "capabilities": [], "task_id": "t", "brief": "", "criteria": [], "category": "c", "cohort": None}),
 ])
 def test_every_call_kind_renders_with_its_rules(template, context):

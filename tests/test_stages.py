@@ -27,14 +27,16 @@ def load_run(run_dir):
 
 
 def assert_taxonomy_passes_every_check(run_dir):
-    from taxonomy.pipeline import micro_centroids
+    from taxonomy.pipeline import micro_centroids, micro_co_labels
     from taxonomy.run import RunDir
+    from taxonomy.siblings import capability_co_counts
 
     taxonomy, micro = load_run(run_dir)
     centroids = micro_centroids(RunDir(run_dir), micro)
     proposal = [MergedCapability(**c.model_dump(exclude={"members", "share"}), member_input_names=c.members) for c in taxonomy.capabilities]
     cfg = MergeConfig()
-    assert check_merge(proposal, micro, cfg, LabelRules(), capability_similarity(proposal, micro, centroids)) == []
+    co = capability_co_counts(proposal, micro, micro_co_labels(RunDir(run_dir), micro))
+    assert check_merge(proposal, micro, cfg, LabelRules(), capability_similarity(proposal, micro, centroids), co_counts=co) == []
     assert cfg.min_caps <= len(taxonomy.capabilities) <= cfg.max_caps
     assert sorted(m for c in taxonomy.capabilities for m in c.members) == sorted(m.name for m in micro)
     return taxonomy, micro

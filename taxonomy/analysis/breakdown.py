@@ -247,17 +247,56 @@ def side_by_side(breakdown: pl.DataFrame, metric: str = "error_rate") -> pl.Data
                     descending=[*[False] * (len(keys) - 1), False, True, False])
 
 
-def gap_table(breakdown: pl.DataFrame, verifier: str, include_all: bool = False) -> pl.DataFrame:
-    """Table A6: one verifier's FP and FN rates per capability, sorted by FN - FP, largest first."""
+P2_GROUPS = {True: "native inspection required (P2)", False: "judgment on rendered content", None: "P2 unknown"}
+
+
+def gap_table(breakdown: pl.DataFrame, verifier: str, include_all: bool = False,
+              native_inspection: dict[str, bool | None] | None = None) -> pl.DataFrame:
+    """Table A6: one verifier's FP and FN rates per capability, FN - FP and FN/FP, sorted by FN - FP,
+    largest first. With `native_inspection` (capability -> the taxonomy's P2 attribute) rows are grouped
+    as in the paper: capabilities needing native inspection first, then judgment on rendered content,
+    then those whose P2 is unknown. FN/FP is empty when FP is zero."""
     if verifier not in breakdown["verifier"].to_list():
         raise ValueError(f"no verifier {verifier!r} in the breakdown; fix: use one of {sorted(set(breakdown['verifier']))}")
     rows = breakdown.filter(pl.col("verifier") == verifier)
     if not include_all:
         rows = rows.filter(pl.col("capability") != ALL)
     extra = _extra_groups(breakdown)
-    return (rows.with_columns(fn_minus_fp=pl.col("fn_rate") - pl.col("fp_rate"))
-            .select(*extra, "capability", "n", "fp_rate", "fn_rate", "fn_minus_fp")
-            .sort([*extra, "fn_minus_fp"], descending=[*[False] * len(extra), True]))
+    rows = rows.with_columns(
+        fn_minus_fp=pl.col("fn_rate") - pl.col("fp_rate"),
+        fn_over_fp=pl.when(pl.col("fp_rate") > 0).then(pl.col("fn_rate") / pl.col("fp_rate")).otherwise(None),
+    )
+    keys = list(extra)
+    if native_inspection is not None:
+        order = list(P2_GROUPS.values())
+        group = [P2_GROUPS[native_inspection.get(c)] for c in rows["capability"].to_list()]
+        rows = rows.with_columns(p2_group=pl.Series(group, dtype=pl.Utf8), _g=pl.Series([order.index(g) for g in group], dtype=pl.Int64))
+        keys = [*extra, "_g"]
+    out = rows.sort([*keys, "fn_minus_fp"], descending=[*[False] * len(keys), True], nulls_last=True)
+    first = ["p2_group"] if native_inspection is not None else []
+    return out.select(*extra, *first, "capability", "n", "fp_rate", "fn_rate", "fn_minus_fp", "fn_over_fp")
+
+
+def two_corpora(a: pl.DataFrame | None, b: pl.DataFrame | None, names: list[str], label_a: str, label_b: str,
+                metric: str = "error_rate", counts: tuple[dict[str, int], dict[str, int]] | None = None) -> pl.DataFrame:
+    """Tables A3/A5: one row per capability of the shared taxonomy (then ALL), a block of columns per
+    corpus: criteria (primary tags, from `counts`), n judged, then `metric` per verifier. A capability
+    absent from a corpus has empty cells there; a corpus without verifier verdicts (None) has only
+    its criteria column."""
+    rows = pl.DataFrame({"capability": [*names, ALL]})
+    out = rows
+    for i, (frame, label) in enumerate(((a, label_a), (b, label_b))):
+        if counts is not None:
+            n = counts[i]
+            total = sum(n.values())
+            crit = pl.DataFrame({"capability": [*names, ALL], f"{label}: criteria": [n.get(c) or None for c in names] + [total]},
+                                schema={"capability": pl.Utf8, f"{label}: criteria": pl.Int64})
+            out = out.join(crit, on="capability", how="left")
+        if frame is not None:
+            wide = side_by_side(frame, metric).drop("best").rename({"n": "judged"})
+            wide = wide.rename({c: f"{label}: {c}" for c in wide.columns if c != "capability"})
+            out = out.join(wide.with_columns(pl.col(f"{label}: judged").cast(pl.Int64)), on="capability", how="left")
+    return out
 
 
 def paired_test(joined: pl.DataFrame, a: str, b: str, by: str = "primary") -> pl.DataFrame:
@@ -305,7 +344,7 @@ def _holm(p: list[float]) -> list[float]:
 
 
 # ---- output ------------------------------------------------------------------------------
-_NOT_PCT = ("f1", "p_", "weight")
+_NOT_PCT = ("f1", "p_", "weight", "fn_over_fp")
 
 
 def to_markdown(df: pl.DataFrame, pct_cols: Sequence[str] | None = None, digits: int = 1) -> str:

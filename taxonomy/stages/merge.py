@@ -17,13 +17,36 @@ from taxonomy.llm.runner import Job, Runner
 from taxonomy.merge_rules import capability_similarity, check_merge, hard_violations, solve_merge, to_taxonomy_capabilities
 from taxonomy.run import RunError
 from taxonomy.prompts import render
-from taxonomy.schemas import MergeAnswer, MergedCapability, MicroCapability, Taxonomy
+from taxonomy.schemas import DesignPrinciples, MergeAnswer, MergedCapability, MicroCapability, Taxonomy
+from taxonomy.siblings import capability_co_counts, choose_siblings
 from taxonomy.validate import Violation
 
 
-def _violations(answer: MergeAnswer, micro, centroids, cfg: PipelineConfig) -> list[Violation]:
+def _violations(answer: MergeAnswer, micro, centroids, cfg: PipelineConfig, co_micro=None) -> list[Violation]:
     similarity = capability_similarity(answer.capabilities, micro, centroids)
-    return check_merge(answer.capabilities, micro, cfg.merge, cfg.labels, similarity)
+    co = capability_co_counts(answer.capabilities, micro, co_micro)
+    out = check_merge(answer.capabilities, micro, cfg.merge, cfg.labels, similarity, co_counts=co)
+    return out + [Violation(None, p) for cap in answer.capabilities for p in principle_problems(cap)]
+
+
+_SENTENCE_END = re.compile(r"[.!?。！？](?:\s+|$)")
+MAX_REASON_WORDS = 45
+
+
+def principle_problems(cap: DesignPrinciples, name: str | None = None) -> list[str]:
+    """P2 and P3 are decided (true or false) with a one-sentence reason each."""
+    name = name or getattr(cap, "name", "capability")
+    out = []
+    for field, what in (("needs_native_inspection", "P2: does checking it depend on artifact properties lost when the deliverable is flattened to text or rendered"),
+                        ("needs_domain_conventions", "P3: does it depend on conventions absent from the criterion text")):
+        value, reason = getattr(cap, field), getattr(cap, f"{field}_reason").strip()
+        if value is None:
+            out.append(f"`{name}`: set `{field}` to true or false ({what}?)")
+        ends = len(_SENTENCE_END.findall(reason))
+        if not reason or ends > 1 or len(reason.split()) > MAX_REASON_WORDS:
+            out.append(f"`{name}`: `{field}_reason` must be one sentence of at most {MAX_REASON_WORDS} words saying why "
+                       f"({'it is empty' if not reason else f'it has {ends} sentences and {len(reason.split())} words'})")
+    return out
 
 
 def _offline_start(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig) -> list[MergedCapability] | None:
@@ -65,14 +88,21 @@ def _distinguish(capabilities: list, suffix: str) -> list:
     return capabilities
 
 
-def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, runner: Runner | None, corpus: str = "") -> Taxonomy:
-    """`centroids[i]` is the label-embedding centroid of `micro[i]`."""
+OFFLINE_UNKNOWN = "Unknown: the offline backend has no domain-free signal to decide it; set it by hand or run the LLM merge."
+
+
+def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, runner: Runner | None, corpus: str = "",
+          co_micro: np.ndarray | None = None) -> Taxonomy:
+    """`centroids[i]` is the label-embedding centroid of `micro[i]`; `co_micro[i, j]` (optional) counts
+    criteria whose Stage 1 labels fall in both micro-clusters, for choosing each capability's siblings."""
     repairs: list[str] = []
     proposal, start = None, None
     if runner is not None:
         total = sum(m.n_criteria for m in micro)
-        prompt = render("stage2_merge.j2", rules=cfg.labels, merge=cfg.merge, candidates=micro, n_total=total)
-        job = Job(prompt=prompt, schema=MergeAnswer, validate=partial(_violations, micro=micro, centroids=centroids, cfg=cfg))
+        sim = np.asarray(centroids, dtype=np.float64) @ np.asarray(centroids, dtype=np.float64).T
+        near = [", ".join(f"`{micro[j].name}`" for j in row) for row in choose_siblings(sim, co_micro, k=2)]
+        prompt = render("stage2_merge.j2", rules=cfg.labels, merge=cfg.merge, candidates=micro, n_total=total, near=near)
+        job = Job(prompt=prompt, schema=MergeAnswer, validate=partial(_violations, micro=micro, centroids=centroids, cfg=cfg, co_micro=co_micro))
         (answer,) = runner.run("merge", [job], "Stage 2 merge")
         if answer.ok:
             proposal = answer.value.capabilities
@@ -85,14 +115,22 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
     if proposal is None:
         if runner is None:
             start = _offline_start(micro, centroids, cfg)
-        proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start)
+        proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start, co_micro=co_micro)
         repairs += solver_notes
-    remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids))
+    remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids),
+                            co_counts=capability_co_counts(proposal, micro, co_micro))
     repairs += [f"unresolved: {v}" for v in remaining]
     violations = hard_violations(proposal, micro, cfg.merge)
     if remaining and not violations:  # a name or boundary rule the solver could not mend
         violations = [f"merge rule: {v}" for v in remaining]
     capabilities = _distinguish(to_taxonomy_capabilities(proposal, micro), cfg.labels.suffix)
+    for cap, card in zip(capabilities, proposal):
+        for field in DesignPrinciples.model_fields:
+            setattr(cap, field, getattr(card, field))
+        for field in ("needs_native_inspection", "needs_domain_conventions"):
+            if getattr(cap, field) is None and not getattr(cap, f"{field}_reason"):
+                setattr(cap, f"{field}_reason", OFFLINE_UNKNOWN if runner is None else
+                        "Unknown: this capability was formed by the repair solver, not decided by the model.")
     labels_of = {m.name: m.member_labels for m in micro}
     for cap in capabilities:
         cap.labels = sorted({label for member in cap.members for label in labels_of.get(member, [])})
