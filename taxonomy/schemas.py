@@ -105,7 +105,9 @@ class Taxonomy(BaseModel):
     content_hash: str = ""
 
     def compute_hash(self) -> str:
-        body = [c.model_dump() for c in self.capabilities]
+        # Undecided design-principle fields are left out, so a taxonomy written before they existed keeps its hash.
+        unset = {name: field.default for name, field in DesignPrinciples.model_fields.items()}
+        body = [{k: v for k, v in c.model_dump().items() if not (k in unset and v == unset[k])} for c in self.capabilities]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
     def names(self) -> list[str]:

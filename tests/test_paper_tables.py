@@ -4,6 +4,7 @@ grouped by P2, and two corpora side by side against one frozen taxonomy (Tables 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -235,3 +236,29 @@ def test_shares_count_failed_and_untagged_criteria(offline_run, _offline, tmp_pa
         _print_shares(primary_shares(pl.read_parquet(run / "stage3_tags.parquet"), pl.read_parquet(run / "criteria.parquet")))
     text = captured.get()
     assert FAILED_ROW in text and "1.4%" in text  # 5 of 365
+
+
+# ---- guidance starts from the P3 capabilities ------------------------------------------------------
+def test_llm_guidance_starts_from_p3_capabilities(llm_run, gemini_env):
+    _, run_dir = llm_run
+    taxonomy = load_taxonomy_json(run_dir)
+    p3 = [c.name for c in taxonomy.capabilities if c.needs_domain_conventions]
+    assert p3 and len(p3) < len(taxonomy.capabilities)  # the test model decides both ways
+    invoke("guidance", run_dir, "--provider", "gemini", "-q")
+    info = json.loads((run_dir / "manifest.json").read_text())["stages"]["guidance"]
+    assert info["p3_capabilities"] == p3 and info["drafting_order"][: len(p3)] == p3
+    prompts = {re.search(r"Capability `([a-z_]+)`", r.texts[0]).group(1): r.texts[0]
+               for r in gemini_env.requests if r.kind == "generate" and "judge guidance" in r.texts[0]}
+    for name, prompt in prompts.items():
+        assert ("design principle P3" in prompt) == (name in p3)
+
+
+def test_offline_guidance_order_keeps_unknown_p3(offline_run, _offline):
+    from taxonomy.guidance.draft import p3_first
+
+    taxonomy = load_taxonomy_json(offline_run)
+    assert [c.name for c in p3_first(taxonomy)] == taxonomy.names()  # all unknown: corpus order kept
+    taxonomy.capabilities[-1].needs_domain_conventions = True
+    taxonomy.capabilities[0].needs_domain_conventions = False
+    order = [c.name for c in p3_first(taxonomy)]
+    assert order[0] == taxonomy.names()[-1] and order[-1] == taxonomy.names()[0]

@@ -24,6 +24,13 @@ PROMPT = "guidance.j2"
 
 
 # ---- drafting -------------------------------------------------------------------------
+def p3_first(taxonomy: Taxonomy) -> list:
+    """Capabilities in drafting order: those needing domain conventions absent from the criterion text
+    (the paper's P3, what a guidance channel is for) first, then the undecided, then the rest."""
+    rank = {True: 0, None: 1, False: 2}
+    return sorted(taxonomy.capabilities, key=lambda c: rank[c.needs_domain_conventions])
+
+
 def draft_guidance(
     taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame, notes: str | None, runner: Runner | None,
     examples_per_cap: int = 5,
@@ -37,16 +44,17 @@ def draft_guidance(
     notes = notes if notes and notes.strip() else None
     examples = {cap.name: select_examples(routed, cap.name, examples_per_cap) for cap in taxonomy.capabilities}
     drafts = GuidanceDrafts()
+    order = p3_first(taxonomy)
     if runner is None:
-        for cap in taxonomy.capabilities:
+        for cap in order:
             drafts[cap.name] = offline_draft(cap, examples[cap.name], notes, taxonomy)
             drafts.source[cap.name] = "offline"
         return drafts
     prompts = [render(PROMPT, cap=cap, examples=examples[cap.name], notes=notes_for_prompt(cap, notes, taxonomy=taxonomy))
-               for cap in taxonomy.capabilities]
+               for cap in order]
     jobs = [Job(prompt, GuidanceAnswer, validate_guidance) for prompt in prompts]
     answers = runner.run(STAGE, jobs, "Judge guidance")
-    for cap, answer in zip(taxonomy.capabilities, answers):
+    for cap, answer in zip(order, answers):
         if answer.ok:
             drafts[cap.name], drafts.source[cap.name] = answer.value, "llm"
             continue
@@ -93,6 +101,8 @@ def generate_guidance(session: Any, notes_path: Path | None = None, examples_per
         "notes": str(notes_path) if notes_path is not None else None,
         "prompt_hash": template_hash(PROMPT),
         "sources": {s: list(drafts.source.values()).count(s) for s in ("llm", "offline", "fallback")},
+        "p3_capabilities": [c.name for c in taxonomy.capabilities if c.needs_domain_conventions],
+        "drafting_order": [c.name for c in p3_first(taxonomy)],
         "fallbacks": dict(drafts.fallbacks),
         "calls": 0,
     }
