@@ -15,7 +15,7 @@ from taxonomy.pipeline import FAILED_ROW, UNTAGGED_ROW, primary_shares
 from taxonomy.schemas import Taxonomy
 from taxonomy.siblings import choose_siblings, named_siblings, non_example_problems
 from tests import responders
-from tests.conftest import ROOT, invoke, write_pipeline
+from tests.conftest import ROOT, invoke, offline_devai_run, write_pipeline
 
 DEVAI_VERDICTS = f"devai:{ROOT / 'data' / 'devai'}"
 
@@ -143,12 +143,7 @@ def test_llm_two_corpora_side_by_side(llm_run, tmp_path):
 # ---- offline path -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("paper-offline")
-    with pytest.MonkeyPatch.context() as mp:
-        for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
-            mp.delenv(key, raising=False)
-        invoke("run", write_pipeline(tmp), "--run-dir", tmp / "run", "-q", "--no-report")
-    return tmp / "run"
+    return offline_devai_run(tmp_path_factory.mktemp("paper-offline"))
 
 
 @pytest.fixture
