@@ -169,6 +169,10 @@ class TagConfig(Section):
     batch_size: int = Field(20, ge=1)
     min_tags: int = Field(1, ge=1)
     max_tags: int = Field(3, ge=1)
+    # After Stage 3, a capability pair co-tagged on at least this share of the tagged criteria with
+    # no boundary between them is reported (each capability's most co-tagged sibling only).
+    cotag_min_share: float = Field(0.01, ge=0, le=1)
+
 
     @model_validator(mode="after")
     def _ordered(self) -> "TagConfig":

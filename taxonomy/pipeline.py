@@ -391,6 +391,7 @@ def step_merge(s: Session) -> dict[str, Any]:
 
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
+    from taxonomy.siblings import unbounded_cotagged
     from taxonomy.stages.common import long_briefs
     from taxonomy.stages.tag import tag
     from taxonomy.taxonomy_io import load_taxonomy
@@ -404,6 +405,8 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     summary = primary_shares(tags, criteria)
     s.run.write_text("stage3_summary.md", summary_markdown(summary))
     notes = long_briefs(criteria, s.cfg.discover.brief_max_chars) if s.runner is not None else []
+    # Stage 3 co-tagging is the other half of "nearest sibling": a pair tagged together often must have a boundary.
+    notes += unbounded_cotagged(tags, taxonomy.names(), [c.non_examples for c in taxonomy.capabilities], s.cfg.tag.cotag_min_share)
     return {"criteria": tags.height, "failed": tags.filter(pl.col("status") == "failed").height, "taxonomy_hash": taxonomy.content_hash,
             "notes": notes}
 

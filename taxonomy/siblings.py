@@ -131,13 +131,15 @@ def _pair_counts(groups: list[list[int]], n: int) -> np.ndarray:
     return co
 
 
-def unbounded_cotagged(tags: pl.DataFrame, names: Sequence[str], non_examples: Sequence[Sequence[str]]) -> list[str]:
-    """After Stage 3: each capability's most co-tagged sibling, when neither names the other."""
+def unbounded_cotagged(tags: pl.DataFrame, names: Sequence[str], non_examples: Sequence[Sequence[str]], min_share: float = 0.0) -> list[str]:
+    """After Stage 3: each capability's most co-tagged sibling, when neither names the other and the
+    pair shares at least `min_share` of the tagged criteria."""
     co = co_tag_counts(tags, names)
+    floor = max(1, min_share * (tags.filter(pl.col("status") == "ok").height if "status" in tags.columns else tags.height))
     notes = []
     seen = set()
     for i, name in enumerate(names):
-        if co[i].max() <= 0:
+        if co[i].max() < floor:
             continue
         j = int(np.argmax(co[i]))
         pair = tuple(sorted((i, j)))

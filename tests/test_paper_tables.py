@@ -257,3 +257,16 @@ def test_offline_guidance_order_keeps_unknown_p3(offline_run, _offline):
     taxonomy.capabilities[0].needs_domain_conventions = False
     order = [c.name for c in p3_first(taxonomy)]
     assert order[0] == taxonomy.names()[-1] and order[-1] == taxonomy.names()[0]
+
+
+def test_stage3_co_tagging_without_a_boundary_is_reported():
+    from taxonomy.siblings import unbounded_cotagged
+
+    names = ["a_b_c_capability", "d_e_f_capability", "g_h_i_capability"]
+    tags = pl.DataFrame({"tags": [[names[0], names[1]]] * 4 + [[names[2], names[0]]], "status": ["ok"] * 5})
+    bounded = [["if totals, prefer `g_h_i_capability`"], ["if totals, prefer `g_h_i_capability`"], ["if totals, prefer `a_b_c_capability`"]]
+    (note,) = unbounded_cotagged(tags, names, bounded)
+    assert note.startswith("`a_b_c_capability` and `d_e_f_capability` are co-tagged on 4 criteria but neither names the other")
+    bounded[1] = ["if the totals are recomputed, prefer `a_b_c_capability`"]
+    assert unbounded_cotagged(tags, names, bounded) == []
+    assert unbounded_cotagged(tags, names, [[], [], []], min_share=0.9) == []  # 4 of 5 is under 90%
