@@ -273,3 +273,16 @@ def test_offline_path_applies_the_category_check(offline_env, tmp_path):
     finally:
         offline.discover_offline = original
     assert rows["status"].to_list() == ["ok", "failed"] and "paraphrases" in rows["problems"][1][0]
+
+
+def test_cohort_column_goes_in_the_header_and_splits_batches(gemini_env, tmp_path):
+    rows = [{"task_id": "t", "cohort": c, "category": "Format", "text": f"The table header row names the column number {i}", "brief": "Make it."}
+            for i, c in enumerate(["junior", "junior", "senior"])]
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'name = "c"\n[corpus]\npath = "{path}"\nformat = "table"\n[output]\ndir = "{tmp_path / "o"}"\n')
+    invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
+    headers = sorted((p.count("Cohort: junior"), p.count("Cohort: senior"), len(responders.criteria(p)))
+                     for p in (r.texts[0] for r in gemini_env.requests))
+    assert headers == [(0, 1, 1), (1, 0, 2)]

@@ -270,3 +270,21 @@ def test_stage3_co_tagging_without_a_boundary_is_reported():
     bounded[1] = ["if the totals are recomputed, prefer `a_b_c_capability`"]
     assert unbounded_cotagged(tags, names, bounded) == []
     assert unbounded_cotagged(tags, names, [[], [], []], min_share=0.9) == []  # 4 of 5 is under 90%
+
+
+def test_llm_tag_failures_are_a_row_of_the_shares(gemini_env, tmp_path):
+    def one_bad_tag(req):
+        answer = responders.model(req)
+        if responders.kind(req.texts[0]) == "tag":
+            answer["items"][0]["capabilities"] = ["invented_overall_quality_judgement_capability"]
+        return answer
+
+    gemini_env.responder = one_bad_tag
+    toml = write_pipeline(tmp_path, limit=40)
+    result = invoke("run", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", "--no-report")
+    tags = pl.read_parquet(tmp_path / "run" / "stage3_tags.parquet")
+    n_failed = tags.filter(pl.col("status") == "failed").height
+    assert n_failed >= 1
+    row = next(line for line in (tmp_path / "run" / "stage3_summary.md").read_text().splitlines() if line.startswith(f"| {FAILED_ROW}"))
+    assert row == f"| {FAILED_ROW} | {n_failed} | {100 * n_failed / 40:.1f}% | – |"
+    assert FAILED_ROW in result.output
