@@ -154,7 +154,8 @@ class MergeConfig(Section):
     max_caps: int = Field(10, ge=1)
     max_share: float = Field(0.40, gt=0, le=1)
     min_share: float = Field(0.02, ge=0, lt=1)
-    # Capabilities whose centroids are at least this cosine-similar must name each other.
+    # Unused since boundaries go to each capability's nearest siblings by rank (siblings.py), not to
+    # pairs above a cosine cut-off; kept so configs and run manifests that set it still load.
     confusable_similarity: float = Field(0.80, ge=-1, le=1)
     # A taxonomy that still breaks a hard constraint after repair fails the run unless this is
     # true (`--accept-violations`); then it is kept with its violations listed.

@@ -161,7 +161,7 @@ def _phrases(words: list[str], n: int) -> set[tuple[str, ...]]:
 def criterion_literals(criterion: str) -> set[str]:
     """Numbers, quoted strings and identifiers in a criterion: quoting one verbatim grounds a rationale."""
     found = set(_NUMBER.findall(criterion)) | set(_IDENT.findall(criterion))
-    found |= {q.strip() for q in _QUOTED.findall(criterion) if q.strip()}
+    found |= {q.strip() for q in _QUOTED.findall(criterion) if len(q.strip()) >= 2}
     return found
 
 
@@ -182,7 +182,10 @@ def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the
         return []
     body_numbers = {x.rstrip("%") for x in _NUMBER.findall(body)}
     for literal in criterion_literals(criterion):
-        if (literal.rstrip("%") in body_numbers) if _NUMBER.fullmatch(literal) else (literal in body):
+        if _NUMBER.fullmatch(literal):
+            if literal.rstrip("%") in body_numbers:
+                return []
+        elif re.search(rf"(?<!\w){re.escape(literal)}(?!\w)", body):  # whole, not inside a longer word
             return []
     runs = [tuple(crit_words[i:i + n]) for i in range(len(crit_words) - n + 1)]
     example = next((r for r in runs if sum(w not in _STOP for w in r) >= 2), runs[0])

@@ -160,3 +160,10 @@ def test_cjk_corpus_on_the_offline_path(offline_env, tmp_path):
         else:
             assert row["problems"]  # never silently kept
     assert labels.filter(pl.col("status") == "ok").height >= 3
+
+
+def test_a_literal_counts_only_whole():
+    criterion = 'The flag "x" is set in config.yaml'
+    assert check_rationale_grounding("the verifier needs to check the exact value", criterion)  # "x" inside "exact" is no quote
+    assert check_rationale_grounding("the verifier needs to open config.yaml", criterion) == []
+    assert check_rationale_grounding("the verifier needs to open myconfig.yaml.bak", criterion)

@@ -1,9 +1,9 @@
 """Stage 2c: merge the micro-capabilities into 8-10 canonical ones.
 
 The model proposes; code checks every constraint (count, shares computed from the mapping,
-coverage, names, boundaries between confusable pairs), re-asks with the violations, and as the
-last resort repairs deterministically. The offline backend goes straight to the solver, which
-agglomerates the micro-capabilities from scratch (weighted ward, never past max_share).
+coverage, names, 1-3 non-examples against nearest siblings, P2/P3 with reasons), re-asks with the
+violations, and as the last resort repairs deterministically. The offline backend goes straight to
+the solver, starting from a weighted k-means of the micro-capability centroids.
 """
 from __future__ import annotations
 
