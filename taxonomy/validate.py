@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Iterable
 
 from taxonomy.config import LabelRules
@@ -165,6 +166,13 @@ def criterion_literals(criterion: str) -> set[str]:
     return found
 
 
+@lru_cache(maxsize=4096)
+def _criterion_index(criterion: str) -> tuple[list[str], frozenset, frozenset]:
+    """A criterion's words, phrases and literals, computed once: the offline path tries several rationales per criterion."""
+    words = _words(criterion)
+    return words, frozenset(_phrases(words, min(MIN_PHRASE_WORDS, len(words)))), frozenset(criterion_literals(criterion))
+
+
 def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the verifier needs to") -> list[str]:
     """The rationale quotes the criterion: a contiguous phrase of 3+ of its words, or one of its
     numbers or literals, verbatim. Shared loose words or a paraphrase do not count.
@@ -174,14 +182,15 @@ def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the
     body = rationale.strip()
     if body.lower().startswith(prefix):
         body = body[len(prefix):]
-    crit_words, body_words = _words(criterion), _words(body)
+    crit_words, crit_phrases, literals = _criterion_index(criterion)
     if not crit_words:
         return []  # nothing to quote (an empty criterion is rejected when the corpus loads)
     n = min(MIN_PHRASE_WORDS, len(crit_words))
-    if _phrases(crit_words, n) & _phrases(body_words, n) or (n < MIN_PHRASE_WORDS and " ".join(crit_words) in " ".join(body_words)):
+    body_words = _words(body)
+    if crit_phrases & _phrases(body_words, n) or (n < MIN_PHRASE_WORDS and " ".join(crit_words) in " ".join(body_words)):
         return []
     body_numbers = {x.rstrip("%") for x in _NUMBER.findall(body)}
-    for literal in criterion_literals(criterion):
+    for literal in literals:
         if _NUMBER.fullmatch(literal):
             if literal.rstrip("%") in body_numbers:
                 return []
