@@ -174,7 +174,6 @@ class TagConfig(Section):
     # no boundary between them is reported (each capability's most co-tagged sibling only).
     cotag_min_share: float = Field(0.01, ge=0, le=1)
 
-
     @model_validator(mode="after")
     def _ordered(self) -> "TagConfig":
         return _min_max(self, ("min_tags", "max_tags"))
