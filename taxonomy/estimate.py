@@ -109,6 +109,7 @@ def _boundary(sibling: str) -> str:
 
 
 def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
+    from taxonomy.siblings import MAX_NON_EXAMPLES
     from taxonomy.schemas import MicroCapability, Taxonomy, TaxonomyCapability
     from taxonomy.stages.canonicalize import canonicalize
     from taxonomy.stages.discover import discover
@@ -150,12 +151,12 @@ def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
                              share=1 / k, member_labels=labels[i * per_cluster:(i + 1) * per_cluster]) for i in range(k)]
     caps = min(k, (cfg.merge.min_caps + cfg.merge.max_caps) // 2)
     jobs = _capture(merge, micro, np.zeros((k, 8), dtype=np.float32), cfg)
-    merged_chars = caps * (card_chars + (caps - 1) * boundary_chars) + k * label_chars
+    merged_chars = caps * (card_chars + min(caps - 1, MAX_NON_EXAMPLES) * boundary_chars) + k * label_chars
     out.append(StageEstimate("merge", len(jobs), sum(tokens(j.prompt) for j in jobs), tokens(merged_chars) if jobs else 0,
                              f"one call over {k} micro-capabilities into ~{caps} capabilities"))
 
     cap_names = [_label(cfg, 2000 + i) for i in range(caps)]
-    capabilities = [TaxonomyCapability(**_card(name, [c for c in cap_names if c != name]), members=[m.name for m in micro[i::caps]])
+    capabilities = [TaxonomyCapability(**_card(name, [c for c in cap_names if c != name][:MAX_NON_EXAMPLES]), members=[m.name for m in micro[i::caps]])
                     for i, name in enumerate(cap_names)]
     jobs = _capture(tag, criteria, Taxonomy(capabilities=capabilities), cfg)
     tags_per = (cfg.tag.min_tags + cfg.tag.max_tags) / 2

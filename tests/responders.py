@@ -103,8 +103,11 @@ def merge(prompt: str, n_caps: int = 9, reask: str = "") -> dict:
 
     return {"capabilities": [
         {
-            "name": g[0][0], "description": f"Everything `{g[0][0]}` covers.", "diagnostic_signal": "The verifier opens the evidence.",
-            "example_pattern": "The verifier checks the value.", "non_examples": boundaries(g[0][0]),
+            # Card texts as long as the prompt asks (1-2 sentences, 1 sentence, 1-2 sentences), as a model writes them.
+            "name": g[0][0], "description": f"Everything `{g[0][0]}` covers: the verifier reads the deliverable and decides whether it shows what the criterion states.",
+            "diagnostic_signal": "The trace shows the verifier opening the evidence the criterion names and quoting it before it decides.",
+            "example_pattern": "The verifier opens the delivered file, finds the value the criterion names, and checks it against the request.",
+            "non_examples": boundaries(g[0][0]),
             "needs_native_inspection": _stable(g[0][0]) % 2 == 0,
             "needs_native_inspection_reason": "The check reads properties of the deliverable that plain text loses.",
             "needs_domain_conventions": _stable(g[0][0]) % 3 == 0,
