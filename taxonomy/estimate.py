@@ -48,8 +48,10 @@ class StageEstimate:
     embed_calls: int = 0
     embed_tokens: int = 0
 
-    def cost(self, prices: Prices) -> float:
-        return (self.prompt_tokens * prices.input + self.output_tokens * prices.output + self.embed_tokens * prices.embedding) / 1e6
+    def cost(self, prices: Prices, batch: bool = False) -> float:
+        """Online price, or the Batch API's (llm.prices.batch_*, half the online price unless set)."""
+        inp, outp = prices.batch() if batch else (prices.input, prices.output)
+        return (self.prompt_tokens * inp + self.output_tokens * outp + self.embed_tokens * prices.embedding) / 1e6
 
 
 @dataclass
@@ -63,12 +65,20 @@ class Estimate:
     def total_cost(self) -> float:
         return sum(s.cost(self.prices) for s in self.stages)
 
+    @property
+    def total_batch_cost(self) -> float:
+        return sum(s.cost(self.prices, batch=True) for s in self.stages)
+
     def markdown(self) -> str:
-        lines = ["| stage | calls | prompt tokens | output tokens | embedding calls | cost USD | basis |", "|---|---:|---:|---:|---:|---:|---|"]
+        # Both modes side by side: batch mode trades hours of latency for the lower price.
+        lines = ["| stage | calls | prompt tokens | output tokens | embedding calls | cost USD | batch cost USD | basis |",
+                 "|---|---:|---:|---:|---:|---:|---:|---|"]
         for s in self.stages:
-            lines.append(f"| {s.stage} | {s.calls} | {s.prompt_tokens} | {s.output_tokens} | {s.embed_calls} | {s.cost(self.prices):.4f} | {s.basis} |")
+            lines.append(f"| {s.stage} | {s.calls} | {s.prompt_tokens} | {s.output_tokens} | {s.embed_calls} | {s.cost(self.prices):.4f} | "
+                         f"{s.cost(self.prices, batch=True):.4f} | {s.basis} |")
         total = lambda key: sum(getattr(s, key) for s in self.stages)  # noqa: E731
-        lines.append(f"| total | {total('calls')} | {total('prompt_tokens')} | {total('output_tokens')} | {total('embed_calls')} | {self.total_cost:.4f} | |")
+        lines.append(f"| total | {total('calls')} | {total('prompt_tokens')} | {total('output_tokens')} | {total('embed_calls')} | "
+                     f"{self.total_cost:.4f} | {self.total_batch_cost:.4f} | |")
         return "\n".join(lines + [""] + [f"- {n}" for n in self.notes]) + "\n"
 
 

@@ -40,3 +40,16 @@ def test_dry_run_prints_the_estimate_and_writes_nothing(gemini_env, tmp_path):
     result = invoke("run", toml, "--provider", "gemini", "--dry-run")
     assert "| total |" in result.output and gemini_env.count() == 0 and not (tmp_path / "outputs").exists()
     assert re.search(r"\| discover \| \d+ \| \d+ \|", result.output)
+
+
+def test_estimate_shows_the_batch_price_beside_the_online_one(gemini_env, tmp_path):
+    toml = write_pipeline(tmp_path, limit=40, extra=EXTRA + "[llm.prices]\nbatch_input = 0.1\nbatch_output = 0.6\n")
+    result = invoke("estimate", toml, "--provider", "gemini")
+    header = next(line for line in result.output.splitlines() if line.startswith("| stage |"))
+    assert "batch cost USD" in header
+    rows = [line.split("|") for line in result.output.splitlines() if line.startswith("| ") and not line.startswith("| stage")]
+    for cells in rows:  # batch cost = tokens at the configured batch prices (the embedding price is the same in both modes)
+        prompt, output, online, batch = int(cells[3]), int(cells[4]), float(cells[6]), float(cells[7])
+        embedding = online - (prompt * 0.5 + output * 3.0) / 1e6
+        assert abs(batch - ((prompt * 0.1 + output * 0.6) / 1e6 + embedding)) < 2e-4
+    assert float(rows[-1][7]) < float(rows[-1][6])
