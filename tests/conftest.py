@@ -69,3 +69,23 @@ def offline_devai_run(tmp: Path, *then: tuple[str, ...], pipeline: Path | None =
         for args in then:
             invoke(args[0], tmp / "run", *args[1:])
     return tmp / "run"
+
+
+def llm_devai_run(tmp: Path, *then: tuple[str, ...]) -> Path:
+    """A full LLM-path run over the bundled DevAI corpus in tmp/run: Gemini through the real SDK against
+    the local test server (its merge answers decide P2/P3), then each command of `then` on it, the server
+    still up (an export drafts its guidance with the LLM)."""
+    with FakeGeminiServer(responder=responders.model) as srv, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GOOGLE_GEMINI_BASE_URL", srv.url)
+        mp.setenv("GEMINI_API_KEY", API_KEY)
+        mp.delenv("GOOGLE_API_KEY", raising=False)
+        invoke("run", write_pipeline(tmp), "--provider", "gemini", "--run-dir", tmp / "run", "-q", "--no-report")
+        for args in then:
+            invoke(args[0], tmp / "run", *args[1:])
+    return tmp / "run"
+
+
+@pytest.fixture(scope="session")
+def llm_exported_run(tmp_path_factory) -> Path:
+    """One LLM-path DevAI run with every export and its report, shared by the report and export tests."""
+    return llm_devai_run(tmp_path_factory.mktemp("llm-export"), ("export", "--to", "all", "-q"), ("report",))

@@ -11,6 +11,7 @@ import pytest
 from taxonomy.analysis.report import render_report
 from tests import run_fixture
 from tests.chromium import Browser, find_chromium
+from tests.conftest import offline_devai_run
 
 SECTIONS = ("taxonomy", "capabilities", "criteria", "shares", "label-map", "hierarchy", "confidence", "constraints",
             "heatmap", "breakdown", "cost")
@@ -298,3 +299,115 @@ def test_checked_in_fixture_matches_builder_and_renders(tmp_path):
     run = tmp_path / "copy"
     shutil.copytree(stored, run)
     assert Page(render_report(run).read_text(encoding="utf-8")).svgs_in.get("fig-label-map") == 1
+
+
+# ---- design principles P2/P3 (issue 14): the LLM path decides them, the offline path leaves them unknown ----
+WORDS = {True: "yes", False: "no", None: "unknown"}
+P2, P3 = "needs_native_inspection", "needs_domain_conventions"
+
+
+@pytest.fixture(scope="module")
+def offline_run(tmp_path_factory) -> Path:
+    return offline_devai_run(tmp_path_factory.mktemp("offline"), ("report",))
+
+
+def _capabilities(run: Path) -> list[dict]:
+    return json.loads((run / "taxonomy.json").read_text(encoding="utf-8"))["capabilities"]
+
+
+def _flat(fragment: str) -> str:
+    return " ".join(" ".join(Page(fragment).text).split())
+
+
+def assert_principles_on_page(run: Path) -> None:
+    html = (run / "report.html").read_text(encoding="utf-8")
+    caps = _capabilities(run)
+    table = html.split('<section id="taxonomy">', 1)[1].split("</section>", 1)[0]
+    rows = {re.sub(r"<[^>]+>", "", row.split("</td>", 1)[0]).strip(): row for row in table.split("<tr>")[2:]}
+    assert set(rows) == {c["name"] for c in caps}
+    for cap in caps:
+        row = rows[cap["name"]]
+        assert f'data-p2="{WORDS[cap[P2]]}" data-p3="{WORDS[cap[P3]]}"' in row, cap["name"]
+        text = _flat(row)
+        assert "P1 reactive verification: yes" in text
+        assert f"P2 native inspection: {WORDS[cap[P2]]} {' '.join(cap[P2 + '_reason'].split())}" in text, text
+        assert f"P3 domain conventions: {WORDS[cap[P3]]} {' '.join(cap[P3 + '_reason'].split())}" in text, text
+    # The summary line counts them; every capability card carries both badges.
+    note = _flat(html.split('id="principles-note">', 1)[1].split("</p>", 1)[0])
+    for key, field in (("P2 native inspection", P2), ("P3 domain conventions", P3)):
+        counts = ", ".join(f"{w} for {n}" for w in ("yes", "no", "unknown")
+                           if (n := sum(WORDS[c[field]] == w for c in caps)))
+        assert f"{key}: {counts} of {len(caps)} capabilities" in note, note
+    cards = html.split('<section id="capabilities">', 1)[1].split("</section>", 1)[0].split('<div class="cap-block"')[1:]
+    assert len(cards) == len(caps)
+    for cap, card in zip(caps, cards):
+        text = _flat("<div" + card)
+        assert f"P2 native inspection: {WORDS[cap[P2]]}P3 domain conventions: {WORDS[cap[P3]]}" in text.replace(" P3", "P3"), cap["name"]
+    data = _criteria_data(html)
+    assert data["p2"] == [c[P2] for c in caps] and data["p3"] == [c[P3] for c in caps]
+
+
+def test_llm_run_report_shows_decided_principles_with_reasons(llm_exported_run):
+    caps = _capabilities(llm_exported_run)
+    assert all(isinstance(c[P2], bool) and isinstance(c[P3], bool) for c in caps)  # the LLM path decided them
+    assert {c[P2] for c in caps} == {True, False} or {c[P3] for c in caps} == {True, False}  # both values get drawn
+    assert_principles_on_page(llm_exported_run)
+    assert "Unknown means" not in _flat((llm_exported_run / "report.html").read_text(encoding="utf-8"))
+
+
+def test_offline_run_report_says_unknown(offline_run):
+    caps = _capabilities(offline_run)
+    assert any(c[P2] is None for c in caps)
+    assert_principles_on_page(offline_run)
+    text = _flat((offline_run / "report.html").read_text(encoding="utf-8"))
+    assert "P2 native inspection: unknown Unknown: the offline backend" in text and "Unknown means the merge left it undecided" in text
+
+
+def _expected(run: Path, field: str, primary_only: bool) -> dict[str, int]:
+    """Criteria per P2/P3 value, computed here from the run's files: a criterion's primary tag, or any of its
+    tags (yes when one needs it, no when all are decided no, otherwise unknown)."""
+    value = {c["name"]: c[field] for c in _capabilities(run)}
+    tags = dict(pl.read_parquet(run / "stage3_tags.parquet").select("criterion_id", "tags").iter_rows())
+    counts = {"yes": 0, "no": 0, "unknown": 0}
+    for cid in pl.read_parquet(run / "criteria.parquet")["criterion_id"]:
+        vals = [value[t] for t in (tags.get(cid) or [])][: 1 if primary_only else None]
+        counts["yes" if True in vals else "no" if vals and all(v is False for v in vals) else "unknown"] += 1
+    return counts
+
+
+@pytest.mark.parametrize("which", ["llm", "offline"])
+def test_in_headless_chromium_principle_filters_and_markers(which, request, tmp_path):
+    """Choosing P2/P3 values in the criteria table's filters, with and without “primary tag only”, and the
+    P2/P3 marks on the tag chips, in the system's headless Chromium."""
+    if find_chromium() is None:
+        reason = "Chromium not installed (apt-get install chromium); the browser check needs it"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(reason + " — CI must install it")
+        pytest.skip(reason)
+    run = request.getfixturevalue("llm_exported_run" if which == "llm" else "offline_run")
+    n = pl.read_parquet(run / "criteria.parquet").height
+    caps = _capabilities(run)
+    count_js = "parseInt(document.getElementById('crit-count').textContent.replace(/,/g, ''))"
+    with Browser(tmp_path / "profile", width=1280, height=900) as b:
+        b.send("Runtime.enable")
+        b.open((run / "report.html").resolve().as_uri())
+        assert b.eval(count_js) == n
+        for key, field in (("p2", P2), ("p3", P3)):
+            for primary_only in (False, True):
+                if b.eval("document.getElementById('crit-primary').checked") != primary_only:
+                    b.eval("document.getElementById('crit-primary').click()")
+                expected = _expected(run, field, primary_only)
+                for value, want in expected.items():
+                    b.eval(f"var s = document.getElementById('crit-{key}'); s.value = '{value}'; s.dispatchEvent(new Event('change'))")
+                    assert b.eval(count_js) == want, (key, value, primary_only)
+                assert sum(expected.values()) == n
+            b.eval(f"var s = document.getElementById('crit-{key}'); s.value = ''; s.dispatchEvent(new Event('change'))")
+        # Each chip of a capability that needs it carries the mark; no other chip does.
+        chips = b.eval("Array.from(document.querySelectorAll('#crit-rows .chip')).map(c => "
+                       "[c.firstChild.textContent + Array.from(c.childNodes).filter(n => n.nodeType === 3).slice(1).map(n => n.textContent).join(''),"
+                       " Array.from(c.querySelectorAll('sup.mark')).map(m => m.textContent)])")
+        value = {c["name"]: c for c in caps}
+        assert chips
+        for name, marks in chips:
+            assert marks == [k for k, f in (("P2", P2), ("P3", P3)) if value[name][f] is True], name
+        assert [e for e in b.events if e.get("method") == "Runtime.exceptionThrown"] == []

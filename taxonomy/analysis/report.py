@@ -28,6 +28,7 @@ from matplotlib.figure import Figure
 
 from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
+from taxonomy.guidance.principles import WORD
 from taxonomy.schemas import Taxonomy
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -36,6 +37,7 @@ MDS_MAX_POINTS = 400  # up to this many labels the map is an MDS layout (under a
 MAX_MAP_POINTS = 4000  # the label map keeps the most frequent labels beyond this (one <circle> + <title> each)
 UNMAPPED = "(unmapped)"
 STAGE_FIELDS = ("seconds", "calls", "cache_hits", "prompt_tokens", "output_tokens", "cost_usd")
+PRINCIPLES = {"p2": "needs_native_inspection", "p3": "needs_domain_conventions"}  # the paper's P2/P3 (P1 applies to all)
 
 
 def render_report(run_dir: Path, out: Path | None = None, diff_markdown: str | None = None) -> Path:
@@ -78,7 +80,9 @@ def build_context(run_dir: Path) -> dict[str, Any]:
         "shares_svg": _shares_chart(taxonomy, joined),
         "examples": rc.capability_examples(table, fit, names) if tags is not None else None,
         "colors": colors,
-        "criteria_json": Markup(rc.json_for_script({**rc.criteria_blob(table, names), "colors": [colors[n] for n in names]})),
+        "principles": _principles(taxonomy),
+        "criteria_json": Markup(rc.json_for_script({**rc.criteria_blob(table, names), "colors": [colors[n] for n in names],
+                                                    **{k: [getattr(c, f) for c in taxonomy.capabilities] for k, f in PRINCIPLES.items()}})),
         "n_criteria": table.height,
         "tasks": table["task_id"].unique(maintain_order=True).cast(pl.Utf8).to_list(),
         "label_map": _label_map(clusters, embeddings, label_micro, label_caps, micro, colors),
@@ -142,9 +146,16 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
         {
             "name": c.name, "description": c.description, "signal": c.diagnostic_signal,
             "share": c.share, "primary_share": primary.get(c.name), "members": c.members,
+            **{k: {"value": WORD[getattr(c, f)], "reason": getattr(c, f"{f}_reason")} for k, f in PRINCIPLES.items()},
         }
         for c in taxonomy.capabilities
     ]
+
+
+def _principles(taxonomy: Taxonomy) -> dict[str, dict[str, list[str]]]:
+    """P2/P3 → {"yes": [capabilities], "no": [...], "unknown": [...]}, for the section's summary line."""
+    return {k: {w: [c.name for c in taxonomy.capabilities if WORD[getattr(c, f)] == w] for w in WORD.values()}
+            for k, f in PRINCIPLES.items()}
 
 
 def _label_map(clusters: pl.DataFrame | None, emb: np.ndarray | None, label_micro: list[str] | None,
