@@ -21,6 +21,7 @@ from openjudge.graders.schema import GraderScore
 from taxonomy.config import ExportConfig
 from taxonomy.guidance import GuidanceAnswer
 from taxonomy.guidance.openjudge import build_graders, grader_config
+from taxonomy.guidance.files import task_filename
 from taxonomy.guidance.routes import ExportError, load_tasks
 from taxonomy.guidance.vally import SCHEMA_PATH, build_eval, eval_yaml, validate_eval
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
@@ -268,3 +269,98 @@ def test_drafts_from_other_inputs_are_drafted_again(devai_run, tmp_path):
     redrafted = invoke("export", run, "--to", "jsonl")
     assert "drafted for this export" in redrafted.output
     assert json.loads((run / "guidance" / "drafts.json").read_text())["inputs"] != "0" * 64
+
+
+# ---- design principles P2/P3 in every format (issue 14) ---------------------------------------
+HEADS = {"needs_native_inspection": "**Native inspection (P2):**", "needs_domain_conventions": "**Domain conventions (P3):**"}
+SAYS = {True: "needed", False: "not needed", None: "unknown"}
+WORDS = {True: "yes", False: "no", None: "unknown"}
+
+
+def _judge_text(cap: dict) -> list[str]:
+    """What a grader must be told for one capability: each principle's value and its reason."""
+    out = []
+    for field, head in HEADS.items():
+        reason = " ".join(cap[f"{field}_reason"].split())
+        if cap[field] is None:
+            reason = re.sub(r"^unknown:\s*", "", reason, flags=re.I)
+        out += [f"{head} {SAYS[cap[field]]}", reason]
+    return out
+
+
+def _criterion_value(values: list[bool | None]) -> bool | None:
+    return True if True in values else False if values and all(v is False for v in values) else None
+
+
+def assert_principles_exported(run: Path) -> None:
+    caps = {c["name"]: c for c in json.loads((run / "taxonomy.json").read_text(encoding="utf-8"))["capabilities"]}
+    out = run / "export"
+    criteria, tags = _run_tables(run)
+    tags_of = dict(tags.select("criterion_id", "tags").iter_rows())
+    expected = {cid: {f: _criterion_value([caps[t][f] for t in tags_of.get(cid) or []]) for f in HEADS} for cid in criteria["criterion_id"]}
+
+    # vally: in every grader's prompt, still valid against the schema; the header lists them.
+    text = (out / "vally" / "eval.yaml").read_text(encoding="utf-8")
+    doc = yaml.safe_load(text)
+    jsonschema.validate(doc, json.loads(SCHEMA_PATH.read_text()))
+    assert text.splitlines()[1].startswith("# Native inspection (P2): ")
+    for grader in (g for s in doc["stimuli"] for g in s["graders"]):
+        prompt = " ".join(grader["config"]["prompt"].split())
+        found = re.search(r"one kind of check: .*?\(`(\w+)`\)", prompt)
+        if found is None:  # untagged criteria: no capability, so no principle to state
+            assert "Native inspection (P2)" not in prompt
+            continue
+        for piece in _judge_text(caps[found.group(1)]):
+            assert piece in prompt, (found.group(1), piece)
+
+    # OpenJudge: in the prompt the real library loads, at the end of the description, and on each inputs line.
+    configs = json.loads((out / "openjudge" / "graders.json").read_text(encoding="utf-8"))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", "local-test-key")
+        for cfg in configs:
+            user = " ".join(LLMGrader.from_config(copy.deepcopy(cfg)).template.to_messages()[-1].content.split())
+            if cfg["name"] in caps:
+                cap = caps[cfg["name"]]
+                assert all(piece in user for piece in _judge_text(cap)), cfg["name"]
+                assert cfg["description"].endswith(f"P2 needs native inspection: {WORDS[cap['needs_native_inspection']]}; "
+                                                   f"P3 needs domain conventions: {WORDS[cap['needs_domain_conventions']]}.")
+    for line in map(json.loads, (out / "openjudge" / "inputs.jsonl").read_text(encoding="utf-8").splitlines()):
+        for field in HEADS:
+            assert line[field] == (caps[line["grader"]][field] if line["grader"] in caps else None)
+
+    # Gandalf: in each capability file and task section, and as routing.csv columns (yes / no / unknown).
+    for name, cap in caps.items():
+        body = " ".join((out / "gandalf" / f"{name}.md").read_text(encoding="utf-8").split())
+        assert all(piece in body for piece in _judge_text(cap)), name
+    task_md = " ".join((out / "gandalf" / "tasks" / f"{task_filename(criteria['task_id'][0])}.md").read_text(encoding="utf-8").split())
+    assert task_md.count(HEADS["needs_native_inspection"]) == len({t for cid in criteria.filter(pl.col("task_id") == criteria["task_id"][0])["criterion_id"]
+                                                                  for t in tags_of.get(cid) or []})
+    routing = pl.read_csv(out / "gandalf" / "routing.csv")
+    for r in routing.iter_rows(named=True):
+        assert {f: r[f] for f in HEADS} == {f: WORDS[v] for f, v in expected[r["criterion_id"]].items()}, r["criterion_id"]
+
+    # routing.jsonl: per criterion; guidance_sections.jsonl: per capability, with the reasons.
+    lines = [json.loads(line) for line in (out / "routing.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == criteria.height
+    for line in lines:
+        assert {f: line[f] for f in HEADS} == expected[line["criterion_id"]], line["criterion_id"]
+    for section in map(json.loads, (out / "guidance_sections.jsonl").read_text(encoding="utf-8").splitlines()):
+        cap = caps[section["capability"]]
+        for field in HEADS:
+            assert section[field] == cap[field] and section[f"{field}_reason"] == cap[f"{field}_reason"]
+
+
+def test_llm_run_exports_carry_decided_principles(llm_exported_run):
+    caps = json.loads((llm_exported_run / "taxonomy.json").read_text(encoding="utf-8"))["capabilities"]
+    assert all(isinstance(c["needs_native_inspection"], bool) and isinstance(c["needs_domain_conventions"], bool) for c in caps)
+    assert_principles_exported(llm_exported_run)
+    lines = [json.loads(line) for line in (llm_exported_run / "export" / "routing.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert any({line[f] for line in lines} == {True, False} for f in HEADS)  # both values reach criteria
+
+
+def test_offline_run_exports_say_unknown(devai_run):
+    caps = json.loads((devai_run / "taxonomy.json").read_text(encoding="utf-8"))["capabilities"]
+    assert any(c["needs_native_inspection"] is None for c in caps)
+    assert_principles_exported(devai_run)
+    prompt = (devai_run / "export" / "vally" / "eval.yaml").read_text(encoding="utf-8")
+    assert "**Native inspection (P2):** unknown: the offline backend" in prompt

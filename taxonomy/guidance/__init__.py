@@ -8,14 +8,16 @@ of check, what to open, what evidence settles a verdict, and which traps cause f
 that text per capability, with an LLM or offline from the taxonomy's own cards, and writes:
 
     guidance/<capability>.md     one file per capability
-    guidance/routing.csv         criterion_id, task_id, primary, tags, guidance_files, task_file
+    guidance/routing.csv         criterion_id, task_id, primary, tags, guidance_files, task_file,
+                                 needs_native_inspection, needs_domain_conventions (P2/P3: yes, no, unknown)
     guidance/tasks/<task>.md     per task: only the sections its criteria need, as one markdown
                                  document a verifier takes as its judge guidance
 
 Paths in routing.csv are relative to the guidance/ folder that holds it.
 
 Modules: model (the LLM answer and its checks), inputs (criteria joined with tags, examples),
-offline (the offline draft), files (markdown and routing.csv), draft (drafting and the whole use),
+offline (the offline draft), files (markdown and routing.csv), principles (P2/P3 as the files and exports
+word them), draft (drafting and the whole use),
 stored (guidance/drafts.json). The exports (`taxonomy export`, `export_run`): routes (what is routed and
 the judge text), vally, openjudge, jsonl, and export (the formats written under RUN/export/).
 """

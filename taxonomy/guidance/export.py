@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from taxonomy.guidance import principles
 from taxonomy.guidance.draft import generate_guidance, read_notes
 from taxonomy.guidance.files import write_guidance
 from taxonomy.guidance.jsonl import build_routing
@@ -89,7 +90,8 @@ def export_run(session: Any, formats: list[str], out: Path | None = None, notes_
     target = RunDir(Path(out) if out is not None else run.path / DEFAULT_FOLDER)
     result = ExportResult(target.path, guidance=how)
     header = (f"vally eval written by rubric-taxonomy (`taxonomy export`) from run {run.path.name}, "
-              f"taxonomy {taxonomy.compute_hash()}: {len(tasks)} tasks, {criteria.height} criteria.")
+              f"taxonomy {taxonomy.compute_hash()}: {len(tasks)} tasks, {criteria.height} criteria.\n"
+              f"{principles.summary(taxonomy.capabilities)}")
 
     for fmt in formats:
         start = time.perf_counter()

@@ -12,6 +12,8 @@ import polars as pl
 from taxonomy.guidance.inputs import routed_criteria, select_examples
 from taxonomy.guidance.model import GuidanceAnswer, GuidanceError
 from taxonomy.guidance.offline import _sentence
+from taxonomy.guidance.principles import FIELDS as PRINCIPLES
+from taxonomy.guidance.principles import WORD, any_of, judge_lines
 from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 
@@ -110,6 +112,7 @@ def guidance_body(cap: TaxonomyCapability, draft: GuidanceAnswer, level: str) ->
     return [
         _line(draft.summary, 4000), "",
         f"{level} When it applies", "", *_when_it_applies(cap, draft.summary), "",
+        f"{level} What the check needs", "", *judge_lines(cap), "",
         f"{level} Procedure", "", *_numbered(draft.procedure), "",
         f"{level} Evidence that settles a verdict", "", *_bullets(draft.evidence), "",
         f"{level} Pitfalls", "", *_pitfall_lines(draft.pitfalls), "",
@@ -201,8 +204,10 @@ def write_guidance(run: RunDir, taxonomy: Taxonomy, criteria: pl.DataFrame, tags
         rows.append({
             "criterion_id": r["criterion_id"], "task_id": r["task_id"], "primary": r["primary"] if r["primary"] in caps else "",
             "tags": ";".join(known), "guidance_files": ";".join(f"{t}.md" for t in known), "task_file": task_rel[str(r["task_id"])],
+            # P2/P3 of the criterion: needed when any capability it is tagged with needs it (principles.any_of)
+            **{f: WORD[any_of(getattr(caps[t], f) for t in known)] for f in PRINCIPLES},
         })
-    schema = {k: pl.Utf8 for k in ("criterion_id", "task_id", "primary", "tags", "guidance_files", "task_file")}
+    schema = {k: pl.Utf8 for k in ("criterion_id", "task_id", "primary", "tags", "guidance_files", "task_file", *PRINCIPLES)}
     run.write_text(f"{folder}/routing.csv", pl.DataFrame(rows, schema=schema).write_csv())
 
     written = set(cap_files.values()) | set(task_files.values())

@@ -1,8 +1,13 @@
 """The format for any other verifier: one JSON line per criterion with its ranked capabilities and the ids
 of the guidance sections routed to it, plus the sections themselves.
 
-    routing.jsonl            {task_id, criterion_id, criterion, weight, penalty, capabilities, guidance_sections}
-    guidance_sections.jsonl  {id, capability, title, description, summary, procedure, evidence, pitfalls, markdown}
+    routing.jsonl            {task_id, criterion_id, criterion, weight, penalty, capabilities, guidance_sections,
+                              needs_native_inspection, needs_domain_conventions}
+    guidance_sections.jsonl  {id, capability, title, description, needs_native_inspection(_reason),
+                              needs_domain_conventions(_reason), summary, procedure, evidence, pitfalls, markdown}
+
+P2/P3 are true, false or null (unknown). On a routing line they hold for the criterion: true when any
+capability it is tagged with needs it, false when all are decided false; the reasons are in its sections.
 """
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from typing import Any
 
 from taxonomy.guidance.files import title
 from taxonomy.guidance.model import GuidanceAnswer
+from taxonomy.guidance.principles import FIELDS, any_of, fields
 from taxonomy.guidance.routes import Task, guidance_text
 from taxonomy.schemas import Taxonomy
 
@@ -20,12 +26,14 @@ def section_id(capability: str) -> str:
 
 def build_routing(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, GuidanceAnswer]) -> tuple[list[dict], list[dict]]:
     """(routing lines in corpus order, one guidance section per capability in taxonomy order)."""
+    caps = {c.name: c for c in taxonomy.capabilities}
     routing = [{
         "task_id": c.task_id, "criterion_id": c.criterion_id, "criterion": c.text, "weight": c.weight, "penalty": c.penalty,
         "capabilities": list(c.capabilities), "guidance_sections": [section_id(n) for n in c.capabilities],
+        **{f: any_of(getattr(caps[n], f) for n in c.capabilities) for f in FIELDS},
     } for task in tasks for c in task.criteria]
     sections: list[dict[str, Any]] = [{
         "id": section_id(cap.name), "capability": cap.name, "title": title(cap.name), "description": cap.description,
-        **drafts[cap.name].model_dump(), "markdown": guidance_text(cap, drafts[cap.name]),
+        **fields(cap), **drafts[cap.name].model_dump(), "markdown": guidance_text(cap, drafts[cap.name]),
     } for cap in taxonomy.capabilities]
     return routing, sections

@@ -2,7 +2,13 @@
 that route each task's criteria to them.
 
     graders.json   [{name, description, mode: pointwise, template: {messages}, model: {model}}]
-    inputs.jsonl   one line per (task, capability): {grader, task_id, criterion_ids, inputs: {task, criteria}}
+    inputs.jsonl   one line per (task, capability): {grader, task_id, criterion_ids, needs_native_inspection,
+                   needs_domain_conventions, inputs: {task, criteria}}
+
+P2/P3 (does the check need native inspection of the artifacts, does it depend on conventions the criterion
+does not state) are in each grader's prompt with their reasons and at the end of its description; on an
+inputs line they are the grader's values (null: unknown), so a caller can send native-inspection checks to a
+judge that can open the files. A config holds no other keys: from_config passes extra keys to the template.
 
 A grader's template carries the capability's guidance and three placeholders, `{task}`, `{criteria}` and
 `{response}` (the agent's work), and asks for a pointwise binary score: `grader.aevaluate(**line["inputs"],
@@ -14,8 +20,9 @@ from typing import Any
 
 from taxonomy.guidance.files import title
 from taxonomy.guidance.model import GuidanceAnswer
+from taxonomy.guidance.principles import FIELDS, WORD
 from taxonomy.guidance.routes import BINARY, RULES, UNTAGGED, Task, criteria_block, guidance_text
-from taxonomy.schemas import Taxonomy
+from taxonomy.schemas import Taxonomy, TaxonomyCapability
 
 PLACEHOLDERS = ("task", "criteria", "response")
 SYSTEM = ("You are a strict grader of an AI agent's work. Output ONLY a valid JSON object with this exact structure: "
@@ -24,6 +31,10 @@ SYSTEM = ("You are a strict grader of an AI agent's work. Output ONLY a valid JS
 
 def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
+
+
+def _principles(cap: TaxonomyCapability) -> str:
+    return f"P2 needs native inspection: {WORD[cap.needs_native_inspection]}; P3 needs domain conventions: {WORD[cap.needs_domain_conventions]}."
 
 
 def grader_config(name: str, description: str, cap_title: str, guidance: str, model: str) -> dict[str, Any]:
@@ -48,12 +59,14 @@ def build_graders(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, Guida
     """(grader configs, inputs lines). A grader for untagged criteria is added only when some exist."""
     caps = {c.name: c for c in taxonomy.capabilities}
     order = {n: i for i, n in enumerate(caps)}
-    graders = [grader_config(c.name, " ".join(c.description.split()), title(c.name), guidance_text(c, drafts[c.name]), model)
+    graders = [grader_config(c.name, f"{' '.join(c.description.split())} {_principles(c)}", title(c.name),
+                             guidance_text(c, drafts[c.name]), model)
                for c in taxonomy.capabilities]
     lines = []
     for task in tasks:
         for capability, criteria in task.groups(order):
             lines.append({"grader": capability, "task_id": task.task_id, "criterion_ids": [c.criterion_id for c in criteria],
+                          **{f: getattr(caps[capability], f) if capability in caps else None for f in FIELDS},
                           "inputs": {"task": task.brief, "criteria": criteria_block(criteria)}})
     if any(line["grader"] == UNTAGGED for line in lines):
         graders.append(grader_config(UNTAGGED, "Criteria that Stage 3 gave no capability; judged from their text alone.",
