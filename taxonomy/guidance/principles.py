@@ -65,5 +65,6 @@ def summary(caps: Iterable[TaxonomyCapability]) -> str:
     for field in FIELDS:
         head = _JUDGE[field][0]
         by = {v: [c.name for c in caps if getattr(c, field) is v] for v in (True, False, None)}
-        parts.append(f"{head}: " + "; ".join(f"{WORD[v]} {', '.join(names)}" for v, names in by.items() if names))
+        parts.append(f"{head}: " + "; ".join(f"{WORD[v]} for all {len(caps)} capabilities" if len(names) == len(caps) else
+                                             f"{WORD[v]} for {', '.join(names)}" for v, names in by.items() if names))
     return ". ".join(parts) + "."
