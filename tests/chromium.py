@@ -7,6 +7,7 @@ The pipe protocol: Chromium reads JSON messages from fd 3 and writes to fd 4, ea
 from __future__ import annotations
 
 import base64
+import fcntl
 import json
 import os
 import shutil
@@ -28,6 +29,12 @@ def find_chromium() -> str | None:
     return None
 
 
+def _above_4(fd: int) -> int:
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+    os.close(fd)
+    return moved
+
+
 class Browser:
     def __init__(self, profile: Path, width: int = 1280, height: int = 900, timeout: float = 60.0):
         binary = find_chromium()
@@ -35,6 +42,9 @@ class Browser:
             raise RuntimeError("Chromium not installed (apt-get install chromium)")
         to_child, self._out = os.pipe()   # we write, Chromium reads on fd 3
         self._in, from_child = os.pipe()  # Chromium writes on fd 4, we read
+        # In a fresh interpreter the pipe ends can be fd 3 or 4 themselves, and the redirections below
+        # would then close them before Chromium starts; moved to 10 and up, they never clash.
+        to_child, from_child = (_above_4(fd) for fd in (to_child, from_child))
         # bash moves the two pipe ends onto fd 3 and 4 before exec'ing Chromium.
         script = f'exec "$0" "$@" 3<&{to_child} 4>&{from_child} {to_child}<&- {from_child}>&-'
         self.proc = subprocess.Popen(
