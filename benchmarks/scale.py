@@ -9,7 +9,7 @@ tests/responders.py; online answers wait a log-normal latency (median --latency-
 tail), batch jobs answer at once (the Batch API's own hours are Google's, not the client's).
 Each mode runs in its own process through the library path `taxonomy run` takes; per stage its
 wall time, CPU and peak memory (VmHWM, reset between stages) are its own. Per stage it prints wall, peak MB, calls, tokens, the cost
-`taxonomy estimate` predicted (when that command exists) against the cost the run accounted,
+`taxonomy estimate --json` predicted (at the mode's price) against the cost the run accounted,
 and for online mode wall / max(sum of latencies / concurrency, tokens / TPM, calls / RPM) and
 the client's CPU share of wall. Targets (issue 12): peak <= 4 GB, Stage 2 <= 2 min, online
 within 1.1x of its bound with client CPU <= 10% of wall, estimates within 10%.
@@ -107,16 +107,14 @@ def child(mode: str, toml: Path, run_dir: Path) -> None:
                                      "peak_mb": _hwm_mb(), "info": info}, default=str), flush=True)
 
 
-def estimate(toml: Path, provider: str, batch: bool, env: dict) -> dict | None:
-    """`taxonomy estimate` (predicted calls, tokens and cost per stage) when the command exists."""
-    cmd = [sys.executable, "-m", "taxonomy", "estimate", str(toml), "--provider", provider, "--json"] + (["--batch"] if batch else [])
+def estimate(toml: Path, provider: str, batch: bool, env: dict) -> dict:
+    """`taxonomy estimate --json`: predicted calls, tokens and cost per stage. A failure stops the
+    benchmark: an empty "estimated" column would hide it."""
+    cmd = [sys.executable, "-m", "taxonomy", "estimate", str(toml), "--provider", provider, "--json"] + (["--batch"] if batch else ["--online"])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
-        return None
-    try:
-        return json.loads(proc.stdout)
-    except ValueError:
-        return None
+        raise SystemExit(f"taxonomy estimate failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+    return json.loads(proc.stdout)
 
 
 def run_mode(mode: str, corpus: Path, work: Path, url: str | None, conn, args) -> list[dict]:
@@ -168,13 +166,10 @@ def _stats(conn) -> dict | None:
 
 
 def _predicted_cost(predicted: dict | None, stage: str) -> float | None:
-    if not predicted:
+    """The stage's cost at the price of the mode it ran in (`--batch` was passed to the estimate)."""
+    if not predicted or stage not in predicted["stages"]:
         return None
-    stages = predicted.get("stages", predicted)
-    item = stages.get(stage) if isinstance(stages, dict) else None
-    if isinstance(item, dict):
-        return item.get("cost_usd", item.get("cost"))
-    return None
+    return predicted["stages"][stage]["cost_usd_in_mode"]
 
 
 def bound(row: dict, args) -> float:
@@ -182,26 +177,33 @@ def bound(row: dict, args) -> float:
     return max(row.get("slept", 0.0) / args.concurrency, row["tokens"] / args.tpm * 60, row["calls"] / args.rpm * 60)
 
 
+def _ratio(est: float | None, cost: float | None) -> str:
+    """Estimated over accounted cost (issue 12's target: within 10%); "-" where either is missing or zero."""
+    return "-" if est is None or not cost else f"{est / cost:.2f}"
+
+
 def table(rows: list[dict], args) -> str:
-    head = "| mode | stage | wall s | peak MB | calls | tokens | est. cost $ | accounted cost $ | online wall / bound | client CPU % of wall |"
-    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    head = ("| mode | stage | wall s | peak MB | calls | tokens | est. cost $ | accounted cost $ | est. / accounted | "
+            "online wall / bound | client CPU % of wall |")
+    lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
-        est = "-" if r["est_cost"] is None else f"{r['est_cost']:.2f}"
-        cost = "-" if r["cost"] is None else f"{r['cost']:.2f}"
+        est = "-" if r["est_cost"] is None else f"{r['est_cost']:.4f}"
+        cost = "-" if r["cost"] is None else f"{r['cost']:.4f}"
         ratio = "-"
         if r["mode"] == "online" and r["stage"] in LLM_STAGES and r["calls"]:
             ratio = f"{r['wall'] / max(bound(r, args), 1e-9):.2f}"
         lines.append(f"| {r['mode']} | {r['stage']} | {r['wall']:.1f} | {r['peak_mb']:.0f} | {r['calls']:,} | {r['tokens']:,} | "
-                     f"{est} | {cost} | {ratio} | {100 * r['cpu'] / max(r['wall'], 1e-9):.0f} |")
+                     f"{est} | {cost} | {_ratio(r['est_cost'], r['cost'])} | {ratio} | {100 * r['cpu'] / max(r['wall'], 1e-9):.0f} |")
     for mode in dict.fromkeys(r["mode"] for r in rows):
         mine = [r for r in rows if r["mode"] == mode]
         stage2 = sum(r["wall"] for r in mine if r["stage"] in ("cluster", "canonicalize", "merge"))
         cost = sum(r["cost"] or 0 for r in mine)
         est = [r["est_cost"] for r in mine if r["est_cost"] is not None]
-        est_s = f"{sum(est):.2f}" if est else "-"
+        est_total = sum(est) if est else None
+        est_s = "-" if est_total is None else f"{est_total:.4f}"
         wall = sum(r["wall"] for r in mine)
         lines.append(f"| {mode} | **all** | {wall:.1f} | {max(r['peak_mb'] for r in mine):.0f} | {sum(r['calls'] for r in mine):,} | "
-                     f"{sum(r['tokens'] for r in mine):,} | {est_s} | {cost:.2f} | Stage 2 {stage2:.1f} s | "
+                     f"{sum(r['tokens'] for r in mine):,} | {est_s} | {cost:.4f} | {_ratio(est_total, cost)} | Stage 2 {stage2:.1f} s | "
                      f"{100 * sum(r['cpu'] for r in mine) / max(wall, 1e-9):.0f} |")
     return "\n".join(lines)
 

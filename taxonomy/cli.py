@@ -276,7 +276,7 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
         out.print(f"Report:   {s.run.path / 'report.html'}")
 
 
-def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int], batch: Optional[bool]) -> None:
+def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int], batch: Optional[bool], as_json: bool = False) -> None:
     from taxonomy.config import load_config
     from taxonomy.estimate import estimate as estimate_cost
     from taxonomy.llm.providers import resolve_provider_name
@@ -289,6 +289,11 @@ def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int
         cfg.llm.mode = "batch" if batch else "online"
     backend = resolve_provider_name(provider or cfg.llm.provider)
     result = estimate_cost(cfg, backend, embedding_choice(cfg, backend))
+    if as_json:
+        import json
+
+        typer.echo(json.dumps(result.as_dict(backend, cfg.llm.mode), indent=1))
+        return
     out.print(f"Estimate for {cfg.name} ({result.n_criteria} criteria), before anything is paid:", markup=False, highlight=False)
     out.print(result.markdown(), markup=False, highlight=False)
 
@@ -296,9 +301,10 @@ def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int
 @app.command()
 @_guard
 def estimate(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
-             limit: Optional[int] = typer.Option(None, help="only the first N criteria"), batch: Optional[bool] = BatchOpt) -> None:
+             limit: Optional[int] = typer.Option(None, help="only the first N criteria"), batch: Optional[bool] = BatchOpt,
+             as_json: bool = typer.Option(False, "--json", help="print the same figures as JSON (per stage and total: calls, tokens, online and batch cost USD)")) -> None:
     """Per stage: the calls, tokens and cost a run would pay, from the prompts it would send and the configured prices."""
-    _print_estimate(pipeline, provider, limit, batch)
+    _print_estimate(pipeline, provider, limit, batch, as_json)
 
 
 def _positive_limit(limit: int) -> int:

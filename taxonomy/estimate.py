@@ -69,6 +69,24 @@ class Estimate:
     def total_batch_cost(self) -> float:
         return sum(s.cost(self.prices, batch=True) for s in self.stages)
 
+    def as_dict(self, backend: str, mode: str) -> dict[str, Any]:
+        """The table's figures for programs (`taxonomy estimate --json`), per stage and in total, at both
+        prices; `cost_usd_in_mode` is what the configured mode (online or batch) would pay."""
+        def figures(items: list[StageEstimate]) -> dict[str, Any]:
+            d: dict[str, Any] = {key: sum(getattr(s, key) for s in items)
+                                 for key in ("calls", "prompt_tokens", "output_tokens", "embed_calls", "embed_tokens")}
+            d["cost_usd"] = sum(s.cost(self.prices) for s in items)
+            d["batch_cost_usd"] = sum(s.cost(self.prices, batch=True) for s in items)
+            d["cost_usd_in_mode"] = d["batch_cost_usd" if mode == "batch" else "cost_usd"]
+            return d
+
+        batch_input, batch_output = self.prices.batch()
+        return {"backend": backend, "mode": mode, "n_criteria": self.n_criteria,
+                "prices_per_million_tokens": {"input": self.prices.input, "output": self.prices.output, "embedding": self.prices.embedding,
+                                              "batch_input": batch_input, "batch_output": batch_output},
+                "stages": {s.stage: {**figures([s]), "basis": s.basis} for s in self.stages},
+                "total": figures(self.stages), "notes": self.notes}
+
     def markdown(self) -> str:
         # Both modes side by side: batch mode trades hours of latency for the lower price.
         lines = ["| stage | calls | prompt tokens | output tokens | embedding calls | cost USD | batch cost USD | basis |",

@@ -53,3 +53,24 @@ def test_estimate_shows_the_batch_price_beside_the_online_one(gemini_env, tmp_pa
         embedding = online - (prompt * 0.5 + output * 3.0) / 1e6
         assert abs(batch - ((prompt * 0.1 + output * 0.6) / 1e6 + embedding)) < 2e-4
     assert float(rows[-1][7]) < float(rows[-1][6])
+
+
+def test_estimate_json_holds_the_same_figures_as_the_table(gemini_env, tmp_path):
+    toml = write_pipeline(tmp_path, limit=40, extra=EXTRA + "[llm.prices]\nbatch_input = 0.1\nbatch_output = 0.6\n")
+    table = invoke("estimate", toml, "--provider", "gemini").output
+    rows = {cells[1].strip(): cells for cells in (line.split("|") for line in table.splitlines())
+            if len(cells) > 8 and cells[1].strip() not in ("stage", "---")}
+    online = json.loads(invoke("estimate", toml, "--provider", "gemini", "--json").output)
+    batch = json.loads(invoke("estimate", toml, "--provider", "gemini", "--json", "--batch").output)
+    assert gemini_env.count() == 0 and not (tmp_path / "outputs").exists()
+    assert list(online["stages"]) == ["discover", "cluster", "canonicalize", "merge", "tag"]
+    assert (online["mode"], batch["mode"], online["n_criteria"]) == ("online", "batch", 40)
+    for name, cells in rows.items():
+        got = online["total"] if name == "total" else online["stages"][name]
+        assert [got["calls"], got["prompt_tokens"], got["output_tokens"], got["embed_calls"]] == [int(c) for c in cells[2:6]], name
+        assert f"{got['cost_usd']:.4f}" == cells[6].strip() and f"{got['batch_cost_usd']:.4f}" == cells[7].strip(), name
+        mode_cost = batch["total"] if name == "total" else batch["stages"][name]
+        assert got["cost_usd_in_mode"] == got["cost_usd"] and mode_cost["cost_usd_in_mode"] == mode_cost["batch_cost_usd"]
+    assert online["total"]["calls"] == sum(s["calls"] for s in online["stages"].values()) > 0
+    assert 0 < online["total"]["batch_cost_usd"] < online["total"]["cost_usd"]
+    assert online["prices_per_million_tokens"]["batch_input"] == 0.1

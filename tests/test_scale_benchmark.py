@@ -23,3 +23,8 @@ def test_scale_benchmark_prints_a_row_per_stage_and_mode(tmp_path):
     assert batch_calls["discover"] > 0 and batch_calls["tag"] > 0 and batch_calls["cluster"] == 0
     assert all(0 < float(peak) < 4096 for *_, peak, _ in rows)
     assert "batch items paid twice (server side): 0" in proc.stdout
+    # `taxonomy estimate --json --batch` fills the estimated column beside the accounted one, with their ratio.
+    total = re.search(r"^\| batch \| \*\*all\*\* \|(?:[^|]*\|){4} ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|", proc.stdout, re.M)
+    assert total, proc.stdout[-3000:]
+    est, accounted, ratio = map(float, total.groups())
+    assert est > 0 and accounted > 0 and abs(ratio - est / accounted) < 0.01
