@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/clustering_scale.py            # 1k .. 100k
     .venv/bin/python benchmarks/clustering_scale.py --max 10000
     .venv/bin/python benchmarks/clustering_scale.py --sizes 1000000   # the 1M target: <= 5 min within 8 GB
+                                                                      # (75 s, +2.9 GB at load average 2)
 
 Each size runs in its own subprocess so the peak memory of one size never hides
 another's. Labels look like Stage 1 output: a verifier verb, an optional
@@ -188,7 +189,8 @@ def main() -> None:
 
     table = Table(title="Stage 2a scaling (LocalEmbedder + default ClusterConfig)")
     for col in ["n", "embed s", "cluster s", "method", "peak MB embed", "peak MB", "time/10x", "memory/10x"]:
-        table.add_column(col, justify="left" if col == "method" else "right", no_wrap=True)
+        # The method names the sampled fit above KMEANS_FIT_MAX: folded, not cut off.
+        table.add_column(col, justify="left" if col == "method" else "right", no_wrap=col != "method", overflow="fold")
     prev = None
     for row in rows:
         table.add_row(

@@ -167,3 +167,18 @@ def test_other_linkages_run(linkage, metric):
     r = cluster_labels(stage1_of(labels), LocalEmbedder(dim=64), ClusterConfig(k=8, linkage=linkage, metric=metric))
     assert r.clusters["cluster_id"].n_unique() == 8
     assert "euclidean" in r.method if linkage == "ward" else "cosine" in r.method
+
+
+def test_sampled_kmeans_fit_assigns_every_label(monkeypatch):
+    # Above KMEANS_FIT_MAX the centroids come from a sample; labels outside it must still land in
+    # the right planted group, deterministically.
+    import taxonomy.stages.cluster as cluster
+
+    labels, groups = synthetic_labels(100)
+    cfg = ClusterConfig(k=8, exact_max=200, centroids=80)
+    monkeypatch.setattr(cluster, "KMEANS_FIT_MAX", 300)
+    r = cluster_labels(stage1_of(labels), LocalEmbedder(dim=128), cfg)
+    assert "fitted on 300 sampled labels" in r.method
+    assert r.clusters.height == len(labels) and r.clusters["cluster_id"].n_unique() == 8
+    assert ari(r, dict(zip(labels, groups))) >= 0.9
+    assert r.clusters.equals(cluster_labels(stage1_of(labels), LocalEmbedder(dim=128), cfg).clusters)
