@@ -74,3 +74,19 @@ def test_estimate_json_holds_the_same_figures_as_the_table(gemini_env, tmp_path)
     assert online["total"]["calls"] == sum(s["calls"] for s in online["stages"].values()) > 0
     assert 0 < online["total"]["batch_cost_usd"] < online["total"]["cost_usd"]
     assert online["prices_per_million_tokens"]["batch_input"] == 0.1
+
+
+def test_batch_embeddings_are_accounted_like_online_ones(gemini_env, tmp_path):
+    # The batch embedding job's tokens reach the ledger, so the cluster stage's accounted cost stands
+    # beside its estimate (benchmarks/scale.py) instead of showing nothing.
+    import polars as pl
+
+    toml = write_pipeline(tmp_path, limit=40, extra=EXTRA + "[llm.batch]\npoll_s = 0.02\n")
+    run = tmp_path / "run"
+    invoke("run", toml, "--provider", "gemini", "--batch", "--run-dir", run, "-q", "--no-report")
+    assert gemini_env.count("embed", mode="gemini") == 0  # embedded by a batch job, not online
+    cluster = json.loads((run / "manifest.json").read_text())["stages"]["cluster"]
+    labels = [lab.replace("_", " ") for lab in pl.read_parquet(run / "clusters.parquet")["label"]]
+    assert cluster["embed_calls"] == 1
+    assert cluster["embed_tokens"] == sum(len(t) for t in labels) // 4 + len(labels)
+    assert cluster["cost_usd"] == round(cluster["embed_tokens"] * 0.15 / 1e6, 6) > 0

@@ -34,6 +34,10 @@ class GeminiEmbedder:
             from taxonomy.llm.batch import embed_in_batch
 
             batched = embed_in_batch(self.runner, self.model, {self._key(t): t for t in missing}) or {}
+            answered = [t for t in missing if self._key(t) in batched]
+            if answered and self.on_call is not None:
+                # Into the ledger before the cache: a kill in between re-submits, and that job is paid again.
+                self.on_call(len(answered), _tokens(answered))
             for text in missing:
                 if self._key(text) in batched:
                     vectors[text] = batched[self._key(text)]
@@ -53,8 +57,8 @@ class GeminiEmbedder:
                     raise TransientError(str(exc.message)) from None
                 raise
             self.calls += 1
-            if self.on_call is not None:  # batchEmbedContents reports no token count: estimated at 4 characters a token
-                self.on_call(len(chunk), sum(len(t) for t in chunk) // 4 + len(chunk))
+            if self.on_call is not None:
+                self.on_call(len(chunk), _tokens(chunk))
             return [e.values for e in response.embeddings]
 
         retrying = Retrying(
@@ -62,3 +66,8 @@ class GeminiEmbedder:
             wait=wait_exponential_jitter(initial=1, max=30), reraise=True,
         )
         return retrying(once)
+
+
+def _tokens(texts: list[str]) -> int:
+    """Embedding calls report no token count (online or batch): estimated at 4 characters a token."""
+    return sum(len(t) for t in texts) // 4 + len(texts)

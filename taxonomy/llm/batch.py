@@ -379,6 +379,6 @@ def embed_in_batch(runner: Runner, model: str, texts: dict[str, str]) -> dict[st
         return None
     if not hasattr(runner.provider.client().batches, "create_embeddings"):
         return None
-    # Embedding tokens are not priced in the cost summary, online or batch alike.
+    # Usage() stays empty: GeminiEmbedder puts the job's embedding tokens into the ledger, as online.
     session = BatchSession(runner, "cluster", Usage(), "embed labels")
     return session.embed(model, texts)
