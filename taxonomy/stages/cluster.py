@@ -6,7 +6,7 @@ compress them to `cfg.centroids` mini-batch k-means centroids and cluster those.
 KMEANS_FIT_MAX labels the centroids are fitted on a deterministic sample and every label is
 then assigned to its nearest one: on 300,000 labels that gave the same within-cluster spread
 of the 80 micro-clusters as fitting on all of them (0.641 against 0.643, seeds 0 and 1), and
-1,000,000 labels embed and cluster in about 75 s (benchmarks/clustering_scale.py).
+1,000,000 labels embed and cluster in 75-94 s at load average 2 (benchmarks/clustering_scale.py).
 """
 from __future__ import annotations
 
