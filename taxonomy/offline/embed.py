@@ -4,7 +4,7 @@ An offline label is a few words of its criterion; the string alone says little a
 labels belong together. Its vector is therefore the mean vector (features.py) of the
 criteria carrying it, so labels whose criteria ask for the same kind of check sit together,
 whatever their words, followed by the share of those criteria in each broad kind (the
-k-means kinds Stage 1 cut its fine kinds from): merging the micro-clusters then recovers the
+cut of the Ward tree Stage 1 cut its fine kinds from): merging the micro-clusters then recovers the
 broad kinds instead of re-deriving them from averages. Labels no criterion carries (none in
 an offline run) embed as zero rows.
 """
