@@ -133,6 +133,27 @@ def test_criterion_space_discounts_words_of_one_task():
     assert spread["回答"] > 0.9 and spread["熊猫"] < 0.5  # every task says 回答; only one says 熊猫
 
 
+
+@pytest.mark.parametrize("two_level", [False, True])
+def test_fine_kinds_nest_in_broad_kinds_of_one_tree(monkeypatch, two_level):
+    """Stage 2 can only recover the broad kinds if every fine kind lies inside one of them; the
+    tree over pre-cluster centroids (large corpora) must keep that, and give every criterion a kind."""
+    from taxonomy.offline import discover
+
+    frame, kinds = _chinese_corpus()
+    if two_level:
+        monkeypatch.setattr(discover, "WARD_MAX", 50)
+        monkeypatch.setattr(discover, "PRE_CLUSTERS", 40)
+    space = CriterionSpace.fit(frame["text"].to_list(), frame["task_id"].to_list())
+    broad = discover.broad_kinds(space)
+    fine = discover.fine_kinds(space, 30)
+    assert len(set(broad.tolist())) == discover.COARSE_KINDS and len(set(fine.tolist())) == 30
+    assert all(len(set(broad[fine == f].tolist())) == 1 for f in set(fine.tolist()))
+    # The tree of one space is not served to another: a changed corpus gets its own cut.
+    other = CriterionSpace.fit(frame["text"].to_list()[:100], frame["task_id"].to_list()[:100])
+    assert len(discover.broad_kinds(other)) == 100 and len(discover.broad_kinds(space)) == len(frame)
+    assert adjusted_mutual_info_score(kinds, broad) > 0.3, adjusted_mutual_info_score(kinds, broad)
+
 # ---- naming -------------------------------------------------------------------------
 def test_cluster_names_are_valid_unique_and_reproducible(stage1):
     freq = stage1["devai"].explode("labels")["labels"].value_counts(sort=True).rows()
