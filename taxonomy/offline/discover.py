@@ -43,6 +43,15 @@ WARD_MAX = 12_000        # exact Ward tree up to this many criteria
 PRE_CLUSTERS = 2_000     # above it, the tree is built over this many k-means centroids
 _TREES: dict = {}        # the last criterion space's tree: Stage 1 and the Stage 2a embedder cut the same one
 FINE_KINDS = 80          # fine kinds of check: the Ward tree over the criterion vectors cut this low
+# English function words name no check ("check_both_have"); the corpus decides every other word.
+# Grammar, not a domain: the same list serves a medical, legal or code corpus written in English.
+FUNCTION_WORDS = frozenset(
+    "a an the of to and or nor but if so in on for with by at from as is are was were be been being into onto "
+    "per via vs versus its it their them they this that these those each every any all both either neither some "
+    "no not than then there here which who whom whose what when where why how can could may might will would "
+    "shall should must do does did done has have had having also only just such other same one two very more "
+    "most least less many much own our your we you he she his her".split()
+)
 _QUOTES = "\"'“”‘’`「」『』"
 _MAX_QUOTE = 110
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -60,7 +69,7 @@ def _code(chars: str) -> str:
 
 def predicate_words(toks: list[str], stats: dict[str, tuple[float, float, float]], rules: LabelRules) -> list[str]:
     """Label words for the predicate: check-language tokens among the leading ones, in order."""
-    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"}
+    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | FUNCTION_WORDS
     out: list[str] = []
     spaceless: list[str] = []
     for tok in toks[:PREDICATE_WINDOW]:
@@ -159,7 +168,7 @@ def _ward_tree(space: CriterionSpace, seed: int) -> tuple[np.ndarray, np.ndarray
 def kind_names(space: CriterionSpace, kinds: np.ndarray, rules: LabelRules) -> dict[int, list[str]]:
     """Words naming each fine kind: the check-language words (predicate positions count) most
     over-represented in its criteria against the corpus."""
-    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"}
+    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | FUNCTION_WORDS
     x = space.counts
     n = x.shape[0]
     base = np.asarray(x.sum(axis=0)).ravel() / max(n, 1)
