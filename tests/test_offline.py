@@ -80,6 +80,20 @@ def test_discovery_is_deterministic(corpora, stage1):
     assert discover_offline(frame, RULES).equals(stage1["devai"])
 
 
+
+@pytest.mark.parametrize("name", CORPORA)
+def test_no_two_offline_labels_are_paraphrases(name, stage1):
+    """The Stage 1 batch validator rejects two names with the same words in another order; the
+    offline labels must never trip it (check_dataset_loaded vs check_loaded_dataset did, 1.8% of a
+    100,000-criterion corpus)."""
+    from taxonomy.validate import label_gist
+
+    labels = {label for row in stage1[name]["labels"].to_list() for label in row}
+    by_gist: dict = {}
+    for label in labels:
+        by_gist.setdefault(label_gist(label, RULES), set()).add(label)
+    assert not [group for group in by_gist.values() if len(group) > 1]
+
 def test_stricter_rules_are_honoured(corpora):
     rules = LabelRules(min_words=5, max_words=6, suffix="_skill", rationale_prefix="to grade this, the verifier needs to")
     frame = corpora["devai"].head(60)
