@@ -146,6 +146,15 @@ _QUOTED = re.compile(r"[\"“”`«»「」『』]([^\"“”`«»「」『』]{
 _IDENT = re.compile(r"[A-Za-z][\w-]*(?:[._/:][\w-]+)+|[a-z]+[A-Z]\w*")
 MIN_PHRASE_WORDS = 3
 
+# English function words: what the name validator and the rationale check already treat as
+# stop words, plus the auxiliaries, pronouns and quantifiers an offline name must not be made of.
+# Grammar, not a domain: the same list serves a medical, legal or code corpus written in English.
+FUNCTION_WORDS = _NAME_STOP | _STOP | frozenset(
+    "nor but if so was were been being it them they both either neither there here which who whom whose "
+    "what when where why how can could may might will would shall should do does did done had having also "
+    "only just such other same one two very more most least less many much own our your we you he she his her".split()
+)
+
 
 def check_rationale_prefix(rationale: str, rules: LabelRules) -> list[str]:
     if rationale.strip().lower().startswith(rules.rationale_prefix):

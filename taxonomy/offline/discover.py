@@ -26,7 +26,7 @@ from threadpoolctl import threadpool_limits
 
 from taxonomy.config import LabelRules
 from taxonomy.offline.features import CriterionSpace, is_spaceless, tokens
-from taxonomy.validate import label_gist, label_problems
+from taxonomy.validate import FUNCTION_WORDS, label_gist, label_problems
 
 __all__ = ["discover_offline", "label_criterion", "predicate_words"]
 
@@ -44,15 +44,6 @@ WARD_MAX = 12_000        # exact Ward tree up to this many criteria
 PRE_CLUSTERS = 2_000     # above it, the tree is built over this many k-means centroids
 _TREES: dict = {}        # the last criterion space's tree: Stage 1 and the Stage 2a embedder cut the same one
 FINE_KINDS = 80          # fine kinds of check: the Ward tree over the criterion vectors cut this low
-# English function words name no check ("check_both_have"); the corpus decides every other word.
-# Grammar, not a domain: the same list serves a medical, legal or code corpus written in English.
-FUNCTION_WORDS = frozenset(
-    "a an the of to and or nor but if so in on for with by at from as is are was were be been being into onto "
-    "per via vs versus its it their them they this that these those each every any all both either neither some "
-    "no not than then there here which who whom whose what when where why how can could may might will would "
-    "shall should must do does did done has have had having also only just such other same one two very more "
-    "most least less many much own our your we you he she his her".split()
-)
 _QUOTES = "\"'“”‘’`「」『』"
 _MAX_QUOTE = 110
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
