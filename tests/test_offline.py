@@ -80,7 +80,6 @@ def test_discovery_is_deterministic(corpora, stage1):
     assert discover_offline(frame, RULES).equals(stage1["devai"])
 
 
-
 @pytest.mark.parametrize("name", CORPORA)
 def test_no_two_offline_labels_are_paraphrases(name, stage1):
     """The Stage 1 batch validator rejects two names with the same words in another order; the
@@ -93,6 +92,7 @@ def test_no_two_offline_labels_are_paraphrases(name, stage1):
     for label in labels:
         by_gist.setdefault(label_gist(label, RULES), set()).add(label)
     assert not [group for group in by_gist.values() if len(group) > 1]
+
 
 def test_stricter_rules_are_honoured(corpora):
     rules = LabelRules(min_words=5, max_words=6, suffix="_skill", rationale_prefix="to grade this, the verifier needs to")
@@ -145,7 +145,6 @@ def test_criterion_space_discounts_words_of_one_task():
     space = CriterionSpace.fit(frame["text"].to_list(), frame["task_id"].to_list())
     spread = dict(zip(space.vocabulary, space.spread))
     assert spread["回答"] > 0.9 and spread["熊猫"] < 0.5  # every task says 回答; only one says 熊猫
-
 
 
 @pytest.mark.parametrize("two_level", [False, True])

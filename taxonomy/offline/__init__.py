@@ -1,9 +1,9 @@
 """The offline backend: every LLM stage's contract fulfilled with classical NLP.
 
 Deterministic, fast, no downloads, and no domain vocabulary: the kinds of check are induced
-from the corpus (features.py: token spread across tasks, predicate, domain-free facets,
-task-mean subtraction). Its outputs pass the same validators an LLM's do, and its quality
-is measured (benchmarks/quality.py), not assumed.
+from the corpus (features.py: token spread across tasks, predicate positions, task-mean
+subtraction; discover.py: one Ward tree cut into broad and fine kinds). Its outputs pass the
+same validators an LLM's do, and its quality is measured (benchmarks/quality.py), not assumed.
 
     discover_offline(frame, rules)                       -> criterion_id, labels, rationale
     CriterionLabelEmbedder(criteria, stage1).embed(labels) -> label vectors for Stage 2a

@@ -1,13 +1,13 @@
-"""Stage 1 without an LLM: labels from each criterion's own wording, weighed by the corpus.
+"""Stage 1 without an LLM: each criterion labelled with the kind of check it reads like.
 
-A criterion's first label names its predicate: the first words of the criterion that the
-corpus uses as check language (spread over many tasks, not piled up in a few, and not so
-common that every criterion has them), plus its strongest domain-free facet
-(negation, comparison, quantity, format, ...). "Fails to ask about prior surgeries" gives
-`check_fails_ask_absence_capability`; "The code for X has been implemented" gives a label
-from "code" and "implemented". A second label names the facet alone, so Stage 3 can list
-it as a further tag. Scripts without Latin letters get a stable letter code of their
-predicate characters instead of words (labels are [a-z_] by rule).
+One Ward tree over the criterion vectors (features.py: tokens weighted by how evenly they
+spread across tasks, predicate positions, task means partly removed) is cut twice: into
+COARSE_KINDS broad kinds and, lower, into FINE_KINDS fine kinds nested in them. A criterion's
+label names its fine kind by the check-language words most over-represented in it (spread over
+many tasks, not piled up in a few, not so common that every criterion has them, never a
+function word); kinds whose words agree up to order take their next word, so no two labels are
+paraphrases. Scripts without Latin letters get a stable letter code of their characters
+(labels are [a-z_] by rule).
 
 Nothing here reads the corpus's `category` or any gold field. The rationale quotes the
 criterion, so it passes the same grounding validator an LLM's does.
@@ -25,15 +25,14 @@ from sklearn.cluster import MiniBatchKMeans
 from threadpoolctl import threadpool_limits
 
 from taxonomy.config import LabelRules
-from taxonomy.offline.features import CriterionSpace, is_spaceless, tokens
+from taxonomy.offline.features import CriterionSpace, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS, label_gist, label_problems
 
-__all__ = ["discover_offline", "label_criterion", "predicate_words"]
+__all__ = ["discover_offline", "broad_kinds", "fine_kinds", "label_vectors"]
 
 HEAD = "check"
 PREDICATE_WORDS = 2      # words of the predicate in a label
 SPARE_WORDS = 3          # further ranked words of a kind, to tell apart kinds whose first words agree
-PREDICATE_WINDOW = 10    # the predicate is looked for among this many leading tokens
 COMMON_DF = 0.2          # a word in more than this share of criteria is grammar, not a predicate
 MIN_SPREAD = 0.5         # below this spread a word is a task's topic
 MIN_COVERAGE = 0.02      # ... or when it is used by fewer than this share of tasks
@@ -42,7 +41,6 @@ SEED = 0                 # Stage 1 and the Stage 2a embedder must cut the same k
 COARSE_KINDS = 9         # broad kinds first (the middle of the 8-10 capabilities)
 WARD_MAX = 12_000        # exact Ward tree up to this many criteria
 PRE_CLUSTERS = 2_000     # above it, the tree is built over this many k-means centroids
-_TREES: dict = {}        # the last criterion space's tree: Stage 1 and the Stage 2a embedder cut the same one
 FINE_KINDS = 80          # fine kinds of check: the Ward tree over the criterion vectors cut this low
 _QUOTES = "\"'“”‘’`「」『』"
 _MAX_QUOTE = 110
@@ -57,30 +55,6 @@ def _code(chars: str) -> str:
     """Two letters standing for a run of non-Latin predicate characters (stable across runs)."""
     h = int(hashlib.sha1(chars.encode("utf-8")).hexdigest(), 16)
     return "".join(_LETTERS[(h >> (5 * i)) % 26] for i in range(3))
-
-
-def predicate_words(toks: list[str], stats: dict[str, tuple[float, float, float]], rules: LabelRules) -> list[str]:
-    """Label words for the predicate: check-language tokens among the leading ones, in order."""
-    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | FUNCTION_WORDS
-    out: list[str] = []
-    spaceless: list[str] = []
-    for tok in toks[:PREDICATE_WINDOW]:
-        spread, coverage, df = stats.get(tok, (0.0, 0.0, 0.0))
-        if df > COMMON_DF or spread < MIN_SPREAD or coverage < MIN_COVERAGE:
-            continue
-        if is_spaceless(tok):
-            if len(tok) == 2:
-                spaceless.append(tok)
-            continue
-        word = _ascii(tok)
-        if len(word) < 3 or not word.isalpha() or word in banned or word in out:
-            continue
-        out.append(word)
-        if len(out) == PREDICATE_WORDS:
-            break
-    if not out and spaceless:
-        out = ["pattern", _code("".join(spaceless[:PREDICATE_WORDS]))]
-    return out
 
 
 def _fit_label(words: list[str], rules: LabelRules) -> str | None:
@@ -104,19 +78,12 @@ def _rationale(text: str, rules: LabelRules) -> str:
     return f'{rules.rationale_prefix} establish from the evidence that "{quote}" holds.'
 
 
-def label_criterion(text: str, stats: dict, rules: LabelRules) -> tuple[list[str], str]:
-    """(labels, rationale) from the criterion's own predicate; `stats` maps token -> (spread, coverage, doc_freq)."""
-    pred = predicate_words(tokens(text or ""), stats, rules)
-    label = (_fit_label(pred, rules) if pred else None) or _fit_label(["unmarked"], rules) or f"{HEAD}_unmarked_statement{rules.suffix}"
-    return [label], _rationale(text or "", rules)
-
-
 def broad_kinds(space: CriterionSpace, n_coarse: int = COARSE_KINDS, seed: int = SEED) -> np.ndarray:
     """Each criterion's broad kind of check: the Ward tree over the criterion vectors cut into n_coarse."""
     return _cut(space, n_coarse, seed)
 
 
-def fine_kinds(space: CriterionSpace, n_kinds: int, n_coarse: int = COARSE_KINDS, seed: int = SEED) -> np.ndarray:
+def fine_kinds(space: CriterionSpace, n_kinds: int, seed: int = SEED) -> np.ndarray:
     """Each criterion's fine kind of check: the same Ward tree cut lower, so every fine kind lies
     inside one broad kind and Stage 2, merging the fine ones, can recover the broad kinds (the
     label embedding carries them, embed.py)."""
@@ -143,23 +110,24 @@ def _ward_tree(space: CriterionSpace, seed: int) -> tuple[np.ndarray, np.ndarray
     DevAI 0.542 -> 0.609, HealthBench 0.141 -> 0.151) and does not depend on a seed. Its memory
     grows with n squared (0.9 GB at 9,000 criteria), so above WARD_MAX criteria the tree is built
     over mini-batch k-means centroids instead."""
-    # Keyed on the vectors' content, not their id: a freed space's id can be reused by the next corpus.
-    key = (hashlib.sha1(np.ascontiguousarray(space.vectors).tobytes()).hexdigest(), seed)
-    if _TREES.get("key") != key:
+    # Kept on the space itself: Stage 1 and the Stage 2a embedder get the same cached space for
+    # the same corpus (CriterionSpace.fit), so they cut one tree, and another corpus never sees it.
+    key = ("ward_tree", seed)
+    if key not in space.memo:
         x = space.vectors.astype(np.float64)
         leaf_of = np.arange(len(x))
         if len(x) > WARD_MAX:
             with threadpool_limits(1):
                 km = MiniBatchKMeans(n_clusters=PRE_CLUSTERS, random_state=seed, n_init=1, batch_size=4096).fit(x)
             x, leaf_of = km.cluster_centers_, km.labels_.astype(np.int64)
-        _TREES.clear()
-        _TREES.update(key=key, tree=linkage(x, method="ward"), leaf_of=leaf_of)
-    return _TREES["tree"], _TREES["leaf_of"]
+        space.memo[key] = (linkage(x, method="ward"), leaf_of)
+    return space.memo[key]
 
 
 def kind_names(space: CriterionSpace, kinds: np.ndarray, rules: LabelRules) -> dict[int, list[str]]:
     """Words naming each fine kind: the check-language words (predicate positions count) most
     over-represented in its criteria against the corpus."""
+    # Function words name no check ("check_both_have"); the corpus decides every other word.
     banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | FUNCTION_WORDS
     x = space.counts
     n = x.shape[0]
@@ -219,14 +187,6 @@ def min_coverage(space: CriterionSpace) -> float:
     return max(MIN_COVERAGE, min(MIN_TASKS, space.n_tasks) / max(space.n_tasks, 1) - 1e-9)
 
 
-def token_stats(space: CriterionSpace) -> dict[str, tuple[float, float, float]]:
-    """token -> (spread, coverage, doc_freq); tokens below the coverage floor get coverage 0."""
-    floor = min_coverage(space)
-    return {tok: (float(s), float(c) if c >= floor else 0.0, float(d))
-            for tok, s, c, d in zip(space.vocabulary, space.spread, space.coverage, space.doc_freq)
-            if not tok.startswith("^")}
-
-
 def discover_offline(frame: pl.DataFrame, rules: LabelRules, space: CriterionSpace | None = None,
                      n_kinds: int = FINE_KINDS) -> pl.DataFrame:
     """Stage-1 table (criterion_id, labels, rationale) for every row of a criterion frame."""
@@ -238,8 +198,6 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules, space: CriterionSpa
     kind_label = _distinct_labels(names, rules)
     rows = []
     for text, k in zip(texts, kinds.tolist()):
-        # The criterion's kind (what it shares with the criteria it reads like). Its own predicate
-        # label (label_criterion) is not used, so it is not computed: that took ~13 s of 100,000 criteria.
         rows.append(([kind_label[k]], _rationale(text, rules)))
     return pl.DataFrame(
         {

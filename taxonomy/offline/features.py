@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -92,6 +92,7 @@ class CriterionSpace:
     vectors: np.ndarray     # (n_criteria, dim) float32, unit rows
     counts: sp.csr_matrix   # (n_criteria, n_tokens) binary token presence
     n_tasks: int = 1
+    memo: dict = field(default_factory=dict, repr=False, compare=False)  # results derived from this space (discover.py's Ward tree)
 
     @classmethod
     def fit(cls, texts: list[str], tasks: list[str], seed: int = 0) -> "CriterionSpace":
