@@ -346,7 +346,8 @@ def step_canonicalize(s: Session) -> dict[str, Any]:
 
     micro, notes = canonicalize(
         s.run.read_parquet("clusters.parquet", "cluster"), s.run.read_parquet("criterion_clusters.parquet", "cluster"),
-        ensure_criteria(s), s.cfg, s.runner,
+        ensure_criteria(s), s.cfg, s.runner, stage1=s.run.read_parquet("stage1_labels.parquet", "discover"),
+        label_embeddings=s.run.read_npy("label_embeddings.npy", "cluster"),
     )
     s.run.write_json("micro_capabilities.json", [m.model_dump() for m in micro])
     return {"micro_capabilities": len(micro), "notes": notes}
