@@ -210,3 +210,18 @@ def test_a_recorded_job_deleted_on_the_server_is_submitted_again(tmp_path, gemin
     assert server.batch.calls["create"] == 2
     states = [j["state"] for j in json.loads((run_dir / "batch_jobs.json").read_text())]
     assert states == ["gone", "collected"]
+
+
+def test_batch_mode_does_not_import_the_runner():
+    """The dependency runs one way: runner.py uses batch.py; batch.py builds on jobs.py, never on runner.py."""
+    import subprocess
+    import sys
+
+    code = "import sys, taxonomy.llm.batch; assert 'taxonomy.llm.runner' not in sys.modules, 'batch imported the runner'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    from pathlib import Path
+
+    import taxonomy.llm.batch as batch
+
+    assert "llm.runner" not in Path(batch.__file__).read_text()
