@@ -60,9 +60,17 @@ class ContextCaches:
                 log.warning("no context cache for %s (%s); sending its prefix with every call", self.stage, redact(str(exc))[:200])
                 continue
             # Writing the prefix is billed as input once; the answers that read it are billed at the cached price.
-            self.runner.on_paid and self.runner.on_paid(self.stage, Completion("", tokens), kind="cache")
+            # Storage goes into the ledger for the whole TTL at once, so a run killed now still accounts for
+            # the cache it leaves to expire; close() credits back the time it was not kept.
+            self._ledger(Completion("", tokens), "cache")
+            self._ledger(Completion("", tokens * self.cfg.ttl_s), "cache_storage")
             self.usage.cache_tokens += tokens
+            self.usage.cache_token_seconds += tokens * self.cfg.ttl_s
             self.by_prefix[prefix] = (name, tokens, time.monotonic())
+
+    def _ledger(self, completion: Completion, kind: str) -> None:
+        if self.runner.on_paid is not None:
+            self.runner.on_paid(self.stage, completion, kind=kind)
 
     def name_for(self, job: Any) -> tuple[str, str] | None:
         held = self.by_prefix.get(job.prefix) if job.prefix else None
@@ -70,12 +78,13 @@ class ContextCaches:
 
     def close(self) -> None:
         for prefix, (name, tokens, created) in list(self.by_prefix.items()):
-            token_seconds = int(tokens * max(1.0, time.monotonic() - created))
+            del self.by_prefix[prefix]
             try:
                 self.runner.provider.delete_context_cache(name)
-            except Exception as exc:  # noqa: BLE001 - it expires after its TTL anyway; say so
+            except Exception as exc:  # noqa: BLE001 - it expires after its TTL anyway (and is accounted so); say so
                 log.warning("could not delete context cache %s (%s); it expires after %d s", name, redact(str(exc))[:200], self.cfg.ttl_s)
-                token_seconds = tokens * self.cfg.ttl_s
-            self.runner.on_paid and self.runner.on_paid(self.stage, Completion("", token_seconds), kind="cache_storage")
-            self.usage.cache_token_seconds += token_seconds
-            del self.by_prefix[prefix]
+                continue
+            held = min(self.cfg.ttl_s, max(1, int(time.monotonic() - created)))
+            unused = -tokens * (self.cfg.ttl_s - held)  # the TTL it was not kept: credited back
+            self._ledger(Completion("", unused), "cache_storage")
+            self.usage.cache_token_seconds += unused
