@@ -1,6 +1,8 @@
 """What Stage 1 and Stage 3 share: batching criteria by task, and turning batch answers into rows."""
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -16,6 +18,30 @@ class Batch:
     rows: list[dict]  # criterion dicts: criterion_id, text, category, direction, context
     category: str | None = None  # the rubric category every row shares (the paper's template header)
     cohort: str | None = None
+    # The start every row's context shares, said once in the batch's header; each row's `context_rest`
+    # is the rest of its context ("part of" lines would otherwise repeat it for every change of context).
+    shared_context: str = ""
+
+    def __post_init__(self) -> None:
+        self.shared_context = shared_start([r.get("context") or "" for r in self.rows])
+        self.rows = [{**r, "context_rest": (r.get("context") or "")[len(self.shared_context):]} for r in self.rows]
+
+
+# A shared start shorter than this is left in each line: the header would cost more than it saves.
+MIN_SHARED_CONTEXT = 40
+
+
+def shared_start(contexts: list[str]) -> str:
+    """The start all contexts share, when every row has a context, at least two different ones are
+    shown, and it is long enough to be worth a header line. It is cut back to the last punctuation mark
+    followed by a space (a path's separator, a clause's end), else to a whole word."""
+    if len(set(contexts)) < 2 or not all(contexts):
+        return ""
+    common = os.path.commonprefix(contexts)
+    marks = [m.end() for m in re.finditer(r"[^\w\s]\s", common)]
+    cut = marks[-1] if marks else common.rfind(" ") + 1
+    common = common[:cut]
+    return common if len(common) >= MIN_SHARED_CONTEXT else ""
 
 
 def criterion_batches(criteria: pl.DataFrame, size: int, brief_max_chars: int) -> Iterator[Batch]:

@@ -61,7 +61,8 @@ def discover(criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner | None)
 
 def _job(batch: Batch, cfg: PipelineConfig) -> Job[DiscoveryAnswer]:
     prompt = render("stage1_discovery.j2", rules=cfg.labels, task_id=batch.task_id, brief=batch.brief, criteria=batch.rows,
-                    category=batch.category, cohort=batch.cohort, min_quote_words=MIN_PHRASE_WORDS)
+                    category=batch.category, cohort=batch.cohort, min_quote_words=MIN_PHRASE_WORDS,
+                    shared_context=batch.shared_context)
     texts = [r["text"] for r in batch.rows]
     return Job(prompt=prompt, schema=DiscoveryAnswer, validate=partial(validate_answer, texts=texts, rules=cfg.labels, category=batch.category),
                prefix=shared_prefix(prompt))

@@ -66,6 +66,7 @@ def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[TagAnswer
     prompt = render(
         "stage3_tagging.j2", rules=cfg.labels, tag=cfg.tag, capabilities=taxonomy.capabilities,
         task_id=batch.task_id, brief=batch.brief, criteria=batch.rows, category=batch.category, cohort=batch.cohort,
+        shared_context=batch.shared_context,
     )
     check = partial(validate_answer, n=len(batch.rows), names=taxonomy.names(), cfg=cfg.tag)
     return Job(prompt=prompt, schema=TagAnswer, validate=check, prefix=shared_prefix(prompt))
