@@ -109,8 +109,11 @@ def check_merge(
     rules: LabelRules,
     similarity: np.ndarray | None,
     co_counts: np.ndarray | None = None,
+    cards: bool = True,
 ) -> list[Violation]:
     """Every broken merge rule as a message that says what to change (empty when all hold).
+    `cards=False` leaves out the rules about one capability's own card (its name's form, empty fields,
+    a name used twice): the LLM merge asks about those in a focused follow-up (`card_problems`).
 
     `similarity` is `capability_similarity(proposal, micro, centroids)`; with None the
     non-example rule is skipped and the min-share message names no neighbour. `co_counts`
@@ -150,19 +153,26 @@ def check_merge(
                 hint = f" (nearest: `{proposal[-max(row)[1]].name}`)"
             out.append(f"`{cap.name}` holds {shares[c]:.1%} of criteria (min {_pct(cfg.min_share)}); merge it into its nearest neighbour{hint}")
 
-    for cap in proposal:
-        out += label_problems(cap.name, rules)
-        for field, fix in _CARD_FIELDS.items():
-            if not getattr(cap, field).strip():
-                out.append(f"`{cap.name}` has an empty {field}; {fix}")
-    for name, count in Counter(c.name for c in proposal).items():
-        if count > 1:
-            out.append(f"the name `{name}` is used by {count} capabilities; give each capability a distinct name")
+    if cards:
+        for cap in proposal:
+            out += card_problems(cap, rules)
+        for name, count in Counter(c.name for c in proposal).items():
+            if count > 1:
+                out.append(f"the name `{name}` is used by {count} capabilities; give each capability a distinct name")
 
     if similarity is not None:
         # Every capability draws boundaries against its nearest siblings (siblings.py), no cosine cut-off.
         out += non_example_problems([c.name for c in proposal], [c.non_examples for c in proposal], choose_siblings(similarity, co_counts))
     return [Violation(None, msg) for msg in out]
+
+
+def card_problems(cap, rules: LabelRules) -> list[str]:
+    """One capability's own card: its name's form and no empty field."""
+    out = label_problems(cap.name, rules)
+    for field, fix in _CARD_FIELDS.items():
+        if not getattr(cap, field).strip():
+            out.append(f"`{cap.name}` has an empty {field}; {fix}")
+    return out
 
 
 def hard_violations(proposal: list[MergedCapability], micro: list[MicroCapability], cfg: MergeConfig) -> list[str]:

@@ -92,6 +92,24 @@ class MembershipAnswer(Model):
     capabilities: list[MembershipCapability]
 
 
+class CardFix(DesignPrinciples):
+    """A capability's card rewritten in the merge's focused follow-up; membership is not touched."""
+
+    capability_idx: int
+    name: str
+    description: str
+    diagnostic_signal: str
+    example_pattern: str
+    needs_native_inspection: bool
+    needs_native_inspection_reason: str
+    needs_domain_conventions: bool
+    needs_domain_conventions_reason: str
+
+
+class CardFixAnswer(Model):
+    capabilities: list[CardFix]
+
+
 class CapabilityBoundaries(Model):
     name: str
     non_examples: list[str]

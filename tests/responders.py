@@ -96,6 +96,23 @@ def boundaries(prompt: str) -> dict:
     ]}
 
 
+CARD_BLOCK = re.compile(r"^### Capability (\d+): `([a-z_]+)`\n(?:- .*\n)*?- Members \(\d+\): (.*)$", re.M)
+
+
+def cards(prompt: str) -> dict:
+    """Each card asked about renamed after a member no other capability is named after, with its fields filled."""
+    kept = set(re.findall(r"`([a-z_]+)`", re.search(r"keep their names: (.*)\.\n", prompt)[1]))
+    out = []
+    for idx, name, members in CARD_BLOCK.findall(prompt):
+        new = next(m for m in re.findall(r"`([a-z_]+)`", members) if m not in kept)
+        kept.add(new)
+        out.append({"capability_idx": int(idx), "name": new, "description": f"Everything `{new}` covers, read from the deliverable.",
+                    "diagnostic_signal": "The trace shows the verifier opening the evidence.", "example_pattern": "The verifier checks the value.",
+                    "needs_native_inspection": False, "needs_native_inspection_reason": "Plain text keeps what it checks.",
+                    "needs_domain_conventions": False, "needs_domain_conventions_reason": "The criterion states what it needs."})
+    return {"capabilities": out}
+
+
 def merge(prompt: str, n_caps: int = 9) -> dict:
     """Greedy balanced grouping: biggest candidate to the currently smallest group. Boundaries are
     not asked for here: they come in their own call once membership is settled."""
@@ -157,6 +174,8 @@ def kind(prompt: str) -> str:
         return "merge"
     if "drawing the boundaries" in prompt:
         return "boundaries"
+    if "Capabilities to rewrite:" in prompt:
+        return "cards"
     if "Criteria to tag" in prompt:
         return "tag"
     if "judge guidance" in prompt:
@@ -166,7 +185,7 @@ def kind(prompt: str) -> str:
     raise AssertionError("unknown prompt kind")
 
 
-ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "boundaries": boundaries, "tag": tagging,
+ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "boundaries": boundaries, "cards": cards, "tag": tagging,
           "guidance": guidance, "split": split_names}
 
 

@@ -101,8 +101,10 @@ def test_llm_merge_missing_boundaries_and_principles_is_reasked(gemini_env, tmp_
     gemini_env.responder = careless
     invoke("run", write_pipeline(tmp_path), "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", "--no-report")
     of_kind = lambda kind: [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == kind]  # noqa: E731
-    merges, bounds = of_kind("merge"), of_kind("boundaries")
-    assert len(merges) == 2 and "`needs_native_inspection_reason` must be one sentence" in merges[1].texts[2]
+    merges, cards, bounds = of_kind("merge"), of_kind("cards"), of_kind("boundaries")
+    # A broken P2 reason is asked about that capability alone, not by resending the merge.
+    assert len(merges) == 1 and len(cards) == 1 and "`needs_native_inspection_reason` must be one sentence" in cards[0].texts[0]
+    assert re.findall(r"^### Capability (\d+):", cards[0].texts[0], re.M) == ["0"]
     # Boundaries come after membership: the first answer gave none, so the follow-up asks about every
     # capability again, each with its siblings and what was wrong, as a new short request.
     assert len(bounds) == 2 and len(bounds[1].texts) == 1

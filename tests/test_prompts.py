@@ -94,6 +94,10 @@ VARIANTS = {
                                                  candidates=[MicroCapability(**_cap(n).model_dump(include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}),
                                                                              cluster_id=i, n_criteria=2, share=0.5)
                                                              for i, n in enumerate(["a_b_c_capability", "b_c_d_capability"])])),
+    "merge cards": ("stage2_merge.j2", dict(ask="cards", max_reason_words=45, taken=["b_c_d_capability"], capabilities=[{
+        **_cap("Bad Name").model_dump(), "needs_native_inspection": True, "needs_native_inspection_reason": "It reads <layout>. And more.",
+        "needs_domain_conventions": False, "needs_domain_conventions_reason": "", "capability_idx": 2, "members": ["x_y_z_capability"],
+        "violations": ["`Bad Name` must be lower_snake_case"], "rejected": "`also_bad`, rejected: too short"}])),
     "merge boundaries": ("stage2_merge.j2", dict(ask="boundaries", violations=False, context=[], max_non_examples=MAX_NON_EXAMPLES,
                                                  min_boundary_words=MIN_BOUNDARY_WORDS,
                                                  capabilities=[{"name": "a_b_c_capability", "description": "D.", "diagnostic_signal": "S.",
@@ -132,6 +136,11 @@ def test_every_template_renders_clean_lines(variant):
         assert ("Criteria that carry labels" in prompt) == bool(context["examples"])
         assert ('<nearby cluster="4">' in prompt) == bool(context["nearby"]) and ("give an empty `non_examples`" in prompt) != bool(context["nearby"])
         assert prompt.index("Output only the JSON") < prompt.index("Cluster 3; member labels")
+    if variant == "merge cards":
+        assert "### Capability 2: `Bad Name`\n" in prompt and "- Members (1): `x_y_z_capability`\n" in prompt
+        assert "keep their names: `b_c_d_capability`." in prompt and "It reads &lt;layout&gt;. And more." in prompt
+        assert "- What was wrong:\n  - `Bad Name` must be lower_snake_case\n- Your previous rewrite: `also_bad`, rejected: too short\n" in prompt
+        assert "Merge near-duplicates" not in prompt and "Every capability name MUST" in prompt
     if variant.startswith("merge boundaries"):
         assert "- Nearest siblings: `b_c_d_capability`\n" in prompt
         assert ("What was wrong:\n  - names no sibling" in prompt) == context["violations"]

@@ -139,8 +139,43 @@ def _long_reason(caps):
     caps[0]["needs_native_inspection_reason"] = "It reads the structure of the deliverable. Flattening it to text loses that."
 
 
-BREAKERS = {"twelve_capabilities": (_twelve, "you gave 12 capabilities; give 8-10"), "one_holds_55_percent": (_giant, "max 40%"),
-            "repeats_a_name": (_repeat_name, "give each capability a distinct name"), "two_sentence_reason": (_long_reason, "must be one sentence")}
+# Rules only the whole answer can mend: re-asked in the conversation.
+BREAKERS = {"twelve_capabilities": (_twelve, "you gave 12 capabilities; give 8-10"), "one_holds_55_percent": (_giant, "max 40%")}
+# Rules about one capability's own card: asked about that capability alone.
+CARD_BREAKERS = {"repeats_a_name": (_repeat_name, 1, "give this one a distinct name"), "two_sentence_reason": (_long_reason, 0, "must be one sentence")}
+
+
+@pytest.mark.parametrize("case", sorted(CARD_BREAKERS))
+def test_a_card_defect_is_asked_about_that_capability_only(gemini_env, tmp_path, case):
+    mutate, idx, message = CARD_BREAKERS[case]
+    gemini_env.responder = _merge_breaker(mutate, times=1)
+    _, run_dir = full_run(tmp_path)
+    assert len(prompts_of(gemini_env, "merge")) == 1
+    (follow_up,) = prompts_of(gemini_env, "cards")
+    assert re.findall(r"^### Capability (\d+):", follow_up, re.M) == [str(idx)] and message in follow_up
+    assert "Merge near-duplicates" not in follow_up and all(len(r.texts) == 1 for r in gemini_env.requests if r.kind == "generate")
+    taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
+    assert taxonomy.repairs == []
+    merge = [json.loads(line)["prompt_tokens"] for line in (run_dir / "usage.jsonl").read_text().splitlines() if '"stage": "merge"' in line]
+    assert len(merge) == 3 and sum(merge) <= 1.5 * merge[0], merge  # membership, the card follow-up, boundaries
+
+
+def test_a_card_defect_that_persists_is_repaired_in_code(gemini_env, tmp_path):
+    def stubborn(req):
+        answer = responders.model(req)
+        kind = responders.kind(req.texts[0])
+        if kind == "merge":
+            _repeat_name(answer["capabilities"])
+        elif kind == "cards":
+            for fix in answer["capabilities"]:
+                fix["name"] = "Not A Valid Name"
+        return answer
+
+    gemini_env.responder = stubborn
+    _, run_dir = full_run(tmp_path)
+    assert len(prompts_of(gemini_env, "cards")) == 2  # llm.reask_attempts follow-ups, then the program's repair
+    taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
+    assert "still broke" in taxonomy.repairs[0] and any(r.startswith("renamed") for r in taxonomy.repairs)
 
 
 @pytest.mark.parametrize("case", sorted(BREAKERS))

@@ -1,9 +1,11 @@
 """Stage 2c: merge the micro-capabilities into 8-10 canonical ones.
 
 The model proposes membership; code checks every constraint (count, shares computed from the
-mapping, coverage, names, P2/P3 with reasons), re-asks with the violations, and as the last resort
-repairs deterministically. A candidate the model left out is mapped to its nearest capability in
-code: that repair needs no call. Boundaries come after membership is settled, as the paper has
+mapping, coverage, names, P2/P3 with reasons) and as the last resort repairs deterministically. What
+only the whole answer can mend (count, shares, a candidate listed twice) is re-asked in the
+conversation; a defect of one capability's own card (its name, an empty field, a P2/P3 reason) is
+asked about in a focused follow-up carrying only that card, its members and the violation; a
+candidate the model left out is mapped to its nearest capability in code: that repair needs no call. Boundaries come after membership is settled, as the paper has
 them ("non-examples contrasting it with its nearest siblings"): code computes each final
 capability's nearest siblings (siblings.py), and one small call writes the non-examples against
 exactly those; a boundary that breaks the rule is asked again in a focused follow-up that carries
@@ -20,11 +22,11 @@ import numpy as np
 from taxonomy.config import PipelineConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.merge_rules import (
-    _boundary, capability_similarity, check_merge, hard_violations, solve_merge, to_taxonomy_capabilities,
+    _boundary, capability_similarity, card_problems, check_merge, hard_violations, solve_merge, to_taxonomy_capabilities,
 )
 from taxonomy.run import RunError
 from taxonomy.prompts import render
-from taxonomy.schemas import BoundaryAnswer, DesignPrinciples, MembershipAnswer, MergedCapability, MicroCapability, Taxonomy
+from taxonomy.schemas import BoundaryAnswer, CardFixAnswer, DesignPrinciples, MembershipAnswer, MergedCapability, MicroCapability, Taxonomy
 from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, boundary_problems, capability_co_counts, choose_siblings
 from taxonomy.validate import Violation
 
@@ -54,9 +56,76 @@ def map_unmapped(proposal: list[MergedCapability], micro: list[MicroCapability],
 
 
 def _membership_violations(answer: MembershipAnswer, micro, centroids, cfg: PipelineConfig) -> list[Violation]:
+    """What only the whole answer can fix: count, shares, members listed twice or unknown. One
+    capability's own card (name, fields, P2/P3 reasons) is asked about in a focused follow-up."""
     proposal, _ = map_unmapped(_merged(answer), micro, centroids)
-    out = check_merge(proposal, micro, cfg.merge, cfg.labels, similarity=None)
-    return out + [Violation(None, p) for cap in answer.capabilities for p in principle_problems(cap)]
+    return check_merge(proposal, micro, cfg.merge, cfg.labels, similarity=None, cards=False)
+
+
+def own_card_problems(caps: list, cfg: PipelineConfig) -> dict[int, list[str]]:
+    """Per capability index, what is wrong with its own card: name form, empty fields, P2/P3, a name
+    an earlier capability already holds."""
+    out: dict[int, list[str]] = {}
+    seen: set[str] = set()
+    for i, cap in enumerate(caps):
+        problems = card_problems(cap, cfg.labels) + principle_problems(cap)
+        if cap.name in seen:
+            problems.append(f"the name `{cap.name}` is already used by another capability; give this one a distinct name")
+        seen.add(cap.name)
+        if problems:
+            out[i] = problems
+    return out
+
+
+def _card_fix_violations(answer: CardFixAnswer, asked: list[int], proposal: list[MergedCapability], cfg: PipelineConfig) -> list[Violation]:
+    out = []
+    given: dict[int, object] = {}
+    for fix in answer.capabilities:
+        if fix.capability_idx not in asked or fix.capability_idx in given:
+            out.append(Violation(None, f"capability_idx {fix.capability_idx} was not asked about (or is answered twice); answer for {asked}"))
+        else:
+            given[fix.capability_idx] = fix
+    taken = {c.name for i, c in enumerate(proposal) if i not in asked}
+    names = [f.name for f in given.values()]
+    for i in asked:
+        fix = given.get(i)
+        if fix is None:
+            out.append(Violation(None, f"capability {i}: missing from the answer"))
+            continue
+        problems = card_problems(fix, cfg.labels) + principle_problems(fix)
+        if fix.name in taken or names.count(fix.name) > 1:
+            problems.append(f"the name `{fix.name}` is already used by another capability; give this one a distinct name")
+        out += [Violation(None, f"capability {i}: {p}") for p in problems]
+    return out
+
+
+def fix_cards(proposal: list[MergedCapability], micro, cfg: PipelineConfig, runner: Runner) -> tuple[list[MergedCapability], dict[int, list[str]]]:
+    """Capabilities whose own card broke a rule are asked about alone: their card, members and violations,
+    not the whole merge again; up to `llm.reask_attempts` rounds. Returns the proposal with every valid
+    rewrite applied, and what is still wrong (by index)."""
+    proposal = [c.model_copy(deep=True) for c in proposal]
+    wrong = own_card_problems(proposal, cfg)
+    rejected: dict[int, str] = {}  # the name of a rewrite that was itself rejected, shown with its violations next round
+    for round_ in range(cfg.llm.reask_attempts):
+        if not wrong:
+            break
+        asked = sorted(wrong)
+        caps = [{**proposal[i].model_dump(), "capability_idx": i, "members": proposal[i].member_input_names, "violations": wrong[i],
+                 "rejected": rejected.get(i, "")} for i in asked]
+        prompt = render("stage2_merge.j2", ask="cards", rules=cfg.labels, capabilities=caps, max_reason_words=MAX_REASON_WORDS,
+                        taken=[c.name for i, c in enumerate(proposal) if i not in wrong])
+        job = Job(prompt=prompt, schema=CardFixAnswer, validate=partial(_card_fix_violations, asked=asked, proposal=proposal, cfg=cfg), reask=False)
+        (answer,) = runner.run("merge", [job], f"re-asking the cards of {len(asked)} capabilities")
+        fixes = {fix.capability_idx: fix for fix in (answer.value.capabilities if answer.value else [])}
+        for i in asked:
+            own = [v.message.removeprefix(f"capability {i}: ") for v in answer.violations if v.message.startswith(f"capability {i}:")]
+            if i in fixes and not own:
+                for field in ("name", "description", "diagnostic_signal", "example_pattern", *DesignPrinciples.model_fields):
+                    setattr(proposal[i], field, getattr(fixes[i], field))
+            elif i in fixes:
+                rejected[i] = f"`{fixes[i].name}`, rejected: " + "; ".join(own)
+        wrong = own_card_problems(proposal, cfg)
+    return proposal, wrong
 
 
 # A sentence ends at a full stop, question or exclamation mark followed by more text, except after an
@@ -218,17 +287,17 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
                         max_reason_words=MAX_REASON_WORDS)
         job = Job(prompt=prompt, schema=MembershipAnswer, validate=partial(_membership_violations, micro=micro, centroids=centroids, cfg=cfg))
         (answer,) = runner.run("merge", [job], "Stage 2 merge")
+        wrong: dict[int, list[str]] = {}
         if answer.value is not None:
             mapped, notes = map_unmapped(_merged(answer.value), micro, centroids)
             repairs += notes
-        if answer.ok:
+            mapped, wrong = fix_cards(mapped, micro, cfg, runner)
+        if answer.ok and not wrong:
             proposal = mapped
         else:
             start = mapped if answer.value else None
-            repairs.append(
-                f"the model's merge still broke {len(answer.violations)} rule(s) after {answer.attempts} attempt(s): "
-                + "; ".join(str(v) for v in answer.violations[:5])
-            )
+            broken = [str(v) for v in answer.violations] + [f"`{mapped[i].name}`: {p}" for i, ps in sorted(wrong.items()) for p in ps]
+            repairs.append(f"the model's merge still broke {len(broken)} rule(s) after {answer.attempts} attempt(s): " + "; ".join(broken[:5]))
     if proposal is None:
         if runner is None:
             start = _offline_start(micro, centroids, cfg)
