@@ -65,11 +65,14 @@ def main() -> None:
     parent.send("stop")
     proc.join(5)
     calls = usage.calls
-    ideal = calls * args.latency / args.concurrency
+    # An explicit context cache costs two more round trips (made before the calls, deleted after them).
+    cache_trips = 2 if usage.cache_tokens else 0
+    ideal = calls * args.latency / args.concurrency + cache_trips * args.latency
     single = prompt_tokens(criteria, cfg, 1)
     print(f"criteria            {criteria.height}")
     print(f"failed              {labels.filter(labels['status'] == 'failed').height}")
-    print(f"calls               {calls} (batch size {args.batch_size}, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms)")
+    print(f"calls               {calls} (batch size {args.batch_size}, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms)"
+          + (f", plus {cache_trips} context-cache round trips" if cache_trips else ""))
     print(f"wall / ideal        {wall:.2f} s / {ideal:.2f} s = ratio {wall / ideal:.2f}  (target <= 1.2)")
     # A fixed latency returns each wave of `concurrency` calls together, and the client then handles
     # them one by one: client CPU per call x concurrency is what the wall time adds per wave.

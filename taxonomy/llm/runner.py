@@ -50,6 +50,7 @@ class Runner:
     # kind: "generate", "batch", or for explicit context caches "cache" (tokens written into one) and
     # "cache_storage" (its prompt_tokens are token-seconds kept).
     on_paid: Callable[..., None] | None = None
+    _keys: dict = field(default_factory=dict, repr=False)  # id(job) -> (job, key of its first request), for one run
 
     def run(self, stage: str, jobs: Sequence[Job[T]], description: str = "") -> list[Answer[T]]:
         """Answer every job; results keep the jobs' order."""
@@ -60,10 +61,12 @@ class Runner:
                 return run_batch(self, stage, list(jobs), description or stage, usage)
             caches = ContextCaches(self, stage, usage)
             try:
-                caches.open([job for job in jobs if self.cache.get(self.request_key([Turn("user", job.prompt)], job)) is None])
+                if caches.supported():  # only the calls still to be paid count towards a cache paying off
+                    caches.open([job for job in jobs if job.prefix and self.cache.get(self.request_key([Turn("user", job.prompt)], job)) is None])
                 return asyncio.run(self._run_all(stage, list(jobs), description or stage, usage, caches))
             finally:
                 caches.close()
+                self._keys.clear()
         finally:
             usage.seconds += time.perf_counter() - started
 
@@ -118,7 +121,18 @@ class Runner:
 
     def request_key(self, turns: list[Turn], job: Job) -> str:
         """The cache key of one request: online and batch answers are the same entries, with or
-        without a context cache (the prompt is the same text either way)."""
+        without a context cache (the prompt is the same text either way). A job's first request is
+        keyed once per run (the context cache's check and the call both need it)."""
+        if len(turns) == 1 and turns[0].text is job.prompt:
+            memo = self._keys.get(id(job))
+            if memo is not None and memo[0] is job:
+                return memo[1]
+            key = self._key(turns, job)
+            self._keys[id(job)] = (job, key)
+            return key
+        return self._key(turns, job)
+
+    def _key(self, turns: list[Turn], job: Job) -> str:
         return request_key({
             **self.provider.identity(),
             "system": job.system,
