@@ -42,7 +42,7 @@ class Detected:
     def describe(self) -> str:
         if self.format != "table":
             return f"{_show(self.path)}: format {self.format} (detected from its {'folder layout' if self.path.is_dir() else 'keys'})"
-        used = ", ".join(f"{key} = {src!r}" for key, src in self.used.items())
+        used = ", ".join(f"{key} = \"{src}\"" for key, src in self.used.items())
         missing = [k for k in ("task_id", "weight", "category", "brief") if k not in self.used]
         unused = [c for c in self.found if c not in self.used.values()]
         line = f"{_show(self.path)}: columns used: {used}"
