@@ -169,8 +169,12 @@ def test_run_from_a_newer_version_is_refused(tmp_path, finished_run):
     assert "written by a newer rubric-taxonomy" in refused("report", run)
 
 
-def test_bare_corpus_with_spaces_in_its_name_gets_a_safe_pipeline_name(tmp_path):
+def test_bare_corpus_with_spaces_in_its_name_gets_a_safe_pipeline_name(tmp_path, monkeypatch):
     corpus = write_jsonl(tmp_path / "my rubric (v2).jsonl", GOOD)
     shutil.copy(corpus, tmp_path / "copy.jsonl")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # outputs go to ./outputs of the folder the command runs in: never the checkout
     result = CliRunner().invoke(app, ["tag", str(corpus), "--taxonomy", str(tmp_path / "none.json"), "-q"])
     assert result.exit_code == 2 and "key name" not in result.output and "none.json" in result.output
+    assert list(work.iterdir()) == []  # a refused command writes nothing, not even a pipeline TOML
