@@ -306,10 +306,8 @@ def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Option
     _print_failures(s, "stage3_tags.parquet")
     _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet"), s.run.read_parquet("criteria.parquet")))
     if report:
-        from taxonomy.analysis.report import render_report
-
         s.run.check_readable()
-        render_report(s.run.path)
+        _render_report(s.run.path)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s.run.manifest["totals"] = {"wall_seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak_mb, 1)}
     s.run.save_manifest()
@@ -411,12 +409,22 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
     out.print(f"Tables: {run_dir / 'breakdown'}")
 
 
+def _render_report(run_dir: Path, **kwargs: Any) -> Path:
+    """matplotlib keeps a font cache. Unless the user chose its place (MPLCONFIGDIR), it goes beside the
+    run, with the answer cache, so a command writes nothing outside its outputs (not ~/.cache, ~/.config)."""
+    import os
+
+    os.environ.setdefault("MPLCONFIGDIR", str(Path(run_dir).resolve().parent / ".matplotlib"))
+    from taxonomy.analysis.report import render_report
+
+    return render_report(run_dir, **kwargs)
+
+
 @app.command()
 @_guard
 def report(run_dir: Path = typer.Argument(..., help="a run directory"),
            against: Optional[Path] = typer.Option(None, "--against", help="another run directory (the baseline) to add a `taxonomy diff` section against")) -> None:
     """One self-contained HTML page for a run (criteria, tags, label map, hierarchy, charts); opens offline."""
-    from taxonomy.analysis.report import render_report
     from taxonomy.run import RunDir, taxonomy_in_use
 
     run = RunDir(run_dir)
@@ -429,7 +437,7 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory"),
         d = diff_runs(against, run_dir)
         out.print(f"Diff:   {write_diff(d)}")
         diff_md = d.to_markdown()
-    out.print(f"Report: {render_report(run_dir, diff_markdown=diff_md)}")
+    out.print(f"Report: {_render_report(run_dir, diff_markdown=diff_md)}")
 
 
 @app.command()
@@ -455,9 +463,7 @@ def edit(run_dir: Path = typer.Argument(..., help="a run directory with a taxono
     for why in result.stale:
         console.print(f"  [yellow]stale:[/yellow] {escape(why)}", highlight=False)
     if (run_dir / "report.html").exists():
-        from taxonomy.analysis.report import render_report
-
-        out.print(f"Report: {render_report(run_dir)}")
+        out.print(f"Report: {_render_report(run_dir)}")
 
 
 @app.command()
