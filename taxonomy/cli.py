@@ -137,8 +137,15 @@ def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
     path = s.run.path / "pipeline.toml"
     cfg = s.cfg.model_copy(deep=True)
     cfg.corpus.limit = None  # --limit is a flag of one command, not part of the pipeline
+    from taxonomy.corpus.config import _show
+    from taxonomy.pipeline_toml import SMALL_CORPUS
+
     s.run.write_text("pipeline.toml", render(cfg, found, path, n, pin_output=True))
-    console.print(f"Pipeline used: {path} (edit it and run `taxonomy run {path}` to tune this run)", markup=False, highlight=False)
+    shown = _show(path)
+    console.print(f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)", markup=False, highlight=False)
+    if n is not None and n < SMALL_CORPUS:
+        console.print(f"note: {n} criteria, under {SMALL_CORPUS}: the merge bounds are relaxed to 1-10 capabilities of any share "
+                      "(see [merge] in that file); the paper's 8-10 capabilities need a few hundred criteria", markup=False, highlight=False)
 
 
 def config_from_run(run_dir: Path):
