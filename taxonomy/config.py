@@ -37,10 +37,32 @@ class Prices(Section):
     # The Batch API's price; unset means half the online price, as Gemini charges.
     batch_input: float | None = None
     batch_output: float | None = None
+    # Prompt tokens served from a context cache (Gemini's implicit caching, or an explicit cache);
+    # unset means a tenth of the input price, as Gemini charges.
+    cached_input: float | None = None
+    # An explicit cache's storage, USD per million tokens per hour it is kept.
+    cache_storage: float = 1.00
 
     def batch(self) -> tuple[float, float]:
         return (self.input / 2 if self.batch_input is None else self.batch_input,
                 self.output / 2 if self.batch_output is None else self.batch_output)
+
+    def cached(self) -> float:
+        return self.input / 10 if self.cached_input is None else self.cached_input
+
+    def cost(self, usage) -> float:
+        """USD for a usage mapping (the runner's Usage fields, or the run ledger's totals): prompt tokens
+        include the cached ones, which are charged at the cached price (half of it in batch mode)."""
+        g = lambda key: float(usage.get(key, 0) or 0)  # noqa: E731
+        batch_in, batch_out = self.batch()
+        cached_batch = g("batch_cached_prompt_tokens")
+        cached_online = g("cached_prompt_tokens") - cached_batch
+        online_in = g("prompt_tokens") - g("batch_prompt_tokens") - cached_online
+        online_out = g("output_tokens") - g("batch_output_tokens")
+        return (online_in * self.input + online_out * self.output + cached_online * self.cached()
+                + (g("batch_prompt_tokens") - cached_batch) * batch_in + g("batch_output_tokens") * batch_out
+                + cached_batch * self.cached() / 2 + g("embed_tokens") * self.embedding + g("cache_tokens") * self.input
+                + g("cache_token_seconds") / 3600 * self.cache_storage) / 1e6
 
 
 class BatchConfig(Section):
@@ -53,12 +75,25 @@ class BatchConfig(Section):
     poll_s: float = Field(30.0, gt=0)
 
 
+class ContextCacheConfig(Section):
+    """Explicit context caches (Gemini's `client.caches`) for a stage's shared prompt prefix. One is made
+    only when the prefix is long enough for the API to accept it and the stage sends it often enough
+    that the cached price saves more than creating and storing the cache costs."""
+
+    enabled: bool = True
+    # Gemini refuses smaller caches (1,024 tokens on Flash models, 4,096 on some Pro models).
+    min_tokens: int = Field(1024, ge=1)
+    # A cache outlives a crashed run by at most this long; a finished stage deletes its cache at once.
+    ttl_s: int = Field(3600, ge=60)
+
+
 class LLMConfig(Section):
     provider: Literal["auto", "gemini", "vertex", "openai", "offline"] = "auto"
     model: str = "gemini-3-flash-preview"
     # "batch": the Gemini Batch API (`--batch`), see BatchConfig.
     mode: Literal["online", "batch"] = "online"
     batch: BatchConfig = BatchConfig()
+    context_cache: ContextCacheConfig = ContextCacheConfig()
     temperature: float = 0.0
     concurrency: int = Field(32, ge=1)
     requests_per_minute: int = Field(1000, ge=1)

@@ -146,7 +146,7 @@ def open_session(
         cache = Cache(cfg.resolve(cfg.output.dir) / cfg.name / "cache.sqlite")
         runner = Runner(make_provider(cfg.llm, backend, credentials), cfg.llm, cache, show_progress=show_progress,
                         batch_dir=run.path,
-                        on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens))
+                        on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens, c.cached_tokens))
     session = Session(cfg, run, backend, runner, cache, from_source=from_source)
     if from_source and load_now:  # a corpus that does not load stops here, before the manifest takes the new settings
         ensure_criteria(session)
@@ -290,17 +290,16 @@ def _usage(s: Session, stage: str) -> dict[str, Any]:
         calls=paid.get("calls", 0), prompt_tokens=paid.get("prompt_tokens", 0), output_tokens=paid.get("output_tokens", 0),
         cost_usd=round(usage_cost(paid, prices), 6),
     )
-    for key in ("batch_calls", "batch_prompt_tokens", "batch_output_tokens", "embed_calls", "embed_tokens"):
+    for key in ("batch_calls", "batch_prompt_tokens", "batch_output_tokens", "embed_calls", "embed_tokens",
+                "cached_prompt_tokens", "batch_cached_prompt_tokens", "cache_tokens", "cache_token_seconds"):
         if paid.get(key) or key in out:
             out[key] = paid.get(key, 0)
     return out
 
 
 def usage_cost(paid: dict[str, int], prices) -> float:
-    g = lambda key: paid.get(key, 0)  # noqa: E731
-    batch_in, batch_out = prices.batch()
-    online = (g("prompt_tokens") - g("batch_prompt_tokens")) * prices.input + (g("output_tokens") - g("batch_output_tokens")) * prices.output
-    return (online + g("batch_prompt_tokens") * batch_in + g("batch_output_tokens") * batch_out + g("embed_tokens") * prices.embedding) / 1e6
+    """One price list for the ledger and the runner alike: cached prompt tokens at the cached rate (config.Prices.cost)."""
+    return prices.cost(paid)
 
 
 def step_discover(s: Session) -> dict[str, Any]:
@@ -347,7 +346,8 @@ def step_canonicalize(s: Session) -> dict[str, Any]:
 
     micro, notes = canonicalize(
         s.run.read_parquet("clusters.parquet", "cluster"), s.run.read_parquet("criterion_clusters.parquet", "cluster"),
-        ensure_criteria(s), s.cfg, s.runner,
+        ensure_criteria(s), s.cfg, s.runner, stage1=s.run.read_parquet("stage1_labels.parquet", "discover"),
+        label_embeddings=s.run.read_npy("label_embeddings.npy", "cluster"),
     )
     s.run.write_json("micro_capabilities.json", [m.model_dump() for m in micro])
     return {"micro_capabilities": len(micro), "notes": notes}

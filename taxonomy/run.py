@@ -47,7 +47,8 @@ class RunError(ValueError):
 _UMASK_LOCK = threading.Lock()
 _LEDGER_LOCK = threading.Lock()
 LEDGER = "usage.jsonl"  # one line per paid call, appended by every process that works on the run
-USAGE_KEYS = ("calls", "prompt_tokens", "output_tokens", "batch_calls", "batch_prompt_tokens", "batch_output_tokens", "embed_calls", "embed_tokens")
+USAGE_KEYS = ("calls", "prompt_tokens", "output_tokens", "batch_calls", "batch_prompt_tokens", "batch_output_tokens", "embed_calls", "embed_tokens",
+              "cached_prompt_tokens", "batch_cached_prompt_tokens", "cache_tokens", "cache_token_seconds")
 
 
 def user_mode() -> int:
@@ -162,10 +163,15 @@ class RunDir:
         except (ValueError, OSError, EOFError) as exc:
             raise damaged(path, exc, stage) from None
 
-    def log_usage(self, stage: str, kind: str, prompt_tokens: int, output_tokens: int) -> None:
+    def log_usage(self, stage: str, kind: str, prompt_tokens: int, output_tokens: int, cached_tokens: int = 0) -> None:
         """One paid call, appended to usage.jsonl as soon as its answer arrives, so a run killed and
-        resumed any number of times still accounts for every call any of its processes paid for."""
-        line = json.dumps({"stage": stage, "kind": kind, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}) + "\n"
+        resumed any number of times still accounts for every call any of its processes paid for.
+        `cached_tokens`: the part of the prompt served from a context cache. Kind "cache" is a context
+        cache written (prompt_tokens), "cache_storage" one deleted (prompt_tokens = token-seconds kept)."""
+        entry = {"stage": stage, "kind": kind, "prompt_tokens": prompt_tokens, "output_tokens": output_tokens}
+        if cached_tokens:
+            entry["cached_tokens"] = cached_tokens
+        line = json.dumps(entry) + "\n"
         with _LEDGER_LOCK:
             fd = os.open(self.path / LEDGER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
             try:
@@ -184,6 +190,7 @@ class RunDir:
                 entry = json.loads(line)
                 stage, kind = str(entry["stage"]), entry["kind"]
                 prompt, output = int(entry["prompt_tokens"]), int(entry["output_tokens"])
+                cached = int(entry.get("cached_tokens", 0))
             except (ValueError, KeyError, TypeError):
                 continue  # a line torn by a kill mid-write
             totals = out.setdefault(stage, dict.fromkeys(USAGE_KEYS, 0))
@@ -191,13 +198,18 @@ class RunDir:
                 totals["embed_calls"] += 1
                 totals["embed_tokens"] += prompt
                 continue
+            if kind in ("cache", "cache_storage"):
+                totals["cache_tokens" if kind == "cache" else "cache_token_seconds"] += prompt
+                continue
             totals["calls"] += 1
             totals["prompt_tokens"] += prompt
             totals["output_tokens"] += output
+            totals["cached_prompt_tokens"] += cached
             if kind == "batch":  # also counted above; priced at the batch rate
                 totals["batch_calls"] += 1
                 totals["batch_prompt_tokens"] += prompt
                 totals["batch_output_tokens"] += output
+                totals["batch_cached_prompt_tokens"] += cached
         return out
 
     def check_readable(self) -> None:

@@ -73,6 +73,36 @@ class MergeAnswer(Model):
     capabilities: list[MergeAnswerCapability]
 
 
+class MembershipCapability(DesignPrinciples):
+    """The merge call's answer per capability: its card, members and design principles. Its
+    boundaries come later (BoundaryAnswer), once every capability's siblings are known."""
+
+    name: str
+    description: str
+    diagnostic_signal: str
+    example_pattern: str
+    needs_native_inspection: bool
+    needs_native_inspection_reason: str
+    needs_domain_conventions: bool
+    needs_domain_conventions_reason: str
+    member_input_names: list[str]
+
+
+class MembershipAnswer(Model):
+    capabilities: list[MembershipCapability]
+
+
+class CapabilityBoundaries(Model):
+    name: str
+    non_examples: list[str]
+
+
+class BoundaryAnswer(Model):
+    """Non-examples per capability, each against one of the siblings the program listed for it."""
+
+    capabilities: list[CapabilityBoundaries]
+
+
 # ---- Stage 3: closed-vocabulary tagging ---------------------------------------------
 class TagItem(Model):
     criterion_idx: int

@@ -85,6 +85,27 @@ def non_example_problems(names: Sequence[str], non_examples: Sequence[Sequence[s
     return out
 
 
+def boundary_problems(name: str, non_examples: Sequence[str], siblings: Sequence[str], names: Sequence[str]) -> list[str]:
+    """The LLM boundary call's rule, stricter than `non_example_problems` so an answer that passes it
+    passes the merge check too: 1-3 non-examples, each naming exactly one capability of the taxonomy,
+    which is one of `siblings` (the ones the call listed), and saying where the line lies."""
+    listed = ", ".join(f"`{s}`" for s in siblings)
+    out = []
+    if not MIN_NON_EXAMPLES <= len(non_examples) <= MAX_NON_EXAMPLES:
+        out.append(f"give {MIN_NON_EXAMPLES}-{MAX_NON_EXAMPLES} non_examples, not {len(non_examples)}, each against one of {listed}")
+    for text in non_examples[:MAX_NON_EXAMPLES + 1]:
+        named = [m for m in dict.fromkeys(named_siblings(text, names)) if m != name]
+        words = len(re.sub(r"`[^`]*`", " ", text).split())
+        if len(named) != 1:
+            out.append(f"{text!r} names {len(named)} other capabilities in backticks; name exactly one of {listed}")
+        elif named[0] not in siblings:
+            out.append(f"{text!r} names `{named[0]}`, which is not one of this capability's nearest siblings; name one of {listed}")
+        elif words < MIN_BOUNDARY_WORDS:
+            out.append(f"{text!r} names `{named[0]}` but not where the line lies; say which criteria belong there "
+                       f"(at least {MIN_BOUNDARY_WORDS} words besides the name)")
+    return out
+
+
 def co_label_counts(stage1: pl.DataFrame, clusters: pl.DataFrame, member_of: dict[int, int], n_groups: int) -> np.ndarray:
     """Criteria whose Stage 1 labels fall in both groups: `member_of` maps a cluster id to a group
     (a micro-capability's row, or a capability). Stage 1's view of what Stage 3 will co-tag."""

@@ -19,6 +19,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Union
@@ -72,6 +73,10 @@ class RecordedRequest:
     system: str | None
     schema: Any  # for OpenAI, the inner ``json_schema.schema``
     dimensions: int | None = None  # requested output dimensionality of an embedding, if any
+    # An explicit context cache the request named: ``texts`` then hold what the model reads (the
+    # cache's text joined to the first turn), ``sent_texts`` what came over the wire.
+    cached_content: str | None = None
+    sent_texts: list[str] | None = None
 
 
 @dataclass
@@ -181,6 +186,21 @@ def _parse(mode: str, action: str, model: str, path: str, headers: dict, body: A
     return RecordedRequest(mode, kind, model, path, headers, body, texts, roles, system, schema, dims)
 
 
+_CACHES = re.compile(r"^/(?:v1|v1beta|v1alpha|v1beta1)/(?:projects/[^/]+/locations/[^/]+/)?cachedContents(?:/(?P<id>[^/:?]+))?$")
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """Length of the common prefix, by bisection on slices (C speed on prompts of tens of kB)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     # The default backlog of 5 drops connections under a burst of concurrent clients,
@@ -215,8 +235,16 @@ class FakeGeminiServer:
         embed_dim: int = 64,
         latency_s: float = 0.0,
         embedder: Embedder | None = None,
+        implicit_cache_min_tokens: int = 1024,
     ) -> None:
+        """``implicit_cache_min_tokens``: like Gemini's implicit caching, a prompt whose start repeats an
+        earlier prompt's by at least this many tokens reports that start as ``cachedContentTokenCount``
+        (0 turns it off). Explicit caches (``cachedContents``) are served as the SDK's ``client.caches`` calls them."""
         self.responder: Responder = responder or (lambda req: {})
+        self.implicit_cache_min_tokens = implicit_cache_min_tokens
+        self._seen_prompts: list[str] = []
+        self.caches: dict[str, dict] = {}  # id -> {"name", "model", "text", "tokens", "display_name"}
+        self.cache_calls: Counter[str] = Counter()  # "create", "get", "delete"
         self.embed_dim = embed_dim
         self.latency_s = latency_s
         self.embedder = embedder
@@ -265,6 +293,7 @@ class FakeGeminiServer:
         with self._lock:
             self._requests.clear()
             self._faults.clear()
+            self._seen_prompts.clear()
 
     # -- scripting ---------------------------------------------------------------------------------
 
@@ -320,7 +349,34 @@ class FakeGeminiServer:
         h.end_headers()
         h.wfile.write(body)
 
+    def _context_cache(self, method: str, cache_id: str | None, raw: bytes) -> Reply:
+        """cachedContents: create (POST), get (GET), delete (DELETE), in the REST shape google-genai reads."""
+        with self._lock:
+            if method == "POST" and cache_id is None:
+                body = json.loads(raw or b"{}")
+                text = "".join(_text(c) for c in body.get("contents", [])) + _text(body.get("systemInstruction") or {})
+                cache_id = uuid.uuid4().hex[:12]
+                entry = {"name": f"cachedContents/{cache_id}", "model": body.get("model", ""), "text": text,
+                         "tokens": _tokens(len(text)), "display_name": body.get("displayName", ""), "ttl": body.get("ttl", "")}
+                self.caches[cache_id] = entry
+                self.cache_calls["create"] += 1
+            elif cache_id is not None and cache_id in self.caches:
+                entry = self.caches[cache_id]
+                self.cache_calls["delete" if method == "DELETE" else "get"] += 1
+                if method == "DELETE":
+                    del self.caches[cache_id]
+                    return Reply(body=b"{}")
+            else:
+                return Reply.error(404, f"CachedContent not found: {cache_id}")
+        now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
+        return Reply(body=json.dumps({
+            "name": entry["name"], "model": entry["model"], "displayName": entry["display_name"], "createTime": now,
+            "updateTime": now, "expireTime": now, "usageMetadata": {"totalTokenCount": entry["tokens"]},
+        }).encode())
+
     def _dispatch(self, method: str, path: str, headers: dict, raw: bytes) -> Reply:
+        if m := _CACHES.match(path):
+            return self._context_cache(method, m["id"], raw)
         for mode, pattern in _ROUTES:
             m = pattern.match(path)
             if m:
@@ -334,6 +390,13 @@ class FakeGeminiServer:
         except ValueError:
             return Reply.error(400, "request body is not JSON")
         req = _parse(mode, m["action"], m.groupdict().get("model") or "", path, headers, body)
+        if req.kind == "generate" and body.get("cachedContent"):
+            cache = self.caches.get(str(body["cachedContent"]).split("/")[-1])
+            if cache is None:
+                return Reply.error(404, f"CachedContent not found: {body['cachedContent']}")
+            # The model reads the cached turn, then the request's: two user turns in a row read as one.
+            req.cached_content, req.sent_texts = cache["name"], list(req.texts)
+            req.texts = [cache["text"] + (req.texts[0] if req.texts else "")] + req.texts[1:]
         out = self._record_and_answer(req)
         if isinstance(out, Reply) and out.body is not None:
             return out
@@ -358,6 +421,7 @@ class FakeGeminiServer:
         prompt_chars = sum(map(len, req.texts)) + (0 if req.mode == "openai" else len(req.system or ""))
         p = reply.prompt_tokens if reply.prompt_tokens is not None else _tokens(prompt_chars)
         o = reply.output_tokens if reply.output_tokens is not None else _tokens(len(text))
+        cached = self._cached_tokens(req) if req.mode != "openai" else 0
         if req.mode == "openai":
             payload: dict = {
                 "id": f"chatcmpl-{uuid.uuid4().hex}",
@@ -383,13 +447,26 @@ class FakeGeminiServer:
                         "index": 0,
                     }
                 ],
-                "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": o, "totalTokenCount": p + o},
+                "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": o, "totalTokenCount": p + o,
+                                  **({"cachedContentTokenCount": min(cached, p)} if cached else {})},
                 "modelVersion": req.model,
             }
         data = json.dumps(payload).encode()
         if action == "streamGenerateContent":  # one SSE event carrying the whole answer
             return Reply(status=reply.status, body=b"data: " + data + b"\r\n\r\n", content_type="text/event-stream")
         return Reply(status=reply.status, body=data, headers=reply.headers)
+
+    def _cached_tokens(self, req: RecordedRequest) -> int:
+        """An explicit cache's tokens, or (implicit caching) the longest start this prompt shares with an earlier one."""
+        if req.cached_content is not None:
+            return _tokens(len(req.texts[0]) - len(req.sent_texts[0] if req.sent_texts else ""))
+        prompt = (req.system or "") + "\x00" + "\x00".join(req.texts)
+        with self._lock:
+            best = max((_common_prefix(prompt, seen) for seen in self._seen_prompts), default=0)
+            self._seen_prompts.append(prompt)
+            del self._seen_prompts[:-256]
+        tokens = best // 4
+        return tokens if self.implicit_cache_min_tokens and tokens >= self.implicit_cache_min_tokens else 0
 
     def _embed_reply(self, req: RecordedRequest, action: str, vectors: Any) -> Reply:
         if vectors is None:

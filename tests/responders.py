@@ -65,49 +65,51 @@ def discovery(prompt: str) -> dict:
     return {"items": [discovery_item(i, t) for i, t in criteria(prompt)]}
 
 
+NEARBY = re.compile(r'<nearby cluster="(\d+)">(.*?)</nearby>')
+NEARBY_LABEL = re.compile(r"<label>([a-z_]+)</label>")
+
+
 def canonicalize(prompt: str) -> dict:
+    """Named after its most frequent label; one boundary against each of the first two nearby clusters,
+    naming that cluster's first label, as the prompt asks."""
     members = MEMBER.findall(prompt)
     name = members[0] if members else FALLBACK
+    nearby = [NEARBY_LABEL.findall(labels)[0] for _, labels in NEARBY.findall(prompt)][:2]
     return {
         "name": name, "description": f"Checks of the kind `{name}` names.",
         "diagnostic_signal": "The trace shows the verifier opening the evidence.",
-        "example_pattern": "The verifier opens the deliverable and compares.", "non_examples": [],
+        "example_pattern": "The verifier opens the deliverable and compares.",
+        "non_examples": [f"if the criterion is about the checks that cluster's labels name, prefer `{label}`" for label in nearby],
     }
 
 
 NEAREST = re.compile(r"^- `([a-z_]+)`: .* Nearest: (.*)\.$", re.M)
-SIBLING_HINT = re.compile(r"`([a-z_]+)`'s non_examples name none of its nearest siblings \(([^)]*)\)")
+BOUNDARY_CAP = re.compile(r"^### `([a-z_]+)`\n(?:- .*\n)*?- Nearest siblings: (.*)$", re.M)
 
 
-def merge(prompt: str, n_caps: int = 9, reask: str = "") -> dict:
-    """Greedy balanced grouping: biggest candidate to the currently smallest group. Each capability
-    draws boundaries against the next two; a re-ask naming its nearest siblings is heeded, as a
-    model reading the violations would."""
+def boundaries(prompt: str) -> dict:
+    """Against the first two listed siblings of each capability asked about, as the prompt asks."""
+    return {"capabilities": [
+        {"name": name, "non_examples": [f"if the criterion is mostly about what {s} covers, prefer `{s}`"
+                                        for s in re.findall(r"`([a-z_]+)`", listed)[:2]]}
+        for name, listed in BOUNDARY_CAP.findall(prompt)
+    ]}
+
+
+def merge(prompt: str, n_caps: int = 9) -> dict:
+    """Greedy balanced grouping: biggest candidate to the currently smallest group. Boundaries are
+    not asked for here: they come in their own call once membership is settled."""
     candidates = [(name, float(share)) for name, share, _ in CANDIDATE.findall(prompt)]
     n_caps = min(n_caps, len(candidates))
     groups: list[list[tuple[str, float]]] = [[] for _ in range(n_caps)]
     for name, share in sorted(candidates, key=lambda c: -c[1]):
         min(groups, key=lambda g: sum(s for _, s in g)).append((name, share))
-    names = [g[0][0] for g in groups]
-    hinted = {name: re.findall(r"`([a-z_]+)`", listed) for name, listed in SIBLING_HINT.findall(reask)}
-    owner = {n: g[0][0] for g in groups for n, _ in g}
-    nearest = {name: re.findall(r"`([a-z_]+)`", listed) for name, listed in NEAREST.findall(prompt)}
-
-    def boundaries(name: str) -> list[str]:
-        """Against the groups holding its members' nearest candidates, most often first."""
-        members = next(g for g in groups if g[0][0] == name)
-        votes = Counter(owner[n] for m, _ in members for n in nearest.get(m, []) if n in owner and owner[n] != name)
-        i = names.index(name)
-        others = hinted.get(name) or [n for n, _ in votes.most_common(2)] or [names[(i + d) % len(names)] for d in (1, 2) if len(names) > d]
-        return [f"if the criterion is about what {other} covers, prefer `{other}`" for other in dict.fromkeys(others[:2]) if other != name]
-
     return {"capabilities": [
         {
             # Card texts as long as the prompt asks (1-2 sentences, 1 sentence, 1-2 sentences), as a model writes them.
             "name": g[0][0], "description": f"Everything `{g[0][0]}` covers: the verifier reads the deliverable and decides whether it shows what the criterion states.",
             "diagnostic_signal": "The trace shows the verifier opening the evidence the criterion names and quoting it before it decides.",
             "example_pattern": "The verifier opens the delivered file, finds the value the criterion names, and checks it against the request.",
-            "non_examples": boundaries(g[0][0]),
             "needs_native_inspection": _stable(g[0][0]) % 2 == 0,
             "needs_native_inspection_reason": "The check reads properties of the deliverable that plain text loses.",
             "needs_domain_conventions": _stable(g[0][0]) % 3 == 0,
@@ -153,6 +155,8 @@ def kind(prompt: str) -> str:
         return "canonicalize"
     if "Merge near-duplicates" in prompt:
         return "merge"
+    if "drawing the boundaries" in prompt:
+        return "boundaries"
     if "Criteria to tag" in prompt:
         return "tag"
     if "judge guidance" in prompt:
@@ -162,14 +166,11 @@ def kind(prompt: str) -> str:
     raise AssertionError("unknown prompt kind")
 
 
-ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "tag": tagging, "guidance": guidance,
-          "split": split_names}
+ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "boundaries": boundaries, "tag": tagging,
+          "guidance": guidance, "split": split_names}
 
 
 def model(req) -> dict:
-    """The default well-behaved model: re-asks are answered from the original request (the first turn);
-    a merge re-ask also reads the siblings the validator named."""
+    """The default well-behaved model: re-asks are answered from the original request (the first turn)."""
     prompt = req.texts[0]
-    if kind(prompt) == "merge":
-        return merge(prompt, reask=req.texts[-1] if len(req.texts) > 1 else "")
     return ANSWER[kind(prompt)](prompt)

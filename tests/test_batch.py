@@ -33,7 +33,7 @@ def test_devai_run_in_batch_mode_pays_each_item_once_at_the_batch_price(tmp_path
     result = invoke("run", toml, "--provider", "gemini", "--batch", "--run-dir", run_dir, "-q", "--no-report")
     assert "Taxonomy:" in result.output
     assert online_generates(server) == 0  # everything went through batch jobs
-    assert server.batch.calls["create"] == 5  # discover, cluster (embeddings), canonicalize, merge, tag
+    assert server.batch.calls["create"] == 6  # discover, cluster (embeddings), canonicalize, merge membership and boundaries, tag
     assert max(server.batch.answered_keys.values()) == 1
     stages = manifest(run_dir)["stages"]
     calls = sum(stages[s].get("calls", 0) for s in ("discover", "canonicalize", "merge", "tag"))
@@ -43,7 +43,9 @@ def test_devai_run_in_batch_mode_pays_each_item_once_at_the_batch_price(tmp_path
     # Charged at half the online price (the default batch price), from the tokens the server reported.
     d = stages["discover"]
     assert d["batch_calls"] == d["calls"] and d["batch_prompt_tokens"] == d["prompt_tokens"] > 0
-    expected = (d["prompt_tokens"] * 0.25 + d["output_tokens"] * 1.50) / 1e6
+    # Prompt tokens the server served from its (implicit) cache at half the cached price.
+    assert 0 < d["batch_cached_prompt_tokens"] == d["cached_prompt_tokens"] < d["prompt_tokens"]
+    expected = ((d["prompt_tokens"] - d["cached_prompt_tokens"]) * 0.25 + d["cached_prompt_tokens"] * 0.025 + d["output_tokens"] * 1.50) / 1e6
     assert d["cost_usd"] == pytest.approx(expected, abs=1e-6)  # the manifest rounds to 6 decimals
     jobs = json.loads((run_dir / "batch_jobs.json").read_text())
     assert {j["stage"] for j in jobs} == {"discover", "cluster", "canonicalize", "merge", "tag"}
@@ -210,3 +212,21 @@ def test_a_recorded_job_deleted_on_the_server_is_submitted_again(tmp_path, gemin
     assert server.batch.calls["create"] == 2
     states = [j["state"] for j in json.loads((run_dir / "batch_jobs.json").read_text())]
     assert states == ["gone", "collected"]
+
+
+def test_batch_mode_does_not_import_the_runner():
+    """The dependency runs one way: runner.py uses batch.py; batch.py builds on jobs.py, never on runner.py."""
+    import subprocess
+    import sys
+
+    code = "import sys, taxonomy.llm.batch; assert 'taxonomy.llm.runner' not in sys.modules, 'batch imported the runner'"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    from pathlib import Path
+
+    import taxonomy.llm.batch as batch
+
+    import re
+
+    assert not re.search(r"^\s*(from taxonomy\.llm\.runner|from taxonomy\.llm import runner|import taxonomy\.llm\.runner)",
+                         Path(batch.__file__).read_text(), re.M)  # not even inside a function

@@ -207,7 +207,7 @@ def test_batches_hold_one_task_and_one_category_under_a_header(gemini_env, tmp_p
         assert len(cats) == 1, cats
         (cat,) = cats
         assert f"Rubric category: {cat} (every criterion below belongs to it)" in prompt
-        assert "Distinct from sibling capabilities within this same rubric category" in prompt
+        assert "Distinct from sibling capabilities within the batch's rubric category" in prompt
     assert labels["status"].to_list() == ["ok"] * N
 
 
@@ -221,6 +221,19 @@ def test_criteria_without_a_category_are_batched_by_task(gemini_env, tmp_path):
     prompts = [r.texts[0] for r in gemini_env.requests]
     assert len(prompts) == 2 and not any("Rubric category:" in p for p in prompts)
     assert all(len(responders.criteria(p)) == 3 for p in prompts)
+
+
+@pytest.mark.parametrize("n,sizes", [(24, [12, 12]), (41, [14, 14, 13]), (20, [20]), (7, [7])])
+def test_a_task_is_split_into_even_batches(gemini_env, tmp_path, n, sizes):
+    """24 criteria at 20 a call go as 12 + 12, not 20 + 4: a small call pays the shared instructions for little."""
+    rows = [{"task_id": "t", "text": f"The report lists the quarterly revenue figure number {i}", "brief": "Write it."} for i in range(n)]
+    path = tmp_path / "c.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    toml = tmp_path / "c.toml"
+    toml.write_text(f'name = "c"\n[corpus]\npath = "{path}"\nformat = "table"\n[output]\ndir = "{tmp_path / "o"}"\n')
+    invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
+    assert sorted((len(responders.criteria(r.texts[0])) for r in gemini_env.requests), reverse=True) == sizes
+    assert pl.read_parquet(tmp_path / "run" / "stage1_labels.parquet")["status"].to_list() == ["ok"] * n
 
 
 def test_paraphrase_within_a_category_is_reasked(gemini_env, tmp_path):

@@ -46,13 +46,15 @@ def test_estimate_shows_the_batch_price_beside_the_online_one(gemini_env, tmp_pa
     toml = write_pipeline(tmp_path, limit=40, extra=EXTRA + "[llm.prices]\nbatch_input = 0.1\nbatch_output = 0.6\n")
     result = invoke("estimate", toml, "--provider", "gemini")
     header = next(line for line in result.output.splitlines() if line.startswith("| stage |"))
-    assert "batch cost USD" in header
-    rows = [line.split("|") for line in result.output.splitlines() if line.startswith("| ") and not line.startswith("| stage")]
-    for cells in rows:  # batch cost = tokens at the configured batch prices (the embedding price is the same in both modes)
-        prompt, output, online, batch = int(cells[3]), int(cells[4]), float(cells[6]), float(cells[7])
-        embedding = online - (prompt * 0.5 + output * 3.0) / 1e6
-        assert abs(batch - ((prompt * 0.1 + output * 0.6) / 1e6 + embedding)) < 2e-4
-    assert float(rows[-1][7]) < float(rows[-1][6])
+    assert "batch cost USD" in header and "cached prompt tokens" in header
+    figures = json.loads(invoke("estimate", toml, "--provider", "gemini", "--json").output)
+    for name, f in [*figures["stages"].items(), ("total", figures["total"])]:
+        # Uncached prompt tokens at the input price, cached ones at a tenth of it (half of that in batch mode),
+        # explicit cache writes (online only) at the input price; embeddings the same in both modes.
+        p, c, o, e, w = f["prompt_tokens"], f["cached_prompt_tokens"], f["output_tokens"], f["embed_tokens"], f["cache_tokens"]
+        assert abs(f["cost_usd"] - ((p - c) * 0.5 + c * 0.05 + o * 3.0 + w * 0.5 + e * 0.15) / 1e6) < 1e-9, name
+        assert abs(f["batch_cost_usd"] - ((p - c) * 0.1 + c * 0.025 + o * 0.6 + e * 0.15) / 1e6) < 1e-9, name
+    assert figures["total"]["cached_prompt_tokens"] > 0 and figures["total"]["batch_cost_usd"] < figures["total"]["cost_usd"]
 
 
 def test_estimate_json_holds_the_same_figures_as_the_table(gemini_env, tmp_path):

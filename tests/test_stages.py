@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import polars as pl
 import pytest
@@ -53,7 +54,14 @@ def test_full_run_produces_a_valid_taxonomy_and_tags(gemini_env, tmp_path):
     manifest = json.loads((run_dir / "manifest.json").read_text())
     for stage in ("discover", "cluster", "canonicalize", "merge", "tag"):
         assert "seconds" in manifest["stages"][stage]
-    assert manifest["stages"]["canonicalize"]["calls"] == 80 and manifest["stages"]["merge"]["calls"] == 1
+    # The merge: one call for membership, one for the boundaries once membership is settled.
+    assert manifest["stages"]["canonicalize"]["calls"] == 80 and manifest["stages"]["merge"]["calls"] == 2
+    names = prompts_of(gemini_env, "canonicalize")
+    assert len(names) == 80 and all("Criteria that carry labels of this cluster" in p and "<nearby cluster=" in p for p in names)
+    micro_names = {m.name for m in micro}
+    for m in micro:  # each micro-capability's boundaries name real sibling micro-capabilities
+        assert 1 <= len(m.non_examples) <= 3
+        assert all(len(set(re.findall(r"`([a-z_]+)`", t)) & (micro_names - {m.name})) == 1 for t in m.non_examples), m.non_examples
     assert set(manifest["prompt_hashes"]) == {"discover", "canonicalize", "merge", "tag"}
     embeds = [r for r in gemini_env.requests if r.kind == "embed"]
     assert embeds and embeds[0].path.endswith(":batchEmbedContents")
@@ -85,6 +93,10 @@ def test_stage_out_of_order_is_one_clear_line(gemini_env, tmp_path):
     invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
     result = invoke("merge", tmp_path / "run", ok=False)
     assert result.exit_code == 2 and "micro_capabilities.json: missing; fix: run `taxonomy canonicalize" in result.output
+
+
+def prompts_of(server, kind: str) -> list[str]:
+    return [r.texts[0] for r in server.requests if r.kind == "generate" and responders.kind(r.texts[0]) == kind]
 
 
 def _merge_breaker(mutate, times: int | None = None):
@@ -123,8 +135,12 @@ def _repeat_name(caps):
     caps[1]["name"] = caps[0]["name"]
 
 
+def _long_reason(caps):
+    caps[0]["needs_native_inspection_reason"] = "It reads the structure of the deliverable. Flattening it to text loses that."
+
+
 BREAKERS = {"twelve_capabilities": (_twelve, "you gave 12 capabilities; give 8-10"), "one_holds_55_percent": (_giant, "max 40%"),
-            "drops_a_micro_cluster": (_drop_micro, "not mapped"), "repeats_a_name": (_repeat_name, "give each capability a distinct name")}
+            "repeats_a_name": (_repeat_name, "give each capability a distinct name"), "two_sentence_reason": (_long_reason, "must be one sentence")}
 
 
 @pytest.mark.parametrize("case", sorted(BREAKERS))
@@ -137,6 +153,56 @@ def test_merge_violation_is_reasked_then_fixed(gemini_env, tmp_path, case):
     assert BREAKERS[case][1] in merges[1].texts[2]
     taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
     assert taxonomy.repairs == []
+
+
+def test_a_candidate_left_out_is_mapped_in_code_without_a_call(gemini_env, tmp_path):
+    gemini_env.responder = _merge_breaker(_drop_micro)
+    _, run_dir = full_run(tmp_path)
+    assert len(prompts_of(gemini_env, "merge")) == 1  # no re-ask: the program maps it itself
+    taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
+    assert len(taxonomy.repairs) == 1 and "which the model left out" in taxonomy.repairs[0]
+
+
+def test_a_reason_with_an_abbreviation_is_one_sentence(gemini_env, tmp_path):
+    """The prompt allows "e.g." in a one-sentence reason; the validator must not reject it."""
+    def abbreviated(caps):
+        caps[0]["needs_native_inspection_reason"] = "It reads properties lost in flattening, e.g. formula structure, i.e. what text drops."
+    gemini_env.responder = _merge_breaker(abbreviated)
+    _, run_dir = full_run(tmp_path)
+    assert len(prompts_of(gemini_env, "merge")) == 1
+    taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
+    assert taxonomy.repairs == [] and "e.g. formula" in taxonomy.capabilities[0].needs_native_inspection_reason
+
+
+def test_rejected_boundaries_are_asked_again_about_that_capability_only(gemini_env, tmp_path):
+    """The fault: the first boundary answer draws one capability's line against a capability that is not
+    among its nearest siblings. The follow-up carries that capability, its siblings and the violation,
+    never the merge again, and the merge stage stays within 1.5x the tokens of its membership call."""
+    faulted: list[str] = []
+
+    def respond(req):
+        answer = responders.model(req)
+        if responders.kind(req.texts[0]) == "boundaries" and not faulted:
+            caps = answer["capabilities"]
+            listed = set(re.findall(r"Nearest siblings: (.*)", req.texts[0])[0].replace("`", "").split(", "))
+            stranger = next(c["name"] for c in caps[1:] if c["name"] not in listed)
+            caps[0]["non_examples"] = [f"if the criterion is about something else entirely, prefer `{stranger}`"]
+            faulted.append(caps[0]["name"])
+        return answer
+
+    gemini_env.responder = respond
+    _, run_dir = full_run(tmp_path)
+    asks = prompts_of(gemini_env, "boundaries")
+    assert len(asks) == 2 and all(len(r.texts) == 1 for r in gemini_env.requests if r.kind == "generate")
+    follow_up = asks[1]
+    assert re.findall(r"^### `([a-z_]+)`", follow_up, re.M) == faulted  # only the capability concerned
+    assert "not one of this capability's nearest siblings" in follow_up and "Merge near-duplicates" not in follow_up
+    taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
+    assert taxonomy.repairs == []
+    assert "prefer" in taxonomy.capabilities[[c.name for c in taxonomy.capabilities].index(faulted[0])].non_examples[0]
+    ledger = [json.loads(line) for line in (run_dir / "usage.jsonl").read_text().splitlines()]
+    merge = [e["prompt_tokens"] for e in ledger if e["stage"] == "merge"]
+    assert len(merge) == 3 and sum(merge) <= 1.5 * merge[0], merge
 
 
 @pytest.mark.parametrize("case", sorted(BREAKERS))

@@ -18,8 +18,9 @@ class Turn:
 @dataclass(frozen=True)
 class Completion:
     text: str
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # all of them, the cached ones included
     output_tokens: int = 0
+    cached_tokens: int = 0  # the part of prompt_tokens served from a context cache
 
 
 class TransientError(Exception):
@@ -44,7 +45,10 @@ class Provider(Protocol):
 
     async def complete(
         self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float
-    ) -> Completion: ...
+    ) -> Completion:
+        """A provider with explicit context caches (see context_cache.py) also takes
+        `context_cache=(cache name, the prompt prefix it holds)`."""
+        ...
 
 
 @lru_cache(maxsize=None)

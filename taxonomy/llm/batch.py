@@ -1,7 +1,7 @@
 """Batch mode (`llm.mode = "batch"`, `--batch`): the runner's jobs go through the Gemini Batch API.
 
 Half the online price and no per-minute limits, for hours of latency. What it keeps from online:
-every answer goes through the same cache key, parsing, validation and re-ask (runner.Conversation)
+every answer goes through the same cache key, parsing, validation and re-ask (jobs.Conversation)
 and the same accounting, at the batch price. The rounds: every open conversation's next request
 goes into one job; answers that need a re-ask, and items the job could not answer, form the next
 round, which goes online once fewer than `llm.batch.online_below` remain.
@@ -23,14 +23,16 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema
+from taxonomy.llm.jobs import Answer, Conversation, Job, Usage
 from taxonomy.llm.providers import ProviderError
 from taxonomy.secrets import redact
 
-if TYPE_CHECKING:
-    from taxonomy.llm.runner import Answer, Job, Runner, Usage
+# `runner` below is a taxonomy.llm.runner.Runner: this module uses its public methods (request_key,
+# complete_online, paid) and attributes, and never imports it, so the dependency runs one way.
+Runner = Any
 
 log = logging.getLogger("taxonomy.llm")
 JOBS_FILE = "batch_jobs.json"
@@ -58,8 +60,6 @@ class _ItemError:
 
 
 def run_batch(runner: Runner, stage: str, jobs: list[Job], description: str, usage: Usage) -> list[Answer]:
-    from taxonomy.llm.runner import Conversation
-
     talks = [Conversation(job) for job in jobs]
     errors = [0] * len(talks)
     while True:
@@ -120,17 +120,9 @@ class BatchSession:
         for key in requests:
             result = results.get(key)
             if isinstance(result, Completion):
-                # Cached at once, so a crash after this point never pays for it again.
-                if self.runner.on_paid is not None:  # the run's ledger, at the batch price
-                    self.runner.on_paid(self.stage, result, kind="batch")
+                # Into the ledger (at the batch price), then cached at once, so a crash after this point never pays for it again.
+                self.runner.paid(self.stage, result, self.usage, kind="batch")
                 self.runner.cache.put(key, self.stage, result.text, result.prompt_tokens, result.output_tokens)
-                u = self.usage
-                u.calls += 1
-                u.batch_calls += 1
-                u.prompt_tokens += result.prompt_tokens
-                u.output_tokens += result.output_tokens
-                u.batch_prompt_tokens += result.prompt_tokens
-                u.batch_output_tokens += result.output_tokens
             out[key] = result if result is not None else _ItemError(f"batch job {record['name']}: no result for an item")
         self.store.update(record, state="collected")
         return out
@@ -322,6 +314,7 @@ def _completion(response, error: dict | None) -> Completion | _ItemError:
         text=response.text or "",
         prompt_tokens=(usage.prompt_token_count or 0) if usage else 0,
         output_tokens=(usage.candidates_token_count or 0) if usage else 0,
+        cached_tokens=(usage.cached_content_token_count or 0) if usage else 0,
     )
 
 
@@ -373,8 +366,6 @@ class _JobStore:
 
 def embed_in_batch(runner: Runner, model: str, texts: dict[str, str]) -> dict[str, list[float]] | None:
     """Batch embedding for the cluster stage where google-genai offers it (Gemini API); None: embed online."""
-    from taxonomy.llm.runner import Usage
-
     if runner.cfg.mode != "batch" or runner.provider.name != "gemini" or not texts:
         return None
     if not hasattr(runner.provider.client().batches, "create_embeddings"):

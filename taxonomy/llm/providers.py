@@ -92,7 +92,7 @@ class GeminiProvider:
         return [types.Content(role=t.role, parts=[types.Part(text=t.text)]) for t in turns]
 
     @staticmethod
-    def generation_config(system: str | None, schema: type[BaseModel], temperature: float):
+    def generation_config(system: str | None, schema: type[BaseModel], temperature: float, cached_content: str | None = None):
         """The request settings, shared by online calls and batch-mode inline requests."""
         from google.genai import types
 
@@ -102,14 +102,37 @@ class GeminiProvider:
             response_mime_type="application/json",
             # Plain JSON Schema, built once per class: converting a pydantic class every call costs milliseconds.
             response_json_schema=json_schema(schema),
+            cached_content=cached_content,
         )
 
+    def create_context_cache(self, prefix: str, ttl_s: int, display_name: str) -> tuple[str, int]:
+        """An explicit cache holding `prefix` as the first user turn: (its name, the tokens it holds)."""
+        from google.genai import errors, types
+
+        config = types.CreateCachedContentConfig(contents=self.contents([Turn("user", prefix)]), ttl=f"{int(ttl_s)}s",
+                                                 display_name=display_name)
+        try:
+            cache = self.client().caches.create(model=self.model, config=config)
+        except errors.APIError as exc:
+            raise PermanentError(f"{self.name} {exc.code} {exc.status or ''}: {str(exc.message or '')[:300]}") from None
+        tokens = (cache.usage_metadata.total_token_count or 0) if cache.usage_metadata else 0
+        return cache.name, tokens or len(prefix) // 4
+
+    def delete_context_cache(self, name: str) -> None:
+        self.client().caches.delete(name=name)
+
     async def complete(
-        self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float
+        self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float,
+        context_cache: tuple[str, str] | None = None,
     ) -> Completion:
+        """`context_cache` = (cache name, the prefix of the first turn it holds): only the rest is sent."""
         from google.genai import errors
 
-        contents, config = self.contents(turns), self.generation_config(system, schema, temperature)
+        cache_name = None
+        if context_cache is not None and turns and turns[0].text.startswith(context_cache[1]):
+            cache_name, prefix = context_cache
+            turns = [Turn(turns[0].role, turns[0].text[len(prefix):] or " ")] + list(turns[1:])
+        contents, config = self.contents(turns), self.generation_config(system, schema, temperature, cache_name)
         try:
             response = await self.client().aio.models.generate_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:
@@ -129,6 +152,7 @@ class GeminiProvider:
             text=response.text or "",
             prompt_tokens=(usage.prompt_token_count or 0) if usage else 0,
             output_tokens=(usage.candidates_token_count or 0) if usage else 0,
+            cached_tokens=(usage.cached_content_token_count or 0) if usage else 0,
         )
 
 
@@ -186,10 +210,13 @@ class OpenAICompatibleProvider:
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             raise TransientError(f"openai: {type(exc).__name__}") from None
         usage = response.usage
+        details = getattr(usage, "prompt_tokens_details", None) if usage else None
         return Completion(
             text=response.choices[0].message.content or "",
             prompt_tokens=usage.prompt_tokens if usage else 0,
             output_tokens=usage.completion_tokens if usage else 0,
+            # Servers with prefix caching (vLLM, OpenAI) report the part of the prompt they reused.
+            cached_tokens=(getattr(details, "cached_tokens", None) or 0) if details else 0,
         )
 
 

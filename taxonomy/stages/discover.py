@@ -9,9 +9,9 @@ from taxonomy.config import PipelineConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render
 from taxonomy.schemas import DiscoveryAnswer
-from taxonomy.stages.common import Batch, criterion_batches, item_status
+from taxonomy.stages.common import Batch, criterion_batches, item_status, shared_prefix
 from taxonomy.validate import (
-    Violation, check_coverage, check_distinct_in_batch, check_label_count, check_rationale_grounding, check_rationale_prefix, label_problems,
+    MIN_PHRASE_WORDS, Violation, check_coverage, check_distinct_in_batch, check_label_count, check_rationale_grounding, check_rationale_prefix, label_problems,
 )
 from taxonomy.config import LabelRules
 
@@ -61,9 +61,11 @@ def discover(criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner | None)
 
 def _job(batch: Batch, cfg: PipelineConfig) -> Job[DiscoveryAnswer]:
     prompt = render("stage1_discovery.j2", rules=cfg.labels, task_id=batch.task_id, brief=batch.brief, criteria=batch.rows,
-                    category=batch.category, cohort=batch.cohort)
+                    category=batch.category, cohort=batch.cohort, min_quote_words=MIN_PHRASE_WORDS,
+                    shared_context=batch.shared_context)
     texts = [r["text"] for r in batch.rows]
-    return Job(prompt=prompt, schema=DiscoveryAnswer, validate=partial(validate_answer, texts=texts, rules=cfg.labels, category=batch.category))
+    return Job(prompt=prompt, schema=DiscoveryAnswer, validate=partial(validate_answer, texts=texts, rules=cfg.labels, category=batch.category),
+               prefix=shared_prefix(prompt))
 
 
 def _discover_offline(criteria: pl.DataFrame, rules: LabelRules, batch_size: int) -> pl.DataFrame:

@@ -1,9 +1,14 @@
 """Stage 2c: merge the micro-capabilities into 8-10 canonical ones.
 
-The model proposes; code checks every constraint (count, shares computed from the mapping,
-coverage, names, 1-3 non-examples against nearest siblings, P2/P3 with reasons), re-asks with the
-violations, and as the last resort repairs deterministically. The offline backend goes straight to
-the solver, starting from a weighted k-means of the micro-capability centroids.
+The model proposes membership; code checks every constraint (count, shares computed from the
+mapping, coverage, names, P2/P3 with reasons), re-asks with the violations, and as the last resort
+repairs deterministically. A candidate the model left out is mapped to its nearest capability in
+code: that repair needs no call. Boundaries come after membership is settled, as the paper has
+them ("non-examples contrasting it with its nearest siblings"): code computes each final
+capability's nearest siblings (siblings.py), and one small call writes the non-examples against
+exactly those; a boundary that breaks the rule is asked again in a focused follow-up that carries
+only that capability, its siblings and the violation, never the whole merge again. The offline
+backend goes straight to the solver, starting from Ward over the micro-capability centroids.
 """
 from __future__ import annotations
 
@@ -14,23 +19,55 @@ import numpy as np
 
 from taxonomy.config import PipelineConfig
 from taxonomy.llm.runner import Job, Runner
-from taxonomy.merge_rules import capability_similarity, check_merge, hard_violations, solve_merge, to_taxonomy_capabilities
+from taxonomy.merge_rules import (
+    _boundary, capability_similarity, check_merge, hard_violations, solve_merge, to_taxonomy_capabilities,
+)
 from taxonomy.run import RunError
 from taxonomy.prompts import render
-from taxonomy.schemas import DesignPrinciples, MergeAnswer, MergedCapability, MicroCapability, Taxonomy
-from taxonomy.siblings import capability_co_counts, choose_siblings
+from taxonomy.schemas import BoundaryAnswer, DesignPrinciples, MembershipAnswer, MergedCapability, MicroCapability, Taxonomy
+from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, boundary_problems, capability_co_counts, choose_siblings
 from taxonomy.validate import Violation
 
 
-def _violations(answer: MergeAnswer, micro, centroids, cfg: PipelineConfig, co_micro=None) -> list[Violation]:
-    similarity = capability_similarity(answer.capabilities, micro, centroids)
-    co = capability_co_counts(answer.capabilities, micro, co_micro)
-    out = check_merge(answer.capabilities, micro, cfg.merge, cfg.labels, similarity, co_counts=co)
+def _merged(answer: MembershipAnswer) -> list[MergedCapability]:
+    return [MergedCapability(**cap.model_dump(), non_examples=[]) for cap in answer.capabilities]
+
+
+def map_unmapped(proposal: list[MergedCapability], micro: list[MicroCapability], centroids: np.ndarray) -> tuple[list[MergedCapability], list[str]]:
+    """Candidates no capability lists go to the capability whose centroid is nearest to theirs:
+    a repair the program makes itself, so it costs no call. Returns a copy and the repairs."""
+    listed = {n for cap in proposal for n in cap.member_input_names}
+    missing = [i for i, m in enumerate(micro) if m.name not in listed]
+    if not missing or not proposal:
+        return proposal, []
+    proposal = [cap.model_copy(deep=True) for cap in proposal]
+    sim = capability_similarity(proposal + [MergedCapability(name=micro[i].name, description="", diagnostic_signal="", example_pattern="",
+                                                             non_examples=[], member_input_names=[micro[i].name]) for i in missing],
+                                micro, centroids)
+    notes = []
+    for k, i in enumerate(missing):
+        row = sim[len(proposal) + k, :len(proposal)]
+        target = proposal[int(np.argmax(row))]
+        target.member_input_names.append(micro[i].name)
+        notes.append(f"mapped `{micro[i].name}`, which the model left out, to `{target.name}` (nearest by centroid)")
+    return proposal, notes
+
+
+def _membership_violations(answer: MembershipAnswer, micro, centroids, cfg: PipelineConfig) -> list[Violation]:
+    proposal, _ = map_unmapped(_merged(answer), micro, centroids)
+    out = check_merge(proposal, micro, cfg.merge, cfg.labels, similarity=None)
     return out + [Violation(None, p) for cap in answer.capabilities for p in principle_problems(cap)]
 
 
-_SENTENCE_END = re.compile(r"[.!?。！？](?:\s+|$)")
+# A sentence ends at a full stop, question or exclamation mark followed by more text, except after an
+# abbreviation ("e.g.", "i.e.", "etc.", "vs.", single letters): the prompt allows those in a reason.
+_SENTENCE_BREAK = re.compile(r"(?<![A-Za-z]\.[A-Za-z])(?<!\b[A-Za-z])(?<!\betc)(?<!\bvs)(?<!\bcf)[.!?]+\s+(?=\S)|[。！？](?=\S)")
 MAX_REASON_WORDS = 45
+
+
+def sentence_count(text: str) -> int:
+    text = text.strip()
+    return 0 if not text else len(_SENTENCE_BREAK.findall(text)) + 1
 
 
 def principle_problems(cap: DesignPrinciples, name: str | None = None) -> list[str]:
@@ -42,11 +79,87 @@ def principle_problems(cap: DesignPrinciples, name: str | None = None) -> list[s
         value, reason = getattr(cap, field), getattr(cap, f"{field}_reason").strip()
         if value is None:
             out.append(f"`{name}`: set `{field}` to true or false ({what}?)")
-        ends = len(_SENTENCE_END.findall(reason))
-        if not reason or ends > 1 or len(reason.split()) > MAX_REASON_WORDS:
+        sentences = sentence_count(reason)
+        if not reason or sentences > 1 or len(reason.split()) > MAX_REASON_WORDS:
             out.append(f"`{name}`: `{field}_reason` must be one sentence of at most {MAX_REASON_WORDS} words saying why "
-                       f"({'it is empty' if not reason else f'it has {ends} sentences and {len(reason.split())} words'})")
+                       f"({'it is empty' if not reason else f'it has {sentences} sentences and {len(reason.split())} words'})")
     return out
+
+
+def _boundary_violations(answer: BoundaryAnswer, siblings: dict[str, list[str]], names: list[str]) -> list[Violation]:
+    """Per capability asked about: its answer's non-examples against exactly its listed siblings."""
+    out = []
+    given: dict[str, list[str]] = {}
+    for item in answer.capabilities:
+        if item.name not in siblings:
+            out.append(Violation(None, f"`{item.name}` is not one of the capabilities asked about; answer for {', '.join(f'`{n}`' for n in siblings)}"))
+        elif item.name in given:
+            out.append(Violation(None, f"`{item.name}` is answered twice; answer each capability once"))
+        else:
+            given[item.name] = item.non_examples
+    for name, near in siblings.items():
+        if name not in given:
+            out.append(Violation(None, f"`{name}`: missing from the answer; give its non_examples"))
+        else:
+            out += [Violation(None, f"`{name}`: {p}") for p in boundary_problems(name, given[name], near, names)]
+    return out
+
+
+def _boundary_items(answer: BoundaryAnswer | None, siblings: dict[str, list[str]], names: list[str]) -> dict[str, list[str]]:
+    """The capabilities whose non-examples in this answer pass the rule."""
+    if answer is None:
+        return {}
+    out: dict[str, list[str]] = {}
+    for item in answer.capabilities:
+        if item.name in siblings and item.name not in out and not boundary_problems(item.name, item.non_examples, siblings[item.name], names):
+            out[item.name] = list(item.non_examples)
+    return out
+
+
+def draw_boundaries(proposal: list[MergedCapability], micro, centroids, cfg: PipelineConfig, runner: Runner, co_micro=None) -> list[str]:
+    """Non-examples for settled capabilities, against the nearest siblings computed here; returns repairs.
+
+    One call for all capabilities, then up to `llm.reask_attempts` focused follow-ups, each carrying
+    only the capabilities still failing, their siblings and what was wrong. A capability still without
+    valid boundaries gets the program's own sentences (said so in the repairs)."""
+    names = [c.name for c in proposal]
+    if len(proposal) < 2:
+        return []
+    sim = capability_similarity(proposal, micro, centroids)
+    near = choose_siblings(sim, capability_co_counts(proposal, micro, co_micro), k=MAX_NON_EXAMPLES)
+    siblings = {names[i]: [names[j] for j in near[i]] for i in range(len(proposal))}
+    by_name = {c.name: c for c in proposal}
+    done: dict[str, list[str]] = {}
+    previous: dict[str, tuple[list[str], list[str]]] = {}  # name -> (its last non-examples, what was wrong)
+    for round_ in range(cfg.llm.reask_attempts + 1):
+        todo = [n for n in names if n not in done]
+        if not todo:
+            break
+        asked = {n: siblings[n] for n in todo}
+        caps = [{"name": n, "description": by_name[n].description, "diagnostic_signal": by_name[n].diagnostic_signal,
+                 "siblings": siblings[n], "previous": previous.get(n, ([], []))[0], "violations": previous.get(n, ([], []))[1]}
+                for n in todo]
+        context = [by_name[s] for s in dict.fromkeys(s for n in todo for s in siblings[n]) if s not in asked] if round_ else []
+        prompt = render("stage2_merge.j2", ask="boundaries", rules=cfg.labels, capabilities=caps, context=context,
+                        violations=bool(round_), max_non_examples=MAX_NON_EXAMPLES, min_boundary_words=MIN_BOUNDARY_WORDS)
+        job = Job(prompt=prompt, schema=BoundaryAnswer, validate=partial(_boundary_violations, siblings=asked, names=names), reask=False)
+        (answer,) = runner.run("merge", [job], "Stage 2 boundaries" if not round_ else f"re-asking the boundaries of {len(todo)} capabilities")
+        done.update(_boundary_items(answer.value, asked, names))
+        given = {item.name: item.non_examples for item in (answer.value.capabilities if answer.value else []) if item.name in asked}
+        for n in todo:
+            if n not in done:
+                problems = boundary_problems(n, given[n], siblings[n], names) if n in given else ["missing from the answer"]
+                previous[n] = (list(given.get(n, [])), problems)
+    repairs = []
+    for i, cap in enumerate(proposal):
+        if cap.name in done:
+            cap.non_examples = done[cap.name]
+        else:
+            cap.non_examples = [_boundary(proposal[j]) for j in near[i][:2]]
+            repairs.append(f"`{cap.name}`: no valid boundaries from the model after {cfg.llm.reask_attempts + 1} attempt(s) "
+                           f"({'; '.join(previous.get(cap.name, ([], ['no answer']))[1][:2])}); the program wrote them against "
+                           + ", ".join(f"`{proposal[j].name}`" for j in near[i][:2]))
+    return repairs
 
 
 def _offline_start(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig) -> list[MergedCapability] | None:
@@ -101,13 +214,17 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
         total = sum(m.n_criteria for m in micro)
         sim = np.asarray(centroids, dtype=np.float64) @ np.asarray(centroids, dtype=np.float64).T
         near = [", ".join(f"`{micro[j].name}`" for j in row) for row in choose_siblings(sim, co_micro, k=2)]
-        prompt = render("stage2_merge.j2", rules=cfg.labels, merge=cfg.merge, candidates=micro, n_total=total, near=near)
-        job = Job(prompt=prompt, schema=MergeAnswer, validate=partial(_violations, micro=micro, centroids=centroids, cfg=cfg, co_micro=co_micro))
+        prompt = render("stage2_merge.j2", ask="membership", rules=cfg.labels, merge=cfg.merge, candidates=micro, n_total=total, near=near,
+                        max_reason_words=MAX_REASON_WORDS)
+        job = Job(prompt=prompt, schema=MembershipAnswer, validate=partial(_membership_violations, micro=micro, centroids=centroids, cfg=cfg))
         (answer,) = runner.run("merge", [job], "Stage 2 merge")
+        if answer.value is not None:
+            mapped, notes = map_unmapped(_merged(answer.value), micro, centroids)
+            repairs += notes
         if answer.ok:
-            proposal = answer.value.capabilities
+            proposal = mapped
         else:
-            start = answer.value.capabilities if answer.value else None
+            start = mapped if answer.value else None
             repairs.append(
                 f"the model's merge still broke {len(answer.violations)} rule(s) after {answer.attempts} attempt(s): "
                 + "; ".join(str(v) for v in answer.violations[:5])
@@ -116,7 +233,11 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
         if runner is None:
             start = _offline_start(micro, centroids, cfg)
         proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start, co_micro=co_micro)
+        if runner is not None:  # the solver's own boundary sentences are replaced by the model's below
+            solver_notes = [n for n in solver_notes if "boundary sentence" not in n and "non-example(s)" not in n]
         repairs += solver_notes
+    if runner is not None:
+        repairs += draw_boundaries(proposal, micro, centroids, cfg, runner, co_micro)
     remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids),
                             co_counts=capability_co_counts(proposal, micro, co_micro))
     repairs += [f"unresolved: {v}" for v in remaining]

@@ -9,7 +9,7 @@ from taxonomy.config import PipelineConfig, TagConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render
 from taxonomy.schemas import TagAnswer, Taxonomy
-from taxonomy.stages.common import Batch, criterion_batches, item_status
+from taxonomy.stages.common import Batch, criterion_batches, item_status, shared_prefix
 from taxonomy.validate import Violation, check_coverage
 
 SCHEMA = {
@@ -66,9 +66,10 @@ def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[TagAnswer
     prompt = render(
         "stage3_tagging.j2", rules=cfg.labels, tag=cfg.tag, capabilities=taxonomy.capabilities,
         task_id=batch.task_id, brief=batch.brief, criteria=batch.rows, category=batch.category, cohort=batch.cohort,
+        shared_context=batch.shared_context,
     )
     check = partial(validate_answer, n=len(batch.rows), names=taxonomy.names(), cfg=cfg.tag)
-    return Job(prompt=prompt, schema=TagAnswer, validate=check)
+    return Job(prompt=prompt, schema=TagAnswer, validate=check, prefix=shared_prefix(prompt))
 
 
 def _tag_offline(criteria, taxonomy, cfg, stage1, micro_labels) -> pl.DataFrame:

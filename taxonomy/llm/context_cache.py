@@ -1,0 +1,90 @@
+"""Explicit context caches for a stage's shared prompt prefix.
+
+Every Stage 1 and Stage 3 call starts with the same instructions (and Stage 3 with the whole
+taxonomy); Gemini's implicit caching often serves such a prefix at the cached price, but only when
+it happens to hit. An explicit cache (`client.caches`) makes the hit certain, at the price of
+writing the prefix once and storing it while the stage runs. One is made only where that pays:
+the prefix reaches `llm.context_cache.min_tokens` (Gemini refuses smaller caches) and the stage's
+calls that still have to be paid save more at the cached price than writing the prefix once and
+storing it for the cache's whole TTL would cost. The stage deletes its caches when it ends; a killed
+run leaves them to expire after the TTL. The answer cache's key is the whole prompt whether or not a
+context cache carried part of it, so a resumed run never pays a call twice.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+from taxonomy.llm.base import Completion
+from taxonomy.secrets import redact
+
+log = logging.getLogger("taxonomy.llm")
+CHARS_PER_TOKEN = 4
+
+
+def pays(prefix_tokens: int, calls: int, prices: Any, ttl_s: float, min_tokens: int) -> bool:
+    """What `calls` reads of the prefix save at the cached price, against writing it once (at the
+    input price) and storing it for the whole TTL."""
+    if prefix_tokens < min_tokens or calls < 2:
+        return False
+    saved = calls * prefix_tokens * (prices.input - prices.cached())
+    spent = prefix_tokens * prices.input + prefix_tokens * prices.cache_storage * ttl_s / 3600
+    return saved > spent
+
+
+class ContextCaches:
+    """The explicit caches of one stage run: opened before its calls, closed (deleted, storage accounted) after."""
+
+    def __init__(self, runner: Any, stage: str, usage: Any):
+        self.runner, self.stage, self.usage = runner, stage, usage
+        self.cfg = runner.cfg.context_cache
+        self.by_prefix: dict[str, tuple[str, int, float]] = {}  # prefix -> (name, tokens, created at)
+
+    def supported(self) -> bool:
+        return self.cfg.enabled and self.runner.cfg.mode == "online" and hasattr(self.runner.provider, "create_context_cache")
+
+    def open(self, jobs: list) -> None:
+        """A cache for each prefix the unanswered jobs share, where it pays."""
+        if not self.supported():
+            return
+        counts = Counter(job.prefix for job in jobs if job.prefix)
+        prices = self.runner.cfg.prices
+        for prefix, calls in counts.items():
+            if not pays(len(prefix) // CHARS_PER_TOKEN, calls, prices, self.cfg.ttl_s, self.cfg.min_tokens):
+                continue
+            try:
+                name, tokens = self.runner.provider.create_context_cache(prefix, self.cfg.ttl_s, f"taxonomy-{self.stage}")
+            except Exception as exc:  # noqa: BLE001 - a cache is an optimisation: without it the calls send the prefix
+                log.warning("no context cache for %s (%s); sending its prefix with every call", self.stage, redact(str(exc))[:200])
+                continue
+            # Writing the prefix is billed as input once; the answers that read it are billed at the cached price.
+            # Storage goes into the ledger for the whole TTL at once, so a run killed now still accounts for
+            # the cache it leaves to expire; close() credits back the time it was not kept.
+            self._ledger(Completion("", tokens), "cache")
+            self._ledger(Completion("", tokens * self.cfg.ttl_s), "cache_storage")
+            self.usage.cache_tokens += tokens
+            self.usage.cache_token_seconds += tokens * self.cfg.ttl_s
+            self.by_prefix[prefix] = (name, tokens, time.monotonic())
+
+    def _ledger(self, completion: Completion, kind: str) -> None:
+        if self.runner.on_paid is not None:
+            self.runner.on_paid(self.stage, completion, kind=kind)
+
+    def name_for(self, job: Any) -> tuple[str, str] | None:
+        held = self.by_prefix.get(job.prefix) if job.prefix else None
+        return (held[0], job.prefix) if held else None
+
+    def close(self) -> None:
+        for prefix, (name, tokens, created) in list(self.by_prefix.items()):
+            del self.by_prefix[prefix]
+            try:
+                self.runner.provider.delete_context_cache(name)
+            except Exception as exc:  # noqa: BLE001 - it expires after its TTL anyway (and is accounted so); say so
+                log.warning("could not delete context cache %s (%s); it expires after %d s", name, redact(str(exc))[:200], self.cfg.ttl_s)
+                continue
+            held = min(self.cfg.ttl_s, max(1, int(time.monotonic() - created)))
+            unused = -tokens * (self.cfg.ttl_s - held)  # the TTL it was not kept: credited back
+            self._ledger(Completion("", unused), "cache_storage")
+            self.usage.cache_token_seconds += unused
