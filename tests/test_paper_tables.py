@@ -84,24 +84,30 @@ def test_llm_merge_gives_boundaries_and_design_principles(llm_run):
 
 
 def test_llm_merge_missing_boundaries_and_principles_is_reasked(gemini_env, tmp_path):
-    broken = []
+    broken = {"merge": [], "boundaries": []}
 
     def careless(req):
         answer = responders.model(req)
-        if responders.kind(req.texts[0]) == "merge" and not broken:
-            broken.append(req)
-            for cap in answer["capabilities"]:
-                cap["non_examples"] = []
-            answer["capabilities"][0]["needs_native_inspection_reason"] = "It reads layout. It also reads formulas."
+        kind = responders.kind(req.texts[0])
+        if kind in broken and not broken[kind]:
+            broken[kind].append(req)
+            if kind == "merge":
+                answer["capabilities"][0]["needs_native_inspection_reason"] = "It reads layout. It also reads formulas."
+            else:
+                for cap in answer["capabilities"]:
+                    cap["non_examples"] = []
         return answer
 
     gemini_env.responder = careless
     invoke("run", write_pipeline(tmp_path), "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", "--no-report")
-    merges = [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "merge"]
-    assert len(merges) == 2
-    reask = merges[1].texts[2]
-    assert "has 0 non_examples; give 1-3, each naming a sibling capability" in reask and "nearest siblings: `" in reask
-    assert "`needs_native_inspection_reason` must be one sentence" in reask
+    of_kind = lambda kind: [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == kind]  # noqa: E731
+    merges, bounds = of_kind("merge"), of_kind("boundaries")
+    assert len(merges) == 2 and "`needs_native_inspection_reason` must be one sentence" in merges[1].texts[2]
+    # Boundaries come after membership: the first answer gave none, so the follow-up asks about every
+    # capability again, each with its siblings and what was wrong, as a new short request.
+    assert len(bounds) == 2 and len(bounds[1].texts) == 1
+    assert bounds[1].texts[0].count("give 1-3 non_examples, not 0") == len(load_taxonomy_json(tmp_path / "run").capabilities)
+    assert "Nearest siblings: `" in bounds[1].texts[0]
     taxonomy = load_taxonomy_json(tmp_path / "run")
     assert taxonomy.repairs == [] and all(isinstance(c.needs_native_inspection, bool) for c in taxonomy.capabilities)
     assert_boundaries(taxonomy)
