@@ -22,6 +22,8 @@ out = Console(soft_wrap=True)
 ProviderOpt = typer.Option(None, "--provider", "-p", help="auto | gemini | vertex | openai | offline (default: the config's llm.provider; auto = gemini with a key, else offline)")
 RunDirOpt = typer.Option(None, "--run-dir", help="run directory (default: one per pipeline, backend and model, under the output dir, so the same command resumes)")
 QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
+TARGET_HELP = ("a pipeline TOML, or a corpus file (.csv, .tsv, .jsonl, .json, .parquet) whose columns are detected: "
+               "criterion/text/requirement/rubric, task/task_id/prompt_id, weight/points/score, category, brief/prompt")
 BatchOpt = typer.Option(None, "--batch/--online", help="Gemini Batch API: half the price, hours of latency; the job is recorded in the run directory, so the same command resumes it (default: the config's llm.mode)")
 
 
@@ -67,29 +69,83 @@ def _guard(fn):
     return wrapper
 
 
-def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], quiet: bool, limit: Optional[int] = None,
-             frozen: Optional[Path] = None, batch: Optional[bool] = None):
-    """A pipeline TOML opens (or resumes) its default run; a run directory reopens with its recorded settings."""
-    from taxonomy.config import load_config
-    from taxonomy.pipeline import open_session
-    from taxonomy.run import RunDir
-    from taxonomy.taxonomy_io import load_taxonomy
+def _is_run(target: Path) -> bool:
+    return target.is_dir() and ((target / "manifest.json").exists() or not _corpus_layout(target))
 
-    if target.is_dir():
+
+def _corpus_layout(folder: Path) -> bool:
+    from taxonomy.corpus import CorpusError
+    from taxonomy.corpus.detect import detect
+
+    try:
+        detect(folder)
+        return True
+    except CorpusError:
+        return False
+
+
+def _config_for(target: Path, limit: Optional[int] = None, batch: Optional[bool] = None):
+    """(config, what was detected or None, its number of criteria or None): a pipeline TOML as written, a bare corpus file or folder through
+    detection (its columns printed), a run directory with its recorded settings."""
+    from taxonomy.config import load_config
+
+    found, n = None, None
+    if _is_run(target):
         cfg = config_from_run(target)
-        provider = provider or RunDir(target).manifest.get("backend")
-        run_dir = target
-    else:
+    elif target.suffix.lower() == ".toml":
         cfg = load_config(target)
+    else:
+        from taxonomy.corpus import load_corpus
+        from taxonomy.pipeline_toml import corpus_config, detect
+
+        found = detect(target)
+        console.print(found.describe(), markup=False, highlight=False)
+        n = load_corpus(corpus_config(found).corpus, Path.cwd()).frame.height
+        cfg = corpus_config(found, n)
     if limit is not None:
         cfg.corpus.limit = _positive_limit(limit)
     if batch is not None:
         cfg.llm.mode = "batch" if batch else "online"
+    return cfg, found, n
+
+
+def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], quiet: bool, limit: Optional[int] = None,
+             frozen: Optional[Path] = None, batch: Optional[bool] = None):
+    """A pipeline TOML or a corpus opens (or resumes) its default run; a run directory reopens with its recorded settings."""
+    from taxonomy.pipeline import open_session
+    from taxonomy.run import RunDir
+    from taxonomy.taxonomy_io import load_taxonomy
+
+    is_run = _is_run(target)
+    cfg, found, n = _config_for(target, limit, batch)
+    if is_run:
+        provider = provider or RunDir(target).manifest.get("backend")
+        run_dir = target
     # A corpus tagged against a frozen taxonomy gets its own run, never the pipeline's own run's place.
     suffix = f"-taxonomy-{load_taxonomy(frozen).content_hash[:8]}" if frozen is not None else ""
-    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix, from_source=not target.is_dir(), load_now=not target.is_dir())
+    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix, from_source=not is_run, load_now=not is_run)
     console.print(s.notice(), highlight=False)
+    if found is not None:
+        _write_pipeline_toml(s, found, n)
     return s
+
+
+def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
+    """A run over a bare corpus keeps the TOML it used, to repeat or tune the run (`taxonomy run RUN/pipeline.toml`)."""
+    from taxonomy.pipeline_toml import render
+
+    path = s.run.path / "pipeline.toml"
+    cfg = s.cfg.model_copy(deep=True)
+    cfg.corpus.limit = None  # --limit is a flag of one command, not part of the pipeline
+    from taxonomy.corpus.config import _show
+    from taxonomy.pipeline_toml import SMALL_CORPUS
+
+    s.run.write_text("pipeline.toml", render(cfg, found, path, n, pin_output=True))
+    shown = _show(path)
+    console.print(f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)", markup=False, highlight=False)
+    if n is not None and n < SMALL_CORPUS:
+        console.print(f"note: {n} criteria, under {SMALL_CORPUS}: the merge bounds are relaxed to 1-10 capabilities of any share "
+                      "(see [merge] in that file); the paper's 8-10 capabilities need a few hundred criteria", markup=False, highlight=False)
 
 
 def config_from_run(run_dir: Path):
@@ -133,7 +189,7 @@ def _print_failures(s, artifact: str, limit: int = 5) -> None:
 
 @app.command()
 @_guard
-def discover(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
+def discover(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Optional[str] = ProviderOpt,
              run_dir: Optional[Path] = RunDirOpt, limit: Optional[int] = typer.Option(None, help="only the first N criteria"),
              quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt) -> None:
     """Stage 1: tag every criterion with 1-3 validated free-text capability labels."""
@@ -197,9 +253,7 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
     """Stage 3: tag every criterion with 1-3 taxonomy capabilities, most confident first."""
     from taxonomy.pipeline import primary_shares, run_stage
 
-    if target.is_file() and target.suffix != ".toml":
-        target = _adhoc_pipeline(target, run_dir)
-    s = _session(target, provider, run_dir, quiet, frozen=None if target.is_dir() else taxonomy, batch=batch)
+    s = _session(target, provider, run_dir, quiet, frozen=None if _is_run(target) else taxonomy, batch=batch)
     if distilled is not None:
         from taxonomy.distill import tag_with_distilled
 
@@ -212,33 +266,29 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
     out.print(f"Stage 3 tags: {s.run.path / 'stage3_tags.parquet'}")
 
 
-def _adhoc_pipeline(corpus: Path, run_dir: Optional[Path]) -> Path:
-    """A bare corpus file gets a minimal pipeline config written beside its run."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "_", corpus.stem.split(".")[0]).strip("._-") or "corpus"
-    suffixes = "".join(corpus.suffixes)
-    fmt = "rubric_list" if suffixes in (".json", ".json.gz") else "tasks_jsonl" if corpus.name.startswith("tasks.jsonl") else "table"
-    folder = (run_dir or Path("outputs") / name).resolve()
-    folder.mkdir(parents=True, exist_ok=True)
-    toml = folder / "pipeline.toml"
-    toml.write_text(f'name = "{name}"\n[corpus]\npath = "{corpus.resolve()}"\nformat = "{fmt}"\n[output]\ndir = "{folder.parent}"\n')
-    return toml
-
-
 def _print_shares(shares) -> None:
+    rows = [(r["capability"], str(r["n"]), f"{100 * r['share']:.1f}%",
+             "–" if r["share_of_tagged"] is None else f"{100 * r['share_of_tagged']:.1f}%") for r in shares.iter_rows(named=True)]
+    header = ("capability", "criteria", "share of all", "share of tagged")
+    if not out.is_terminal:
+        # Piped or captured: a markdown table, never cut to a terminal width nobody has.
+        out.print("Share of criteria by primary capability\n", markup=False, highlight=False)
+        out.print("| " + " | ".join(header) + " |\n|---|---:|---:|---:|", markup=False, highlight=False)
+        for row in rows:
+            out.print("| " + " | ".join(row) + " |", markup=False, highlight=False)
+        return
     table = Table(title="Share of criteria by primary capability")
-    table.add_column("capability")
-    table.add_column("criteria", justify="right")
-    table.add_column("share of all", justify="right")
-    table.add_column("share of tagged", justify="right")
-    for r in shares.iter_rows(named=True):
-        tagged = "–" if r["share_of_tagged"] is None else f"{100 * r['share_of_tagged']:.1f}%"
-        table.add_row(r["capability"], str(r["n"]), f"{100 * r['share']:.1f}%", tagged)
+    table.add_column(header[0], no_wrap=True)
+    for name in header[1:]:
+        table.add_column(name, justify="right")
+    for row in rows:
+        table.add_row(*row)
     out.print(table)
 
 
 @app.command()
 @_guard
-def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
+def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Optional[str] = ProviderOpt,
         run_dir: Optional[Path] = RunDirOpt, force: Optional[str] = typer.Option(None, help="re-run from this stage on: " + " | ".join(STAGES)),
         limit: Optional[int] = typer.Option(None, help="only the first N criteria"), report: bool = typer.Option(True, help="write report.html at the end"),
         quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt, accept_violations: bool = AcceptOpt,
@@ -263,10 +313,8 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
     _print_failures(s, "stage3_tags.parquet")
     _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet"), s.run.read_parquet("criteria.parquet")))
     if report:
-        from taxonomy.analysis.report import render_report
-
         s.run.check_readable()
-        render_report(s.run.path)
+        _render_report(s.run.path)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     s.run.manifest["totals"] = {"wall_seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak_mb, 1)}
     s.run.save_manifest()
@@ -277,30 +325,48 @@ def run(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Op
 
 
 def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int], batch: Optional[bool], as_json: bool = False) -> None:
-    from taxonomy.config import load_config
     from taxonomy.estimate import estimate as estimate_cost
-    from taxonomy.llm.providers import resolve_provider_name
+    from taxonomy.llm.providers import ProviderError, make_provider, resolve_provider_name
     from taxonomy.pipeline import embedding_choice
 
-    cfg = load_config(pipeline)
-    if limit is not None:
-        cfg.corpus.limit = _positive_limit(limit)
-    if batch is not None:
-        cfg.llm.mode = "batch" if batch else "online"
+    cfg, _, _ = _config_for(pipeline, limit, batch)
     backend = resolve_provider_name(provider or cfg.llm.provider)
     result = estimate_cost(cfg, backend, embedding_choice(cfg, backend))
+    stop = None
+    if backend != "offline":
+        try:
+            make_provider(cfg.llm, backend)  # no request is sent: only the key, project or URL is checked
+        except ProviderError as exc:
+            stop = str(exc)
     if as_json:
         import json
 
-        typer.echo(json.dumps(result.as_dict(backend, cfg.llm.mode), indent=1))
+        figures = result.as_dict(backend, cfg.llm.mode)
+        figures["run_would_stop"] = stop
+        typer.echo(json.dumps(figures, indent=1))
         return
     out.print(f"Estimate for {cfg.name} ({result.n_criteria} criteria), before anything is paid:", markup=False, highlight=False)
     out.print(result.markdown(), markup=False, highlight=False)
+    if stop is not None:
+        out.print(f"A run would stop before its first call, for lack of credentials: {stop}", markup=False, highlight=False)
 
 
 @app.command()
 @_guard
-def estimate(pipeline: Path = typer.Argument(..., help="pipeline TOML"), provider: Optional[str] = ProviderOpt,
+def init(corpus: Path = typer.Argument(..., help="a corpus file (.csv, .tsv, .jsonl, .json, .parquet) or folder"),
+         out_file: Optional[Path] = typer.Option(None, "--out", help="the TOML to write (default: ./<corpus name>.toml)"),
+         force: bool = typer.Option(False, "--force", help="replace an existing TOML")) -> None:
+    """Write the pipeline TOML `taxonomy run CORPUS` would use, without running: columns detected, every other key shown with its default."""
+    from taxonomy.pipeline_toml import init_pipeline
+
+    path, found, n = init_pipeline(corpus, out_file, force)
+    console.print(found.describe(), markup=False, highlight=False)
+    out.print(f"Wrote {path} ({n} criteria). Edit it, then: taxonomy run {path}", markup=False, highlight=False)
+
+
+@app.command()
+@_guard
+def estimate(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Optional[str] = ProviderOpt,
              limit: Optional[int] = typer.Option(None, help="only the first N criteria"), batch: Optional[bool] = BatchOpt,
              as_json: bool = typer.Option(False, "--json", help="print the same figures as JSON (per stage and total: calls, tokens, online and batch cost USD)")) -> None:
     """Per stage: the calls, tokens and cost a run would pay, from the prompts it would send and the configured prices."""
@@ -350,12 +416,22 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
     out.print(f"Tables: {run_dir / 'breakdown'}")
 
 
+def _render_report(run_dir: Path, **kwargs: Any) -> Path:
+    """matplotlib keeps a font cache. Unless the user chose its place (MPLCONFIGDIR), it goes beside the
+    run, with the answer cache, so a command writes nothing outside its outputs (not ~/.cache, ~/.config)."""
+    import os
+
+    os.environ.setdefault("MPLCONFIGDIR", str(Path(run_dir).resolve().parent / ".matplotlib"))
+    from taxonomy.analysis.report import render_report
+
+    return render_report(run_dir, **kwargs)
+
+
 @app.command()
 @_guard
 def report(run_dir: Path = typer.Argument(..., help="a run directory"),
            against: Optional[Path] = typer.Option(None, "--against", help="another run directory (the baseline) to add a `taxonomy diff` section against")) -> None:
     """One self-contained HTML page for a run (criteria, tags, label map, hierarchy, charts); opens offline."""
-    from taxonomy.analysis.report import render_report
     from taxonomy.run import RunDir, taxonomy_in_use
 
     run = RunDir(run_dir)
@@ -368,7 +444,7 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory"),
         d = diff_runs(against, run_dir)
         out.print(f"Diff:   {write_diff(d)}")
         diff_md = d.to_markdown()
-    out.print(f"Report: {render_report(run_dir, diff_markdown=diff_md)}")
+    out.print(f"Report: {_render_report(run_dir, diff_markdown=diff_md)}")
 
 
 @app.command()
@@ -394,9 +470,7 @@ def edit(run_dir: Path = typer.Argument(..., help="a run directory with a taxono
     for why in result.stale:
         console.print(f"  [yellow]stale:[/yellow] {escape(why)}", highlight=False)
     if (run_dir / "report.html").exists():
-        from taxonomy.analysis.report import render_report
-
-        out.print(f"Report: {render_report(run_dir)}")
+        out.print(f"Report: {_render_report(run_dir)}")
 
 
 @app.command()
@@ -421,8 +495,6 @@ def audit(target: Path = typer.Argument(..., help="the new corpus: a pipeline TO
     from taxonomy.analysis.audit_run import run_audit
     from taxonomy.run import record_use
 
-    if target.is_file() and target.suffix != ".toml":
-        target = _adhoc_pipeline(target, run_dir)
     s = _session(target, provider, run_dir, quiet, frozen=taxonomy)
     result = run_audit(s, taxonomy)
     record_use(s.run, "audit", s.run.manifest["stages"]["tag"]["taxonomy_hash"])

@@ -5,6 +5,7 @@ The numbers the paper fixes (80 micro-clusters, 8-10 capabilities, 40% / 2% shar
 """
 from __future__ import annotations
 
+import difflib
 import re
 import tomllib
 from pathlib import Path
@@ -234,7 +235,9 @@ class ExportConfig(Section):
 
 
 class OutputConfig(Section):
-    dir: str = "../outputs"
+    # Relative to the TOML's folder when set; empty: ./outputs of the folder the command runs in,
+    # made absolute when the config loads, so the run's manifest records where it went.
+    dir: str = ""
 
 
 class PipelineConfig(Section):
@@ -262,6 +265,12 @@ class PipelineConfig(Section):
     # Folder of the TOML file; relative paths inside the config resolve against it.
     base_dir: Path = Path(".")
 
+    @model_validator(mode="after")
+    def _outputs_here(self) -> "PipelineConfig":
+        if not self.output.dir:
+            self.output.dir = str(Path.cwd().resolve() / "outputs")
+        return self
+
     def resolve(self, path: str) -> Path:
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base_dir / p).resolve()
@@ -286,9 +295,40 @@ def load_config(path: str | Path) -> PipelineConfig:
     try:
         return PipelineConfig.model_validate(raw)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        raise ConfigError(
-            f"{path}: key {key}: {msg}; fix: correct or remove {key} (see pipelines/paperbench.toml)"
-        ) from None
+        raise ConfigError(describe_error(path, exc)) from None
+
+
+# Where a user sees each section written out: the TOML `taxonomy init` writes shows every key.
+EXAMPLE = "the TOML `taxonomy init CORPUS` writes, which lists every key with its default"
+
+
+def describe_error(path: str | Path, exc: ValidationError) -> str:
+    """The first validation error on one line; an unknown key gets the closest valid one."""
+    err = exc.errors()[0]
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join(loc) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        valid = _valid_keys(loc[:-1])
+        close = difflib.get_close_matches(loc[-1], valid, n=1, cutoff=0.6)
+        section = ".".join(loc[:-1])
+        where = f"[{section}]" if section else "the top level"
+        if close:
+            right = ".".join([*loc[:-1], close[0]])
+            return (f"{path}: key {key}: not a setting; did you mean {right}? "
+                    f"fix: rename {loc[-1]} to {close[0]} (an example: {EXAMPLE})")
+        return (f"{path}: key {key}: not a setting in {where} (its keys: {', '.join(valid)}); "
+                f"fix: remove it or use one of those (an example: {EXAMPLE})")
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{path}: key {key}: {msg}; fix: correct or remove {key} (an example: {EXAMPLE})"
+
+
+def _valid_keys(loc: list[str]) -> list[str]:
+    """The keys a TOML table at `loc` may hold."""
+    model: type[BaseModel] = PipelineConfig
+    for part in loc:
+        field = model.model_fields.get(part)
+        inner = getattr(field, "annotation", None) if field else None
+        if not (isinstance(inner, type) and issubclass(inner, BaseModel)):
+            return []
+        model = inner
+    return [k for k in model.model_fields if k != "base_dir"]

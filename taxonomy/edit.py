@@ -88,13 +88,31 @@ def _swap_name_in_text(text: str, old: str, new: str) -> str:
     return _name_pattern(old).sub(new, text)
 
 
+def _phrases(name: str, rules: LabelRules) -> list[str]:
+    """How prose names a capability: its words ("check totals match"), then without the head verb ("totals match")."""
+    words = name.removesuffix(rules.suffix).split("_")
+    return [" ".join(words)] + ([" ".join(words[1:])] if len(words) > 2 else [])
+
+
+def _swap_name_in_prose(text: str, old: str, new: str, rules: LabelRules) -> str:
+    """The name in snake form, then as words: a description written from the old name must not keep it."""
+    text = _swap_name_in_text(text, old, new)
+    for before, after in zip(_phrases(old, rules), _phrases(new, rules) * 2):
+        text = re.sub(rf"(?<![\w-]){re.escape(before)}(?![\w-])", after, text, flags=re.IGNORECASE)
+    return text
+
+
 def rename_capability(taxonomy: Taxonomy, old: str, new: str, rules: LabelRules) -> Taxonomy:
     i = _find(taxonomy, old)
     _check_new_name(new, taxonomy.names(), rules)
     out = taxonomy.model_copy(deep=True)
-    out.capabilities[i].name = new
-    for cap in out.capabilities:  # boundaries that named the old capability now name the new one
-        cap.non_examples = [_swap_name_in_text(ne, old, new) for ne in cap.non_examples]
+    cap = out.capabilities[i]
+    cap.name = new
+    # The card's own prose, not its quoted example (a criterion's words are never rewritten).
+    cap.description = _swap_name_in_prose(cap.description, old, new, rules)
+    cap.diagnostic_signal = _swap_name_in_prose(cap.diagnostic_signal, old, new, rules)
+    for other in out.capabilities:  # boundaries that named the old capability now name the new one
+        other.non_examples = [_swap_name_in_prose(ne, old, new, rules) for ne in other.non_examples]
     return out
 
 
@@ -189,7 +207,9 @@ def llm_names(runner, card: CapabilityCard, parts: list[list[MicroCapability]], 
 
 
 def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability], centroids: np.ndarray,
-                     cfg: MergeConfig, rules: LabelRules, runner=None) -> tuple[Taxonomy, list[str]]:
+                     cfg: MergeConfig, rules: LabelRules, runner=None, keep_name: bool = False) -> tuple[Taxonomy, list[str]]:
+    """`keep_name`: the name was given by hand (`edit rename`), so the largest part keeps it and the card
+    it was given; the other parts are named afresh."""
     i = _find(taxonomy, name)
     cap = taxonomy.capabilities[i]
     index = {m.name: k for k, m in enumerate(micro)}
@@ -199,13 +219,16 @@ def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability]
                         "fix: split a taxonomy built in this run (its micro-clusters must be on disk)")
     groups = split_groups([index[m] for m in cap.members], micro, centroids, cfg, rules)
     parts = [[micro[k] for k in g] for g in groups]
-    taken = [n for n in taxonomy.names() if n != name]
+    taken = [n for n in taxonomy.names() if n != name or keep_name]
     notes: list[str] = []
     cards = None
     if runner is not None:
         cards, notes = llm_names(runner, cap, parts, taken, rules, sum(m.n_criteria for m in micro))
     if cards is None:
         cards = offline_names(cap, parts, taken, rules)
+    if keep_name:  # parts come largest first
+        cards[0] = CapabilityCard(**cap.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern"}), non_examples=[])
+        notes.append(f"`{name}` was named by hand: its largest part keeps the name ({len(parts[0])} of {len(cap.members)} micro-clusters)")
     out = taxonomy.model_copy(deep=True)
     proposal = [MergedCapability(**c.model_dump(), member_input_names=[m.name for m in p]) for c, p in zip(cards, parts)]
     new_caps = to_taxonomy_capabilities(proposal, micro)
@@ -307,7 +330,8 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
         if not micro or centroids is None:
             raise EditError(f"{run.path}: split needs micro_capabilities.json, clusters.parquet and label_embeddings.npy; "
                             "fix: split in the run that built the taxonomy")
-        new, notes = split_capability(old, args[0], micro, centroids, s.cfg.merge, s.cfg.labels, s.runner)
+        renamed = any(e.get("op") == "rename" and e.get("args", [None, None])[1] == args[0] for e in run.manifest.get("edits", []))
+        new, notes = split_capability(old, args[0], micro, centroids, s.cfg.merge, s.cfg.labels, s.runner, keep_name=renamed)
         new.capabilities = _with_shares(new, micro)
         notes += add_boundaries(new, micro, centroids, s.cfg.merge, s.cfg.labels)
         affected = tags.filter(pl.col("tags").list.contains(args[0]))

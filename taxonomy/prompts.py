@@ -1,4 +1,7 @@
-"""Jinja2 environment over prompts/. StrictUndefined: a missing variable is a bug, not an empty string."""
+"""Jinja2 environment over prompts/. StrictUndefined: a missing variable is a bug, not an empty string.
+
+The repository's prompts/ folder is installed as the package `taxonomy_prompts` (pyproject.toml), so a
+wheel, `pip install .` and an editable install all find the templates by that one name."""
 from __future__ import annotations
 
 import hashlib
@@ -6,8 +9,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import jinja2
+import taxonomy_prompts
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = Path(taxonomy_prompts.__file__).resolve().parent
 
 
 def fence(text: object) -> str:

@@ -137,6 +137,13 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
     share: float = Field(0.0, description="share of criteria whose dominant micro-cluster maps here")
     # The Stage 1 labels of its micro-clusters: a frozen taxonomy tags a new corpus by them offline.
     labels: list[str] = []
+    # A human-readable title in the corpus's own words (its most telling phrases); the name stays the id.
+    title: str = ""
+    # The offline backend's scoring model: the capability's distinctive phrases with their weights,
+    # and the offset that kept its share within bounds; Stage 3 tags any corpus with them.
+    key_phrases: list[str] = []
+    phrase_weights: list[float] = []
+    score_offset: float = 0.0
 
 
 class Taxonomy(BaseModel):
@@ -150,11 +157,14 @@ class Taxonomy(BaseModel):
     # Hard merge constraints still broken after repair; non-empty only in a taxonomy kept with
     # --accept-violations (or a rejected one, written as taxonomy.rejected.json).
     violations: list[str] = []
+    # "offline" when the names and texts were drawn from the corpus by the offline backend, not written by a model.
+    written_by: str = ""
     content_hash: str = ""
 
     def compute_hash(self) -> str:
         # Undecided design-principle fields are left out, so a taxonomy written before they existed keeps its hash.
         unset = {name: field.default for name, field in DesignPrinciples.model_fields.items()}
+        unset |= {name: TaxonomyCapability.model_fields[name].default for name in ("title", "key_phrases", "phrase_weights", "score_offset")}
         body = [{k: v for k, v in c.model_dump().items() if not (k in unset and v == unset[k])} for c in self.capabilities]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -174,3 +174,14 @@ def unbounded_cotagged(tags: pl.DataFrame, names: Sequence[str], non_examples: S
         notes.append(f"`{name}` and `{names[j]}` are co-tagged on {int(co[i, j])} criteria but neither names the other in its "
                      "non_examples; add a boundary (taxonomy.json, then `taxonomy tag` again)")
     return notes
+
+
+def merge_siblings(taxonomy, micro: Sequence, centroids: np.ndarray, co_micro: np.ndarray | None) -> list[list[int]]:
+    """Each capability's nearest siblings exactly as the merge check ranks them (label-embedding
+    centroids of its members, and co-labelling), for a taxonomy whose members are settled."""
+    from taxonomy.merge_rules import capability_similarity
+    from taxonomy.schemas import MergedCapability
+
+    proposal = [MergedCapability(name=c.name, description="", diagnostic_signal="", example_pattern="", non_examples=[],
+                                 member_input_names=list(c.members)) for c in taxonomy.capabilities]
+    return choose_siblings(capability_similarity(proposal, micro, centroids), capability_co_counts(proposal, micro, co_micro))

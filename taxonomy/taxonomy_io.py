@@ -57,12 +57,15 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
              "P2 = needs native inspection of the artifacts (properties lost when flattened to text or rendered); "
              "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", "",
              "| capability | share | P1 | P2 | P3 | description |", "|---|---:|:-:|:-:|:-:|---|"]
-    lines += [f"| `{c.name}` | {100 * c.share:.1f}% | ✓ | {principle_mark(c.needs_native_inspection)} | "
+    lines += [f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | ✓ | {principle_mark(c.needs_native_inspection)} | "
               f"{principle_mark(c.needs_domain_conventions)} | {c.description} |" for c in taxonomy.capabilities]
+    if taxonomy.written_by == "offline":
+        lines[4:4] = ["Written by the offline backend, not by a model: each capability's name, title (in brackets) and texts "
+                      "are drawn from the phrases that set its criteria apart, with the share of its criteria that use each.", ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
     for c in taxonomy.capabilities:
-        lines += ["", f"## `{c.name}`", "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
+        lines += ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
                   f"- **Example:** {c.example_pattern}", f"- **Members:** {', '.join(f'`{m}`' for m in c.members)}",
                   f"- **P2, native inspection:** {principle_mark(c.needs_native_inspection)} {c.needs_native_inspection_reason}".rstrip(),
                   f"- **P3, domain conventions:** {principle_mark(c.needs_domain_conventions)} {c.needs_domain_conventions_reason}".rstrip()]

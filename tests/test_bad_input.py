@@ -42,11 +42,11 @@ def _offline(offline_env):
 
 
 @pytest.mark.parametrize("name, data, where", [
-    ("bad.jsonl", b'{"text": "ok"}\n{"text": "caf\xe9"}\n', "bad.jsonl: row 2: not UTF-8"),
-    ("bad.csv", b"text\nfine\ncaf\xe9\n", "bad.csv: row 3: not UTF-8"),
-    ("bad.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "bad.jsonl.gz: row -: not a readable gzip file"),
-    ("bad.csv.gz", b"\x1f\x8b\x08\x00garbage", "bad.csv.gz: row -: not a readable gzip file"),
-    ("head.csv", b"text,weight\n", "head.csv: row -: no criteria in it"),
+    ("bad.jsonl", b'{"text": "ok"}\n{"text": "caf\xe9"}\n', "bad.jsonl: line 2: not UTF-8"),
+    ("bad.csv", b"text\nfine\ncaf\xe9\n", "bad.csv: line 3: not UTF-8"),
+    ("bad.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "bad.jsonl.gz: not a readable gzip file"),
+    ("bad.csv.gz", b"\x1f\x8b\x08\x00garbage", "bad.csv.gz: not a readable gzip file"),
+    ("head.csv", b"text,weight\n", "head.csv: no criteria in it"),
 ])
 def test_unreadable_corpus_files(tmp_path, name, data, where):
     (tmp_path / name).write_bytes(data)
@@ -55,7 +55,7 @@ def test_unreadable_corpus_files(tmp_path, name, data, where):
 
 def test_json_with_trailing_garbage(tmp_path):
     (tmp_path / "r.json").write_text('[{"criteria": "The value is reported.", "weight": 1}] trailing')
-    assert "r.json: row 1: invalid JSON at column" in refused("run", pipeline(tmp_path, tmp_path / "r.json", "rubric_list"))
+    assert "r.json: line 1: invalid JSON at column" in refused("run", pipeline(tmp_path, tmp_path / "r.json", "rubric_list"))
 
 
 def test_non_utf8_toml(tmp_path):
@@ -66,7 +66,7 @@ def test_non_utf8_toml(tmp_path):
 def test_corpus_empty_after_filtering(tmp_path):
     corpus = write_jsonl(tmp_path / "c.jsonl", [{"text": "  "}])
     error = refused("run", pipeline(tmp_path, corpus, corpus_keys='on_empty = "skip"\n'))
-    assert "c.jsonl: row -: no criteria left after filtering" in error
+    assert "c.jsonl: no criteria left after filtering" in error
 
 
 @pytest.mark.parametrize("args, where", [
@@ -99,7 +99,7 @@ def test_unsafe_pipeline_names_write_nothing(tmp_path, name):
 def test_oversized_criterion_is_refused_or_truncated_never_sent(tmp_path):
     rows = [{"task_id": "t", "text": "The value " + "x" * 1_000_000}] + GOOD
     corpus = write_jsonl(tmp_path / "big.jsonl", rows)
-    assert "big.jsonl: row 1: criterion text is 1,000,010 characters, above corpus.max_chars = 20,000" in refused("run", pipeline(tmp_path, corpus))
+    assert "big.jsonl: line 1: criterion text is 1,000,010 characters, above corpus.max_chars = 20,000" in refused("run", pipeline(tmp_path, corpus))
     toml = pipeline(tmp_path, corpus, corpus_keys='on_long = "truncate"\n', extra=SMALL)
     result = CliRunner().invoke(app, ["discover", str(toml), "--run-dir", str(tmp_path / "run"), "-q"])
     assert result.exit_code == 0, result.output
@@ -169,8 +169,12 @@ def test_run_from_a_newer_version_is_refused(tmp_path, finished_run):
     assert "written by a newer rubric-taxonomy" in refused("report", run)
 
 
-def test_bare_corpus_with_spaces_in_its_name_gets_a_safe_pipeline_name(tmp_path):
+def test_bare_corpus_with_spaces_in_its_name_gets_a_safe_pipeline_name(tmp_path, monkeypatch):
     corpus = write_jsonl(tmp_path / "my rubric (v2).jsonl", GOOD)
     shutil.copy(corpus, tmp_path / "copy.jsonl")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # outputs go to ./outputs of the folder the command runs in: never the checkout
     result = CliRunner().invoke(app, ["tag", str(corpus), "--taxonomy", str(tmp_path / "none.json"), "-q"])
     assert result.exit_code == 2 and "key name" not in result.output and "none.json" in result.output
+    assert list(work.iterdir()) == []  # a refused command writes nothing, not even a pipeline TOML

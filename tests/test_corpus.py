@@ -22,7 +22,8 @@ from taxonomy.corpus import (
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 FIX = Path(__file__).resolve().parent / "fixtures" / "corpus"
-ONE_LINE_ERROR = re.compile(r"^\S.*: row \S.*: .+; fix: .+$")
+# "<file>: [line N | row N | at /pointer:] <what>; fix: <how>" (CorpusError's one convention)
+ONE_LINE_ERROR = re.compile(r"^\S[^:]*:( (line \d+( \(.+\))?|row \d+|at /\S*):)? .+; fix: .+$")
 
 MAPPING = ColumnMap(task_id="task", criterion_id="id", text="criterion", weight="points", category="kind")
 
@@ -45,9 +46,11 @@ def assert_corpus_error(exc: pytest.ExceptionInfo, file_part: str, row: str | No
     msg = str(exc.value)
     assert "\n" not in msg, msg
     assert ONE_LINE_ERROR.match(msg), msg
-    assert file_part in msg.split(": row ")[0], msg
-    if row is not None:
-        assert f": row {row}:" in msg, msg
+    assert file_part in msg.split(": ")[0], msg
+    if row == "-":  # the whole file: no place named
+        assert not re.match(r"^[^:]*: (line|row|at) ", msg), msg
+    elif row is not None:  # a file line for line-based files, a JSON pointer in JSON documents
+        assert f": {'at' if row.startswith('/') else 'line'} {row}:" in msg, msg
     assert "fix:" in msg
     return msg
 
@@ -194,13 +197,19 @@ def test_paperbench_tree_weights_context_brief():
     assert corpus.warnings == []
 
 
-@pytest.fixture(params=["jsonl", "csv", "parquet"])
+@pytest.fixture(params=["jsonl", "csv", "parquet", "tsv", "json"])
 def table_file(request, tmp_path) -> Path:
+    frame = pl.read_csv(FIX / "criteria.csv")
+    out = tmp_path / f"criteria.{request.param}"
     if request.param == "parquet":
-        out = tmp_path / "criteria.parquet"
-        pl.read_csv(FIX / "criteria.csv").write_parquet(out)
-        return out
-    return FIX / f"criteria.{request.param}"
+        frame.write_parquet(out)
+    elif request.param == "tsv":
+        frame.write_csv(out, separator="\t")
+    elif request.param == "json":
+        out.write_text(json.dumps(frame.to_dicts()))
+    else:
+        return FIX / f"criteria.{request.param}"
+    return out
 
 
 def test_table_with_column_mapping(table_file):
@@ -214,7 +223,9 @@ def test_table_with_column_mapping(table_file):
     assert f["direction"].to_list() == ["reward", "reward", "penalty", "reward"]
     assert f["category"].to_list() == ["Reporting", "Execution", "Safety", "Reporting"]
     assert f["brief"].to_list() == [""] * 4 and f["context"].to_list() == [""] * 4
-    assert f["source"][2] == f"{table_file.name}:3"
+    # where the third criterion is: its file line (CSV/TSV count the header), its data row (Parquet), its JSON pointer
+    third = {"csv": ":4", "tsv": ":4", "jsonl": ":3", "parquet": ":3", "json": "#/2"}[table_file.suffix[1:]]
+    assert f["source"][2] == f"{table_file.name}{third}"
     assert corpus.warnings == []
 
 
@@ -317,12 +328,12 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 BAD_TABLES = {
     # name: (file name, content, extra config, expected row, words the message must contain)
     "missing column": ("c.csv", "task_id,criterion\nt,Do it.\n", {}, "1", ["'text'", "columns found: task_id, criterion"]),
-    "missing mapped column": ("c.jsonl", '{"text": "x"}\n', {"columns": ColumnMap(weight="points")}, "1", ["'points'", "columns.weight"]),
+    "missing mapped column": ("c.jsonl", '{"text": "x"}\n', {"columns": ColumnMap(weight="points")}, "-", ["'points'", "columns.weight"]),
     "invalid json": ("c.jsonl", '{"text": "ok"}\n{"text": "broken\n', {}, "2", ["invalid JSON"]),
     "not an object": ("c.jsonl", '{"text": "ok"}\n["text"]\n', {}, "2", ["expected a JSON object"]),
     "empty text": ("c.jsonl", '{"text": "ok"}\n{"text": "ok 2"}\n{"text": ""}\n', {}, "3", ["empty", 'on_empty = "skip"']),
-    "duplicate id": ("c.csv", "criterion_id,text\nx,One.\ny,Two.\nx,Three.\n", {}, "3", ["'x'", "repeats row 1"]),
-    "non-numeric weight": ("c.csv", "text,weight\nOne.,1\nTwo.,heavy\n", {}, "2", ["'heavy'", "not a number"]),
+    "duplicate id": ("c.csv", "criterion_id,text\nx,One.\ny,Two.\nx,Three.\n", {}, "4", ["'x'", "repeats line 2"]),
+    "non-numeric weight": ("c.csv", "text,weight\nOne.,1\nTwo.,heavy\n", {}, "3", ["'heavy'", "not a number"]),
     "bool weight": ("c.jsonl", '{"text": "One.", "weight": true}\n', {}, "1", ["not a number"]),
     "bad direction": ("c.jsonl", '{"text": "One.", "direction": "bonus"}\n', {}, "1", ["'bonus'"]),
     "reward with negative weight": ("c.jsonl", '{"text": "One.", "weight": -1, "direction": "reward"}\n', {}, "1", ["negative"]),

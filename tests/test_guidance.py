@@ -159,18 +159,23 @@ def test_task_file_holds_exactly_the_sections_its_criteria_need(tmp_path):
     assert "t3-c1, t3-c2, t3-c3" in t3
 
 
-def test_offline_drafts_pass_the_validator_and_use_card_and_examples():
+def test_offline_drafts_pass_the_validator_and_say_only_what_their_criteria_support():
     tax, crit, tg = taxonomy(), criteria(), tags()
     drafts = draft_guidance(tax, crit, tg, None, None)
     assert set(drafts) == set(CAPS) and set(drafts.source.values()) == {"offline"}
     for cap in tax.capabilities:
-        assert validate_guidance(drafts[cap.name]) == []
-        assert cap.description in drafts[cap.name].summary
+        d = drafts[cap.name]
+        assert validate_guidance(d) == []
+        assert cap.description in d.summary and d.summary.startswith("No model drafted this guidance")
+        text = " ".join([d.summary, *d.procedure, *d.evidence, *d.pitfalls]).lower()
+        # No fixed procedure for a kind of check: a word none of the card and criteria use is never added.
+        own = " ".join([cap.description, cap.diagnostic_signal, cap.example_pattern, *cap.non_examples,
+                        *crit.filter(pl.col("criterion_id").is_in(tg.filter(pl.col("primary") == cap.name)["criterion_id"]))["text"].to_list()]).lower()
+        for invented in ("recompute", "thousands vs millions", "rendered output", "false pass"):
+            assert invented not in text or invented in own, (cap.name, invented)
     metric = drafts[METRIC]
-    assert any("recompute" in s.lower() for s in metric.procedure)
-    assert any("False pass" in p for p in metric.pitfalls) and any("False fail" in p for p in metric.pitfalls)
     assert any("results/metrics.txt" in e for e in metric.evidence)  # an artifact an example criterion names
-    assert any("plot" in s.lower() or "render" in s.lower() for s in drafts[VISUAL].procedure)
+    assert any("results/metrics.txt" in s for s in metric.procedure)
 
 
 def test_domain_notes_reach_the_right_capability_file(tmp_path):

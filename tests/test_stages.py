@@ -309,10 +309,11 @@ def test_name_collision_between_clusters_is_reasked(gemini_env, tmp_path):
     assert len(renames) == len(micro) - 1 and "shared_generic_value_check_capability" in renames[0].texts[0]
 
 
-def test_paperbench_full_run_with_gemini_passes_every_check(gemini_env, tmp_path):
+def test_paperbench_full_run_with_gemini_passes_every_check(gemini_env, tmp_path, monkeypatch):
     """Issue 3's bar: all 8,921 PaperBench leaves, every stage through the real SDK, every check in code."""
     from tests.conftest import ROOT
 
+    monkeypatch.chdir(tmp_path)  # the TOML sets no [output]: the answer cache goes to ./outputs, here, not the checkout
     toml = tmp_path / "paperbench.toml"
     toml.write_text((ROOT / "pipelines" / "paperbench.toml").read_text().replace('"../data/paperbench"', f'"{ROOT / "data" / "paperbench"}"'))
     run_dir = tmp_path / "run"

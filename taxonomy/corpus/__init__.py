@@ -14,8 +14,8 @@ columns (then any free extra columns):
     source        Utf8     "<file>:<line>" for rows, "<file>#<JSON pointer>" for JSON nodes
 
 Formats (CorpusConfig.format), one small loader each in LOADERS:
-  table        .jsonl / .jsonl.gz / .csv / .csv.gz / .parquet; columns mapped by ColumnMap,
-               unmapped columns pass through as extra columns
+  table        .jsonl / .csv / .tsv (each optionally .gz) / .parquet / a .json list of objects;
+               columns mapped by ColumnMap, unmapped columns pass through as extra columns
   paperbench   folder with papers/<paper>/rubric.json[.gz]; leaves only; extras
                finegrained_category and node_id (the upstream node id)
   devai        folder with instances/ or devai/instances/; extras requirement_id, prerequisites
@@ -23,9 +23,10 @@ Formats (CorpusConfig.format), one small loader each in LOADERS:
   tasks_jsonl  tasks.jsonl lines with task_id, final_prompt, aggregated_rubric_json
   healthbench  HealthBench JSONL (prompt_id, prompt, rubrics); extras axis, level, theme (gold, never read)
 
-Bad input raises CorpusError with a one-line message "<file>: row <n>: <what>; fix: <how>".
-In JSONL files the row is the line number; in CSV and Parquet it is the 1-based data row
-(header not counted); in JSON trees it is a JSON pointer; "-" means the whole file.
+Bad input raises CorpusError with a one-line message "<file>: <where>: <what>; fix: <how>".
+<where> is `line N`, the file's own line, in JSONL, CSV and TSV (the header is line 1); `row N`,
+the 1-based data row, in Parquet; `at /pointer` in JSON documents; absent for the whole file.
+A bare file with no pipeline TOML is recognised by detect.detect (format and column names).
 """
 from __future__ import annotations
 

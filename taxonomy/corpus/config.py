@@ -59,11 +59,24 @@ class Corpus:
 
 
 class CorpusError(ValueError):
-    """Bad corpus input, on one line: "<file>: row <n>: <what is wrong>; fix: <how>"."""
+    """Bad corpus input, on one line: "<file>: <where>: <what is wrong>; fix: <how>".
+
+    One convention for <where> (see `place`): `line N` is the file's own line (JSONL, CSV and TSV,
+    whose header is line 1, and JSON syntax errors), `row N` the 1-based data row of a Parquet table,
+    `at /pointer` a node of a JSON document; a message about the whole file names no place."""
 
     def __init__(self, file: str | Path, row: Any, what: str, fix: str):
-        self.file, self.row, self.what, self.fix = str(file), str(row), _one_line(what), _one_line(fix)
-        super().__init__(f"{self.file}: row {self.row}: {self.what}; fix: {self.fix}")
+        self.file, self.row, self.what, self.fix = str(file), place(row), _one_line(what), _one_line(fix)
+        where = f" {self.row}:" if self.row else ""
+        super().__init__(f"{self.file}:{where} {self.what}; fix: {self.fix}")
+
+
+def place(row: Any) -> str:
+    """How a message names a place in a file: an int is a file line, "/..." a JSON pointer, None or "-" the whole file."""
+    text = "" if row is None else str(row).strip()
+    if text in ("", "-") or text.startswith(("line ", "row ", "at ")):
+        return text.removeprefix("-")
+    return f"at {text}" if text.startswith("/") else f"line {text}"
 
 
 def _one_line(s: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from taxonomy.corpus.config import LEADING_COLUMNS, Corpus, CorpusConfig, CorpusError
+from taxonomy.corpus.config import LEADING_COLUMNS, Corpus, CorpusConfig, CorpusError, place
 
 # Bookkeeping columns carried through loading for error messages, dropped at the end.
 _WHERE = {"_file": pl.Utf8, "_row": pl.Utf8}
@@ -83,7 +83,7 @@ def _record(task_id, criterion_id, text, weight, category, brief, context, file,
         "context": context or "",
         "source": source,
         "_file": file,
-        "_row": str(row),
+        "_row": place(row),
     }
 
 
@@ -164,7 +164,7 @@ def _finalize(loaded: _Loaded, cfg: CorpusConfig) -> Corpus:
             f0, r0 = where(first[cid])
             raise CorpusError(
                 *where(i),
-                f"criterion_id {cid!r} repeats row {r0}" + (f" of {f0}" if f0 != where(i)[0] else ""),
+                f"criterion_id {cid!r} repeats {r0 or 'an earlier one'}" + (f" of {f0}" if f0 != where(i)[0] else ""),
                 "give every criterion a unique id (or drop the criterion_id column to number rows)",
             )
         first[cid] = i

@@ -1,29 +1,51 @@
-"""The "table" format: one criterion per row of a .jsonl, .csv or .parquet file."""
+"""The "table" format: one criterion per row of a .jsonl, .csv, .tsv, .parquet file, or of a JSON list of objects."""
 from __future__ import annotations
 
+import csv
 import io
 from pathlib import Path
 
 import polars as pl
 
 from taxonomy.corpus.config import ColumnMap, CorpusConfig, CorpusError, _show
-from taxonomy.corpus.jsonio import _read_jsonl, _read_text
+from taxonomy.corpus.jsonio import _read_jsonl, _read_text, read_json
 from taxonomy.corpus.records import _extras_frame, _list, _Loaded, _prefix_ids, _record, _weight
 
-_TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".csv", ".csv.gz", ".parquet")
+_TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".json", ".json.gz", ".parquet")
 
 
-def _read_table(path: Path) -> tuple[pl.DataFrame, list[int]]:
-    """The raw frame and each row's number as shown in messages."""
+def _record_lines(text: str, separator: str) -> list[int]:
+    """The file line on which each data record of a CSV/TSV starts (quoted fields may span lines)."""
+    reader = csv.reader(io.StringIO(text), delimiter=separator)
+    starts, last = [], 0
+    for _ in reader:
+        starts.append(last + 1)
+        last = reader.line_num
+    return starts[1:]
+
+
+def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
+    """The raw frame and where each row is, as messages name it (CorpusError's convention)."""
     name, show = path.name.lower(), _show(path)
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
         pairs = _read_jsonl(path)
         rows = [obj for _, obj in pairs]
         frame = _extras_frame(rows)
-        return frame, [lineno for lineno, _ in pairs]
+        return frame, [f"line {lineno}" for lineno, _ in pairs]
+    if name.endswith((".json", ".json.gz")):
+        items = read_json(path)
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise CorpusError(show, None, "expected a JSON list of objects, one per criterion",
+                              'write [{"criterion": "...", "task": "...", "weight": 1}, ...], or use a .jsonl file')
+        return _extras_frame(items), [f"at /{i}" for i in range(len(items))]
     try:
-        if name.endswith((".csv", ".csv.gz")):
-            frame = pl.read_csv(io.BytesIO(_read_text(path).encode()), infer_schema_length=None)
+        if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
+            separator = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
+            text = _read_text(path)
+            frame = pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema_length=None)
+            lines = _record_lines(text, separator)
+            if len(lines) == frame.height:
+                return frame, [f"line {n}" for n in lines]
         elif name.endswith(".parquet"):
             frame = pl.read_parquet(path)
         else:
@@ -31,7 +53,7 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[int]]:
                 show,
                 "-",
                 f"unknown table suffix in {path.name!r}",
-                f"use one of {', '.join(_TABLE_SUFFIXES)}, or set another format (paperbench, devai, rubric_list, tasks_jsonl)",
+                f"use one of {', '.join(_TABLE_SUFFIXES)}, or set another format (paperbench, devai, rubric_list, tasks_jsonl, healthbench)",
             )
     except CorpusError:
         raise
@@ -40,9 +62,9 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[int]]:
             show,
             "-",
             f"cannot parse the file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
-            "check that it is a well-formed CSV (header row, same number of fields per row) or Parquet file",
+            "check that it is a well-formed CSV/TSV (header row, same number of fields per row) or Parquet file",
         ) from None
-    return frame, list(range(1, frame.height + 1))
+    return frame, [f"row {n}" for n in range(1, frame.height + 1)]
 
 
 def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
@@ -67,7 +89,7 @@ def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
         if src not in found and (key == "text" or explicit):
             raise CorpusError(
                 show,
-                1,
+                "line 1" if path.name.lower().endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None,
                 f"column {src!r} (columns.{key}) not found; columns found: {', '.join(found) or 'none'}",
                 f"rename the column in the file or set [corpus.columns] {key} = \"<your column>\"",
             )
@@ -81,16 +103,18 @@ def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
     cats, dirs, briefs, ctxs = column("category"), column("direction"), column("brief"), column("context")
     has_weight = cols.weight in found
     records, unweighted = [], []
+    # A row without an id is numbered as before line numbers reached messages: JSONL by line, others by data row.
+    jsonl = path.name.lower().endswith((".jsonl", ".jsonl.gz", ".ndjson"))
     for i, row in enumerate(rownums):
         w = weights[i]
         if w is None or (isinstance(w, str) and not w.strip()):
             if has_weight:
-                unweighted.append(str(row))
+                unweighted.append(row.split(" ", 1)[-1])
             w = 1.0
         records.append(
             _record(
                 task_id="task" if tasks[i] is None else tasks[i],
-                criterion_id=row if ids[i] is None else ids[i],
+                criterion_id=(row.split(" ", 1)[-1] if jsonl else i + 1) if ids[i] is None else ids[i],
                 text=texts[i],
                 weight=_weight(w, show, row, weight_name),
                 category=cats[i],
@@ -98,7 +122,7 @@ def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
                 context=ctxs[i],
                 file=show,
                 row=row,
-                source=f"{rel}:{row}",
+                source=f"{rel}:{row.split(' ', 1)[-1]}" if row.startswith(("line", "row")) else f"{rel}#{row.removeprefix('at ')}",
                 direction=dirs[i],
             )
         )
@@ -106,7 +130,8 @@ def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
         _prefix_ids(records)
     warnings = []
     if unweighted:
-        warnings.append(f"{rel}: {len(unweighted)} rows have no weight; used 1.0 (rows {_list(unweighted)})")
+        unit = rownums[0].split(" ", 1)[0] + "s" if rownums[0].startswith(("line", "row")) else "items"
+        warnings.append(f"{rel}: {len(unweighted)} rows have no weight; used 1.0 ({unit} {_list(unweighted)})")
     mapped = set(cols.model_dump().values())
     extras = raw.select([c for c in found if c not in mapped])
     return _Loaded(records, extras, warnings)

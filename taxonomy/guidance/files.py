@@ -42,8 +42,9 @@ class GuidanceFiles:
                 "untagged_criteria": self.n_criteria - self.n_routed, "removed_stale": len(self.removed)}
 
 
-def title(name: str) -> str:
-    words = name.removesuffix("_capability").replace("_", " ").strip()
+def title(name: str, given: str = "") -> str:
+    """The capability's title in the corpus's own words where the taxonomy gives one, else its name as words."""
+    words = (given or name.removesuffix("_capability").replace("_", " ")).strip()
     return words[:1].upper() + words[1:]
 
 
@@ -128,7 +129,7 @@ _SOURCE_NOTE = {
 
 def capability_markdown(cap: TaxonomyCapability, draft: GuidanceAnswer, examples: list[dict[str, str]],
                         n_primary: int, n_any: int, source: str = "") -> str:
-    lines = [f"# Judge guidance: {title(cap.name)}", "", f"Capability `{cap.name}`: primary tag of {n_primary} criteria, "
+    lines = [f"# Judge guidance: {title(cap.name, cap.title)}", "", f"Capability `{cap.name}`: primary tag of {n_primary} criteria, "
              f"needed (any tag) by {n_any}.", "", *guidance_body(cap, draft, "##")]
     if examples:
         lines += ["## Example criteria", ""]
@@ -149,7 +150,7 @@ def task_markdown(task_id: str, sections: list[tuple[TaxonomyCapability, Guidanc
         lines += ["", f"{n_untagged} of its criteria have no capability tag; judge them from the criterion text alone."]
     lines.append("")
     for cap, draft, ids in sections:
-        lines += [f"## {title(cap.name)} (`{cap.name}`)", "",
+        lines += [f"## {title(cap.name, cap.title)} (`{cap.name}`)", "",
                   f"Needed by {len(ids)} of the task's criteria: {', '.join(_line(i, 80) for i in ids[:20])}"
                   + (", …" if len(ids) > 20 else "") + ".", "",
                   *guidance_body(cap, draft, "###")]

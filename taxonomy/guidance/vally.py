@@ -77,7 +77,7 @@ def build_eval(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, Guidance
     for task in tasks:
         graders = []
         for capability, criteria in task.groups(order):
-            cap_title = title(capability) if capability != UNTAGGED else "no capability tag"
+            cap_title = title(capability, caps[capability].title) if capability != UNTAGGED else "no capability tag"
             chunks = _chunks(task, capability, cap_title, guidance[capability], criteria, cfg.max_prompt_chars)
             for i, chunk in enumerate(chunks, 1):
                 config: dict[str, Any] = {"prompt": grader_prompt(task, capability, cap_title, guidance[capability], chunk, (i, len(chunks)))}

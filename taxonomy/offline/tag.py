@@ -68,6 +68,37 @@ def _similarity_tags(queries: list[str], taxonomy: Taxonomy, micro_labels, max_t
     return out
 
 
+def _fallback_votes(queries: list[str], taxonomy: Taxonomy, micro_labels) -> np.ndarray:
+    """(len(queries), k): TF-IDF similarity to each capability's card, the best at 1."""
+    docs = _cap_documents(taxonomy, micro_labels)
+    vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b", stop_words="english")
+    try:
+        vec.fit(docs + queries)
+    except ValueError:  # no Latin word anywhere
+        return np.zeros((len(queries), len(docs)))
+    sims = (vec.transform(queries) @ vec.transform(docs).T).toarray()
+    return sims / np.maximum(sims.max(axis=1, keepdims=True), 1e-12)
+
+
+def _tag_by_phrases(frame: pl.DataFrame, by_id: dict, taxonomy: Taxonomy, micro_labels, max_tags: int) -> list[tuple[list[str], float]]:
+    """The offline taxonomy's own scoring model (offline/describe.py): the criterion's Stage 1 labels
+    vote, its capability phrases add their weight, the stored offsets apply; probabilities rank the tags."""
+    from taxonomy.offline.assign import tag_scores
+    from taxonomy.offline.describe import criterion_votes, offline_tag_scores
+
+    ids = frame["criterion_id"].cast(pl.Utf8).to_list()
+    votes = criterion_votes(taxonomy, [list(by_id.get(cid) or []) for cid in ids])
+    missing = np.flatnonzero(votes.max(axis=1) <= 0)
+    if len(missing):
+        texts = frame["text"].to_list()
+        queries = [" ".join([" ".join(_words(label) for label in (by_id.get(ids[i]) or []))] * LABEL_REPEAT + [texts[i] or ""])
+                   for i in missing]
+        votes[missing] = _fallback_votes(queries, taxonomy, micro_labels)
+    found = tag_scores(offline_tag_scores(taxonomy, frame, votes), max_tags)
+    names = taxonomy.names()
+    return [([names[c] for c in tags], float(score)) for tags, score in zip(found.tags, found.scores)]
+
+
 def tag_offline(
     frame: pl.DataFrame,
     labels: pl.DataFrame,
@@ -80,6 +111,25 @@ def tag_offline(
         raise ValueError("tag_offline: the taxonomy has no capabilities; fix: build or load a taxonomy first")
     max_tags = max(1, max_tags)
     by_id = dict(zip(labels["criterion_id"].to_list(), labels["labels"].to_list())) if labels.height else {}
+    ids = frame["criterion_id"].cast(pl.Utf8).to_list()
+    if any(c.key_phrases for c in taxonomy.capabilities):
+        results = _tag_by_phrases(frame, by_id, taxonomy, micro_labels, max_tags)
+    else:
+        results = _tag_by_labels(frame, by_id, taxonomy, micro_labels, max_tags)
+    tags = [r[0] for r in results]
+    return pl.DataFrame(
+        {
+            "criterion_id": ids,
+            "tags": tags,
+            "primary": [t[0] for t in tags],
+            "score": [float(np.clip(r[1], 0.0, 1.0)) for r in results],
+        },
+        schema={"criterion_id": pl.Utf8, "tags": pl.List(pl.Utf8), "primary": pl.Utf8, "score": pl.Float64},
+    )
+
+
+def _tag_by_labels(frame: pl.DataFrame, by_id: dict, taxonomy: Taxonomy, micro_labels, max_tags: int) -> list[tuple[list[str], float]]:
+    """A taxonomy without a phrase model (an LLM's): labels map through membership, else card similarity."""
     membership = _membership(taxonomy, micro_labels)
     ids = frame["criterion_id"].cast(pl.Utf8).to_list()
     texts = frame["text"].to_list()
@@ -108,14 +158,4 @@ def tag_offline(
         ]
         for i, res in zip(pending, _similarity_tags(queries, taxonomy, micro_labels, max_tags)):
             results[i] = res
-
-    tags = [r[0] for r in results]
-    return pl.DataFrame(
-        {
-            "criterion_id": ids,
-            "tags": tags,
-            "primary": [t[0] for t in tags],
-            "score": [float(np.clip(r[1], 0.0, 1.0)) for r in results],
-        },
-        schema={"criterion_id": pl.Utf8, "tags": pl.List(pl.Utf8), "primary": pl.Utf8, "score": pl.Float64},
-    )
+    return results

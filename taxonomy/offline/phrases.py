@@ -1,0 +1,184 @@
+"""The words and short phrases of a corpus, and which of them set a group of criteria apart.
+
+A capability is represented by the corpus's own phrases: words and 2-3-word phrases of letter
+scripts, and 2-3-character runs of scripts written without spaces (CJK), each counted once per
+criterion. Inflected forms share a key (the first five letters of a long word), so "trained",
+"training" and "train" count as one term, shown in its most frequent form.
+
+`distinctive_terms` is class-based TF-IDF in the sense of BERTopic's c-TF-IDF, with two changes
+that a taxonomy of checks needs: a term is scored by how much more often the group's criteria use
+it than the corpus does (a KL term, so a word every criterion has scores nothing), weighted by how
+evenly it spreads over tasks (a word piled up in one task is that task's topic, not a kind of
+check); and the ranked list is diversified as in KeyBERT's maximal marginal relevance, with
+redundancy measured by shared words and by co-occurrence in the same criteria, so a name's words
+are not near-synonyms or parts of one another.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from taxonomy.offline.features import is_spaceless
+from taxonomy.validate import FUNCTION_WORDS
+
+__all__ = ["PhraseSpace", "Term", "distinctive_terms"]
+
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+STEM_LETTERS = 5       # inflected forms of a long word share their first letters
+MAX_WORDS = 3          # longest phrase
+MIN_CRITERIA = 3       # a term used by fewer criteria names nothing
+MMR_DIVERSITY = 0.5    # weight of redundancy against relevance when ranking a group's terms
+REDUNDANT_JACCARD = 0.6
+MIN_COVERAGE_SHARE = 0.2  # a listed phrase holds at least this share of the best-covering one's criteria  # two terms found in mostly the same criteria say the same thing
+
+
+def _key(word: str) -> str:
+    return word[:STEM_LETTERS] if len(word) > STEM_LETTERS and not is_spaceless(word) else word
+
+
+def _terms(text: str) -> dict[str, str]:
+    """key -> surface form of every term in one criterion."""
+    out: dict[str, str] = {}
+    words = _WORD.findall(text.lower())
+    latin: list[str] = []
+
+    def flush() -> None:
+        for n in range(1, MAX_WORDS + 1):
+            for i in range(len(latin) - n + 1):
+                gram = latin[i:i + n]
+                if gram[0] in FUNCTION_WORDS or gram[-1] in FUNCTION_WORDS or len(gram[0]) < 2 or len(gram[-1]) < 2:
+                    continue
+                out.setdefault(" ".join(_key(w) for w in gram), " ".join(gram))
+        latin.clear()
+
+    for w in words:
+        if is_spaceless(w):
+            flush()
+            for n in (2, 3):
+                for i in range(len(w) - n + 1):
+                    out.setdefault(w[i:i + n], w[i:i + n])
+        else:
+            latin.append(w)
+    flush()
+    return out
+
+
+@dataclass
+class Term:
+    text: str          # the most frequent surface form
+    coverage: float    # share of the group's criteria that use it
+    lift: float        # coverage / share of all criteria that use it
+    score: float
+
+
+@dataclass
+class PhraseSpace:
+    """Criteria x terms (binary), with each term's surface form and spread over tasks."""
+
+    keys: list[str]
+    surface: list[str]
+    x: sp.csr_matrix
+    df: np.ndarray        # share of criteria using the term
+    spread: np.ndarray    # observed / expected number of tasks using it, in [0, 1]
+    n_words: np.ndarray
+
+    @classmethod
+    def fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
+        rows, cols, forms = [], [], defaultdict(Counter)
+        index: dict[str, int] = {}
+        for r, text in enumerate(texts):
+            for key, form in _terms(text or "").items():
+                j = index.setdefault(key, len(index))
+                rows.append(r)
+                cols.append(j)
+                forms[key][form] += 1
+        n = max(len(texts), 1)
+        x = sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(len(texts), len(index)))
+        occ = np.asarray(x.sum(axis=0)).ravel()
+        keep = np.flatnonzero(occ >= min(MIN_CRITERIA, max(1, n // 50)))
+        keys = [k for k, _ in sorted(index.items(), key=lambda kv: kv[1])]
+        keys = [keys[j] for j in keep]
+        x = x[:, keep].tocsr()
+        occ = occ[keep]
+        task_ids, task_index = np.unique(np.asarray([str(t) for t in tasks], dtype=object), return_inverse=True)
+        n_tasks = len(task_ids)
+        per_task = sp.csr_matrix((np.ones(len(task_index)), (task_index, np.arange(len(task_index)))),
+                                 shape=(n_tasks, len(texts))) @ x
+        per_task.data[:] = 1.0
+        in_tasks = np.asarray(per_task.sum(axis=0)).ravel()
+        if n_tasks > 1:
+            expected = n_tasks * (1.0 - (1.0 - 1.0 / n_tasks) ** occ)
+            spread = np.clip(in_tasks / np.maximum(expected, 1e-9), 0.0, 1.0)
+        else:
+            spread = np.ones(len(keys))
+        surface = [forms[k].most_common(1)[0][0] for k in keys]
+        n_words = np.array([1 if is_spaceless(k) else len(k.split()) for k in keys])
+        return cls(keys, surface, x, occ / n, spread, n_words)
+
+    def column(self, surface: str) -> int | None:
+        """The column of a term given in any of its surface forms (a stored key phrase), or None."""
+        if not hasattr(self, "_index"):
+            self._index = {k: j for j, k in enumerate(self.keys)}
+        key = surface if is_spaceless(surface) else " ".join(_key(w) for w in _WORD.findall(surface.lower()))
+        return self._index.get(key)
+
+    def coverage(self, rows: np.ndarray) -> np.ndarray:
+        """Per term: share of these criteria that use it."""
+        if len(rows) == 0:
+            return np.zeros(len(self.keys))
+        return np.asarray(self.x[rows].sum(axis=0)).ravel() / len(rows)
+
+
+def _relevance(space: PhraseSpace, cov: np.ndarray) -> np.ndarray:
+    base = np.maximum(space.df, 1e-12)
+    gain = np.where(cov > base, cov * np.log(np.maximum(cov, 1e-12) / base), 0.0)
+    # A phrase that holds almost as many criteria as its words says more than they do.
+    return gain * space.spread * (1.0 + 0.25 * (space.n_words - 1))
+
+
+def _word_sets(space: PhraseSpace, j: int) -> set[str]:
+    key = space.keys[j]
+    return set(key) if is_spaceless(key) else set(key.split())
+
+
+def _redundancy(space: PhraseSpace, cand: list[int], rows: np.ndarray) -> np.ndarray:
+    """(c, c): 1 for terms sharing a word (or character), else co-occurrence Jaccard scaled to 1 at REDUNDANT_JACCARD."""
+    cols = space.x[rows][:, cand].toarray() > 0 if len(rows) else np.zeros((0, len(cand)), dtype=bool)
+    inter = cols.T.astype(np.float64) @ cols.astype(np.float64)
+    size = np.diag(inter)
+    union = size[:, None] + size[None, :] - inter
+    red = np.minimum(1.0, np.where(union > 0, inter / np.maximum(union, 1), 0.0) / REDUNDANT_JACCARD)
+    words = [_word_sets(space, j) for j in cand]
+    for a in range(len(cand)):
+        for b in range(a + 1, len(cand)):
+            if words[a] & words[b]:
+                red[a, b] = red[b, a] = 1.0
+    return red
+
+
+def distinctive_terms(space: PhraseSpace, rows: np.ndarray, top: int = 8, pool: int = 40) -> list[Term]:
+    """The terms that set these criteria apart from the corpus, most telling first, diversified."""
+    cov = space.coverage(rows)
+    rel = _relevance(space, cov)
+    ranked = [int(j) for j in np.argsort(-rel, kind="stable")[:pool] if rel[j] > 0]
+    # A phrase a handful of the group's criteria use is one task's detail, however rare elsewhere.
+    floor = MIN_COVERAGE_SHARE * max((cov[j] for j in ranked), default=0.0)
+    cand = [j for j in ranked if cov[j] >= floor]
+    if not cand:
+        return []
+    best = max(rel[j] for j in cand)
+    red = _redundancy(space, cand, rows)
+    left, picked = list(range(len(cand))), []
+    while left and len(picked) < top:
+        def mmr(a: int) -> float:
+            r = max((red[a, b] for b in picked), default=0.0)
+            return (1 - MMR_DIVERSITY) * rel[cand[a]] / best - MMR_DIVERSITY * r
+        a = max(left, key=lambda a: (mmr(a), -a))
+        left.remove(a)
+        picked.append(a)
+    chosen = [cand[a] for a in picked]
+    return [Term(space.surface[j], float(cov[j]), float(cov[j] / max(space.df[j], 1e-12)), float(rel[j])) for j in chosen]

@@ -1,0 +1,98 @@
+"""The offline taxonomy tells a reader what each capability checks, in the corpus's own phrases.
+
+Through the CLI, on the bundled DevAI corpus and on a generated Chinese corpus: names and titles
+come from phrases most of a capability's criteria use, descriptions are specific, boundaries read
+as English and name a real sibling, tags are ranked with scores that vary, and Stage 3 gives the
+shares the taxonomy states.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+import polars as pl
+
+from taxonomy.schemas import Taxonomy
+from tests.conftest import invoke, write_pipeline
+
+_WORD = re.compile(r"[^\W\d_]+")
+_QUOTED = re.compile(r"“([^”]+)”")
+
+
+def _load(run_dir):
+    tax = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text())
+    crit = pl.read_parquet(run_dir / "criteria.parquet")
+    tags = pl.read_parquet(run_dir / "stage3_tags.parquet")
+    return tax, crit.join(tags, on="criterion_id")
+
+
+def _uses(text: str, phrase: str) -> bool:
+    """The phrase's words in the text, inflected forms matched on their first five letters."""
+    words = set(_WORD.findall(text.lower()))
+    stems = {w[:5] for w in words}
+    return all((w in words) or (len(w) > 5 and w[:5] in stems) for w in _WORD.findall(phrase.lower()))
+
+
+def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline_env, tmp_path):
+    run_dir = tmp_path / "run"
+    invoke("run", write_pipeline(tmp_path), "--run-dir", run_dir, "-q", "--no-report")
+    tax, d = _load(run_dir)
+    names = tax.names()
+    assert tax.written_by == "offline"
+    md = (run_dir / "taxonomy.md").read_text()
+    assert "not by a model" in md
+    coverage = []
+    for cap in tax.capabilities:
+        texts = d.filter(pl.col("primary") == cap.name)["text"].to_list()
+        assert cap.title and f"`{cap.name}` ({cap.title})" in md
+        first = cap.title.split(" · ")[0]
+        # The title's leading phrase is in the corpus, and in most criteria where the taxonomy says so.
+        coverage.append(sum(_uses(t, first) for t in texts) / max(len(texts), 1))
+        assert f"{len(texts)} criteria" in cap.description, cap.description  # its own size, as Stage 3 tags it
+        assert abs(cap.share - len(texts) / d.height) < 1e-6
+        assert 1 <= len(cap.non_examples) <= 3
+        for b in cap.non_examples:
+            named = re.findall(r"`([a-z_]+)`", b)
+            assert len(named) == 1 and named[0] in names and named[0] != cap.name
+            assert b.startswith("if the criterion is about “") and "the verifier establishes" not in b
+            sibling = tax.capabilities[names.index(named[0])]
+            assert _QUOTED.findall(b)[0] in sibling.title.split(" · ")
+    assert sum(coverage) / len(coverage) >= 0.8 and min(coverage) >= 0.5, coverage
+    # No sentence is a template shared by every capability.
+    sentences = Counter(s.strip() for cap in tax.capabilities for s in re.split(r"(?<=[.!?])\s", cap.description))
+    assert not [s for s, n in sentences.items() if n == len(tax.capabilities)]
+    assert len({cap.title for cap in tax.capabilities}) == len(tax.capabilities)
+    # Tags: ranked, 1-3, a second only where it is close, scores that mean something.
+    assert d["tags"].list.len().max() <= 3 and (d["tags"].list.len() >= 2).any()
+    assert d["score"].n_unique() > 20 and d["score"].min() < 0.9
+    assert (d["tags"].list.first() == d["primary"]).all()
+
+
+def test_frozen_offline_taxonomy_gives_the_run_own_tags(offline_env, tmp_path):
+    """Stage 3 applies the stored phrase model, so tagging the same corpus again agrees with the run."""
+    run_dir = tmp_path / "run"
+    pipeline = write_pipeline(tmp_path, limit=150)
+    invoke("run", pipeline, "--run-dir", run_dir, "-q", "--no-report")
+    invoke("tag", pipeline, "--taxonomy", run_dir / "taxonomy.json", "--run-dir", tmp_path / "again", "-q")
+    a = pl.read_parquet(run_dir / "stage3_tags.parquet").select("criterion_id", "primary")
+    b = pl.read_parquet(tmp_path / "again" / "stage3_tags.parquet").select("criterion_id", "primary")
+    agree = a.join(b, on="criterion_id", suffix="_b").filter(pl.col("primary") == pl.col("primary_b")).height
+    assert agree / a.height >= 0.9, agree
+
+
+def test_chinese_corpus_gets_titles_in_its_own_script(offline_env, tmp_path):
+    from tests.test_offline import _chinese_corpus
+
+    frame, _ = _chinese_corpus()
+    corpus = tmp_path / "zh.jsonl"
+    frame.write_ndjson(corpus)
+    run_dir = tmp_path / "zh"
+    (tmp_path / "zh.toml").write_text(
+        'name = "zh"\n[corpus]\npath = "zh.jsonl"\nformat = "table"\n[cluster]\nk = 20\n[merge]\nmin_caps = 4\nmax_caps = 6\n')
+    invoke("run", tmp_path / "zh.toml", "--run-dir", run_dir, "-q", "--no-report")
+    tax, d = _load(run_dir)
+    for cap in tax.capabilities:
+        assert re.search(r"[\u4e00-\u9fff]", cap.title), cap.title  # the corpus's words, not a letter code
+        assert not re.search(r"_[a-z]{3}_", cap.name.removeprefix("check").removesuffix("_capability") + "_"), cap.name
+    md = (run_dir / "taxonomy.md").read_text()
+    assert all(cap.title in md for cap in tax.capabilities)
