@@ -89,6 +89,9 @@ def main() -> None:
         paid = session.run.usage_totals()
         ledger = (session.run.path / "usage.jsonl").read_text().splitlines()
         baseline = {"discover": one_per_call(discover, criteria, cfg), "tag": one_per_call(tag, criteria, cfg, taxonomy)}
+        naming = [r.texts[0] for r in server.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "canonicalize"]
+        no_examples = sum("Criteria that carry labels of this cluster" not in p for p in naming)
+        no_nearby = sum("<nearby cluster=" not in p for p in naming)
     n = criteria.height
     print(f"corpus {cfg.name}: {n} criteria; model {cfg.llm.model}; prices per million tokens: input {prices.input}, "
           f"cached input {prices.cached()}, output {prices.output}, explicit cache storage {prices.cache_storage}/hour")
@@ -114,6 +117,7 @@ def main() -> None:
     total = {k: sum(paid.get(s, {}).get(k, 0) for s in paid) for k in ("prompt_tokens", "cached_prompt_tokens", "output_tokens")}
     print(f"\ntotal: {total['prompt_tokens']:,} prompt tokens ({total['cached_prompt_tokens']:,} cached), "
           f"{total['output_tokens']:,} output tokens, USD {sum(prices.cost(u) for u in paid.values()):.4f} billed (embeddings included)")
+    print(f"canonicalize prompts without example criteria: {no_examples} of {len(naming)}; without nearby clusters: {no_nearby}")
     merge = [int(re.search(r'"prompt_tokens": (-?\d+)', line)[1]) for line in ledger if '"stage": "merge"' in line and '"kind": "generate"' in line]
     fault = f"the first boundary answer rejected for `{faulted[0]}`" if faulted else "no fault"
     print(f"merge stage ({fault}): {len(merge)} calls, prompt tokens {merge} = {sum(merge) / merge[0]:.2f}x the membership call "
