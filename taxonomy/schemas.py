@@ -73,9 +73,8 @@ class MergeAnswer(Model):
     capabilities: list[MergeAnswerCapability]
 
 
-class MembershipCapability(DesignPrinciples):
-    """The merge call's answer per capability: its card, members and design principles. Its
-    boundaries come later (BoundaryAnswer), once every capability's siblings are known."""
+class DecidedCard(DesignPrinciples):
+    """A capability's card as the merge's calls answer it: both principles decided, each with its reason."""
 
     name: str
     description: str
@@ -85,6 +84,12 @@ class MembershipCapability(DesignPrinciples):
     needs_native_inspection_reason: str
     needs_domain_conventions: bool
     needs_domain_conventions_reason: str
+
+
+class MembershipCapability(DecidedCard):
+    """The merge call's answer per capability: its card, members and design principles. Its
+    boundaries come later (BoundaryAnswer), once every capability's siblings are known."""
+
     member_input_names: list[str]
 
 
@@ -92,18 +97,10 @@ class MembershipAnswer(Model):
     capabilities: list[MembershipCapability]
 
 
-class CardFix(DesignPrinciples):
+class CardFix(DecidedCard):
     """A capability's card rewritten in the merge's focused follow-up; membership is not touched."""
 
     capability_idx: int
-    name: str
-    description: str
-    diagnostic_signal: str
-    example_pattern: str
-    needs_native_inspection: bool
-    needs_native_inspection_reason: str
-    needs_domain_conventions: bool
-    needs_domain_conventions_reason: str
 
 
 class CardFixAnswer(Model):
