@@ -36,25 +36,6 @@ from tests.fake_gemini import FakeGeminiServer  # noqa: E402
 STAGES = ("discover", "canonicalize", "merge", "tag")
 
 
-def faulty_model():
-    """The default test model, except that its first boundary answer draws one capability's line
-    against a capability that is not among its nearest siblings."""
-    faulted: list[str] = []
-
-    def respond(req):
-        answer = responders.model(req)
-        if responders.kind(req.texts[0]) == "boundaries" and not faulted:
-            caps = answer["capabilities"]
-            listed = set(re.findall(r"Nearest siblings: (.*)", req.texts[0])[0].replace("`", "").split(", "))
-            stranger = next((c["name"] for c in caps[1:] if c["name"] not in listed), None)
-            if stranger:
-                caps[0]["non_examples"] = [f"if the criterion is about something else entirely, prefer `{stranger}`"]
-                faulted.append(caps[0]["name"])
-        return answer
-
-    return respond, faulted
-
-
 def one_per_call(fn, criteria, cfg, *args) -> tuple[int, int, int]:
     """(calls, prompt tokens, cached prompt tokens) of the stage with one criterion per call, counted as the server counts."""
     single = copy.deepcopy(cfg)
@@ -75,7 +56,7 @@ def main() -> None:
     cfg.llm.requests_per_minute = 100_000  # measure tokens, not a quota
     if args.limit:
         cfg.corpus.limit = args.limit
-    responder, faulted = (responders.model, []) if args.no_fault else faulty_model()
+    responder, faulted = (responders.model, []) if args.no_fault else responders.boundary_fault_model()
     prices = cfg.llm.prices
     with tempfile.TemporaryDirectory() as tmp, FakeGeminiServer(responder=responder) as server:
         os.environ.update(GOOGLE_GEMINI_BASE_URL=server.url, GEMINI_API_KEY="benchmark-key-not-secret")

@@ -193,3 +193,23 @@ def model(req) -> dict:
     """The default well-behaved model: re-asks are answered from the original request (the first turn)."""
     prompt = req.texts[0]
     return ANSWER[kind(prompt)](prompt)
+
+
+def boundary_fault_model():
+    """(respond, faulted): the default model, except that its first boundary answer draws one
+    capability's line against a capability that is not among its nearest siblings; `faulted`
+    receives that capability's name."""
+    faulted: list[str] = []
+
+    def respond(req):
+        answer = model(req)
+        if kind(req.texts[0]) == "boundaries" and not faulted:
+            caps = answer["capabilities"]
+            listed = set(re.findall(r"Nearest siblings: (.*)", req.texts[0])[0].replace("`", "").split(", "))
+            stranger = next((c["name"] for c in caps[1:] if c["name"] not in listed), None)
+            if stranger:
+                caps[0]["non_examples"] = [f"if the criterion is about something else entirely, prefer `{stranger}`"]
+                faulted.append(caps[0]["name"])
+        return answer
+
+    return respond, faulted

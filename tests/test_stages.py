@@ -213,18 +213,7 @@ def test_rejected_boundaries_are_asked_again_about_that_capability_only(gemini_e
     """The fault: the first boundary answer draws one capability's line against a capability that is not
     among its nearest siblings. The follow-up carries that capability, its siblings and the violation,
     never the merge again, and the merge stage stays within 1.5x the tokens of its membership call."""
-    faulted: list[str] = []
-
-    def respond(req):
-        answer = responders.model(req)
-        if responders.kind(req.texts[0]) == "boundaries" and not faulted:
-            caps = answer["capabilities"]
-            listed = set(re.findall(r"Nearest siblings: (.*)", req.texts[0])[0].replace("`", "").split(", "))
-            stranger = next(c["name"] for c in caps[1:] if c["name"] not in listed)
-            caps[0]["non_examples"] = [f"if the criterion is about something else entirely, prefer `{stranger}`"]
-            faulted.append(caps[0]["name"])
-        return answer
-
+    respond, faulted = responders.boundary_fault_model()
     gemini_env.responder = respond
     _, run_dir = full_run(tmp_path)
     asks = prompts_of(gemini_env, "boundaries")
