@@ -170,7 +170,7 @@ def test_offline_drafts_pass_the_validator_and_say_only_what_their_criteria_supp
         text = " ".join([d.summary, *d.procedure, *d.evidence, *d.pitfalls]).lower()
         # No fixed procedure for a kind of check: a word none of the card and criteria use is never added.
         own = " ".join([cap.description, cap.diagnostic_signal, cap.example_pattern, *cap.non_examples,
-                        *crit.filter(pl.col("criterion_id").is_in(tg.filter(pl.col("primary") == cap.name)["criterion_id"]))["text"].to_list()]).lower()
+                        *crit.filter(pl.col("criterion_id").is_in(tg.filter(pl.col("primary") == cap.name)["criterion_id"].to_list()))["text"].to_list()]).lower()
         for invented in ("recompute", "thousands vs millions", "rendered output", "false pass"):
             assert invented not in text or invented in own, (cap.name, invented)
     metric = drafts[METRIC]

@@ -23,7 +23,7 @@ import numpy as np
 
 from taxonomy.offline.phrases import PhraseSpace, Term, distinctive_terms
 
-__all__ = ["Assignment", "phrase_scores", "refine", "tag_scores"]
+__all__ = ["Assignment", "phrase_scores", "refine", "signature", "tag_scores"]
 
 ROUNDS = 3            # members -> phrases -> members
 SIGNATURE_TERMS = 12  # phrases kept per capability for scoring
@@ -78,7 +78,8 @@ def _offsets(base: np.ndarray, min_share: float, max_share: float) -> np.ndarray
     return off
 
 
-def _signature(terms: list[Term]) -> tuple[list[str], list[float]]:
+def signature(terms: list[Term]) -> tuple[list[str], list[float]]:
+    """A capability's stored phrase model: its terms and their weights, the strongest at 1."""
     top = max((t.score for t in terms), default=0.0) or 1.0
     return [t.text for t in terms], [round(t.score / top, 4) for t in terms]
 
@@ -91,7 +92,7 @@ def refine(space: PhraseSpace, votes: np.ndarray, max_tags: int, min_share: floa
     k = votes.shape[1]
     for _ in range(ROUNDS):
         terms = [distinctive_terms(space, np.flatnonzero(primary == c), top=SIGNATURE_TERMS) for c in range(k)]
-        sig = [_signature(t) for t in terms]
+        sig = [signature(t) for t in terms]
         base = votes + PHRASE_WEIGHT * phrase_scores(space, [s[0] for s in sig], [s[1] for s in sig])
         off = _offsets(base, min_share, max_share)
         result = tag_scores(base + off[None, :], max_tags)

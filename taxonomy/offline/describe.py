@@ -23,9 +23,9 @@ import numpy as np
 import polars as pl
 
 from taxonomy.config import PipelineConfig
-from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine
+from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
 from taxonomy.offline.phrases import PhraseSpace, Term
-from taxonomy.schemas import Taxonomy, TaxonomyCapability
+from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
 
 __all__ = ["describe_offline", "criterion_votes"]
@@ -165,9 +165,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         shown = titles[c]
         cap.title = " · ".join(t.text for t in shown) if shown else cap.name
         cap.share = round(len(rows) / max(n, 1), 6)
-        cap.key_phrases = [t.text for t in terms[c]]
-        top = max((t.score for t in terms[c]), default=0.0) or 1.0
-        cap.phrase_weights = [round(t.score / top, 4) for t in terms[c]]
+        cap.key_phrases, cap.phrase_weights = signature(terms[c])
         cap.score_offset = round(float(offsets[c]), 6)
         spans = len({tasks[i] for i in rows})
         central = rows[np.argsort(-result.probs[rows, c], kind="stable")][:3] if len(rows) else []

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -85,6 +85,10 @@ class PhraseSpace:
     df: np.ndarray        # share of criteria using the term
     spread: np.ndarray    # observed / expected number of tasks using it, in [0, 1]
     n_words: np.ndarray
+    index: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.index = {k: j for j, k in enumerate(self.keys)}
 
     @classmethod
     def fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
@@ -121,10 +125,8 @@ class PhraseSpace:
 
     def column(self, surface: str) -> int | None:
         """The column of a term given in any of its surface forms (a stored key phrase), or None."""
-        if not hasattr(self, "_index"):
-            self._index = {k: j for j, k in enumerate(self.keys)}
         key = surface if is_spaceless(surface) else " ".join(_key(w) for w in _WORD.findall(surface.lower()))
-        return self._index.get(key)
+        return self.index.get(key)
 
     def coverage(self, rows: np.ndarray) -> np.ndarray:
         """Per term: share of these criteria that use it."""

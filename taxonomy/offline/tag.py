@@ -52,32 +52,33 @@ def _cap_documents(taxonomy: Taxonomy, micro_labels: dict[str, list[str]] | None
     return docs
 
 
-def _similarity_tags(queries: list[str], taxonomy: Taxonomy, micro_labels, max_tags: int) -> list[tuple[list[str], float]]:
-    names = taxonomy.names()
-    docs = _cap_documents(taxonomy, micro_labels)
-    vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b", stop_words="english")
-    vec.fit(docs + queries)
-    sims = (vec.transform(queries) @ vec.transform(docs).T).toarray()
-    out = []
-    for row in sims:
-        order = sorted(range(len(names)), key=lambda j: (-row[j], j))
-        top = row[order[0]]
-        keep = [j for j in order[:max_tags] if row[j] > 0 and row[j] >= KEEP_RATIO * top] or order[:1]
-        mass = float(sum(row[j] for j in order[:max_tags]))
-        out.append(([names[j] for j in keep], float(top / mass) if mass > 0 else 0.0))
-    return out
-
-
-def _fallback_votes(queries: list[str], taxonomy: Taxonomy, micro_labels) -> np.ndarray:
-    """(len(queries), k): TF-IDF similarity to each capability's card, the best at 1."""
+def _card_similarity(queries: list[str], taxonomy: Taxonomy, micro_labels) -> np.ndarray:
+    """(len(queries), k): TF-IDF cosine of each query to each capability's card (0 where no Latin word)."""
     docs = _cap_documents(taxonomy, micro_labels)
     vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b", stop_words="english")
     try:
         vec.fit(docs + queries)
     except ValueError:  # no Latin word anywhere
         return np.zeros((len(queries), len(docs)))
-    sims = (vec.transform(queries) @ vec.transform(docs).T).toarray()
-    return sims / np.maximum(sims.max(axis=1, keepdims=True), 1e-12)
+    return (vec.transform(queries) @ vec.transform(docs).T).toarray()
+
+
+def _queries(rows: list[int], ids: list[str], texts: list, by_id: dict) -> list[str]:
+    """A criterion's labels (repeated, so they outweigh the text) and its text, as one query."""
+    return [" ".join([" ".join(_words(label) for label in (by_id.get(ids[i]) or []))] * LABEL_REPEAT + [texts[i] or ""])
+            for i in rows]
+
+
+def _similarity_tags(queries: list[str], taxonomy: Taxonomy, micro_labels, max_tags: int) -> list[tuple[list[str], float]]:
+    names = taxonomy.names()
+    out = []
+    for row in _card_similarity(queries, taxonomy, micro_labels):
+        order = sorted(range(len(names)), key=lambda j: (-row[j], j))
+        top = row[order[0]]
+        keep = [j for j in order[:max_tags] if row[j] > 0 and row[j] >= KEEP_RATIO * top] or order[:1]
+        mass = float(sum(row[j] for j in order[:max_tags]))
+        out.append(([names[j] for j in keep], float(top / mass) if mass > 0 else 0.0))
+    return out
 
 
 def _tag_by_phrases(frame: pl.DataFrame, by_id: dict, taxonomy: Taxonomy, micro_labels, max_tags: int) -> list[tuple[list[str], float]]:
@@ -89,11 +90,9 @@ def _tag_by_phrases(frame: pl.DataFrame, by_id: dict, taxonomy: Taxonomy, micro_
     ids = frame["criterion_id"].cast(pl.Utf8).to_list()
     votes = criterion_votes(taxonomy, [list(by_id.get(cid) or []) for cid in ids])
     missing = np.flatnonzero(votes.max(axis=1) <= 0)
-    if len(missing):
-        texts = frame["text"].to_list()
-        queries = [" ".join([" ".join(_words(label) for label in (by_id.get(ids[i]) or []))] * LABEL_REPEAT + [texts[i] or ""])
-                   for i in missing]
-        votes[missing] = _fallback_votes(queries, taxonomy, micro_labels)
+    if len(missing):  # labels the taxonomy never saw (a new corpus): the card's similarity votes, the best at 1
+        sims = _card_similarity(_queries(missing.tolist(), ids, frame["text"].to_list(), by_id), taxonomy, micro_labels)
+        votes[missing] = sims / np.maximum(sims.max(axis=1, keepdims=True), 1e-12)
     found = tag_scores(offline_tag_scores(taxonomy, frame, votes), max_tags)
     names = taxonomy.names()
     return [([names[c] for c in tags], float(score)) for tags, score in zip(found.tags, found.scores)]
@@ -152,10 +151,6 @@ def _tag_by_labels(frame: pl.DataFrame, by_id: dict, taxonomy: Taxonomy, micro_l
             pending.append(i)
 
     if pending:
-        queries = [
-            " ".join([" ".join(_words(label) for label in (by_id.get(ids[i]) or []))] * LABEL_REPEAT + [texts[i] or ""])
-            for i in pending
-        ]
-        for i, res in zip(pending, _similarity_tags(queries, taxonomy, micro_labels, max_tags)):
+        for i, res in zip(pending, _similarity_tags(_queries(pending, ids, texts, by_id), taxonomy, micro_labels, max_tags)):
             results[i] = res
     return results
