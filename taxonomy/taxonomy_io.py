@@ -61,14 +61,24 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
               f"{principle_mark(c.needs_domain_conventions)} | {c.description} |" for c in taxonomy.capabilities]
     if taxonomy.written_by == "offline":
         lines[4:4] = ["Written by the offline backend, not by a model: each capability's name, title (in brackets) and texts "
-                      "are drawn from the phrases that set its criteria apart, with the share of its criteria that use each.", ""]
+                      "are drawn from its criteria: the openings and phrases that set them apart, with the share of its criteria "
+                      "that use each, and criteria quoted as they are written.", ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
+    # One undecided reason shared by every capability (the offline backend's) is said once, not under each.
+    undecided = {(c.needs_native_inspection, c.needs_native_inspection_reason, c.needs_domain_conventions,
+                  c.needs_domain_conventions_reason) for c in taxonomy.capabilities}
+    said_once = len(undecided) == 1 and next(iter(undecided))[0] is None and next(iter(undecided))[2] is None
+    if said_once:
+        reason = next(iter(undecided))[1]
+        at = lines.index("| capability | share | P1 | P2 | P3 | description |")
+        lines[at:at] = [f"P2 and P3 of every capability: {reason}", ""]
     for c in taxonomy.capabilities:
         lines += ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
-                  f"- **Example:** {c.example_pattern}", f"- **Members:** {', '.join(f'`{m}`' for m in c.members)}",
-                  f"- **P2, native inspection:** {principle_mark(c.needs_native_inspection)} {c.needs_native_inspection_reason}".rstrip(),
-                  f"- **P3, domain conventions:** {principle_mark(c.needs_domain_conventions)} {c.needs_domain_conventions_reason}".rstrip()]
+                  f"- **Example:** {c.example_pattern}", f"- **Members:** {', '.join(f'`{m}`' for m in c.members)}"]
+        if not said_once:
+            lines += [f"- **P2, native inspection:** {principle_mark(c.needs_native_inspection)} {c.needs_native_inspection_reason}".rstrip(),
+                      f"- **P3, domain conventions:** {principle_mark(c.needs_domain_conventions)} {c.needs_domain_conventions_reason}".rstrip()]
         lines += [f"- **Boundary:** {ne}" for ne in c.non_examples]
     if taxonomy.repairs:
         lines += ["", "## Repairs made in code", ""] + [f"- {r}" for r in taxonomy.repairs]

@@ -33,6 +33,10 @@ def _uses(text: str, phrase: str) -> bool:
     return all((w in words) or (len(w) > 5 and w[:5] in stems) for w in _WORD.findall(phrase.lower()))
 
 
+def _opens(text: str, opening: str) -> bool:
+    return _WORD.findall(text.lower())[: len(_WORD.findall(opening))] == _WORD.findall(opening.lower())
+
+
 def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline_env, tmp_path):
     run_dir = tmp_path / "run"
     invoke("run", write_pipeline(tmp_path), "--run-dir", run_dir, "-q", "--no-report")
@@ -54,9 +58,22 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
         for b in cap.non_examples:
             named = re.findall(r"`([a-z_]+)`", b)
             assert len(named) == 1 and named[0] in names and named[0] != cap.name
-            assert b.startswith("if the criterion is about “") and "the verifier establishes" not in b
             sibling = tax.capabilities[names.index(named[0])]
-            assert _QUOTED.findall(b)[0] in sibling.title.split(" · ")
+            theirs = d.filter(pl.col("primary") == sibling.name)["text"].to_list()
+            if b.startswith("if the criterion opens with “"):
+                # the sibling's criteria really open that way, across more than a handful of them
+                opening = _QUOTED.findall(b)[0].removesuffix(" …")
+                assert sum(_opens(t, opening) for t in theirs) >= 0.12 * len(theirs), (b, opening)
+            else:
+                assert b.startswith("if the criterion is about “") and "the verifier establishes" not in b
+                assert _QUOTED.findall(b)[0] in sibling.title.split(" · ")
+        # The description's openings hold for the share it states, and its examples are its own criteria.
+        for opening, pct in re.findall(r"“([^”]+) …” \((\d+)%\)", cap.description):
+            assert abs(sum(_opens(t, opening) for t in texts) / len(texts) - int(pct) / 100) <= 0.006, (opening, pct)
+        examples = _QUOTED.findall(cap.description.split("Examples: ", 1)[1])
+        assert 1 <= len(examples) <= 3
+        for ex in examples:
+            assert any(t.strip().startswith(ex.removesuffix("…")) for t in texts), ex
     assert sum(coverage) / len(coverage) >= 0.8 and min(coverage) >= 0.5, coverage
     # No sentence is a template shared by every capability.
     sentences = Counter(s.strip() for cap in tax.capabilities for s in re.split(r"(?<=[.!?])\s", cap.description))
@@ -96,3 +113,42 @@ def test_chinese_corpus_gets_titles_in_its_own_script(offline_env, tmp_path):
         assert not re.search(r"_[a-z]{3}_", cap.name.removeprefix("check").removesuffix("_capability") + "_"), cap.name
     md = (run_dir / "taxonomy.md").read_text()
     assert all(cap.title in md for cap in tax.capabilities)
+
+
+def _split_task_case(min_caps: int):
+    """Ten small tasks of two kinds of check, and one large task whose runs a merge cut in two by setting."""
+    from taxonomy.config import PipelineConfig
+    from taxonomy.offline.describe import describe_offline
+    from taxonomy.schemas import TaxonomyCapability
+
+    rows = []
+    for t in range(10):
+        rows += [(f"t{t}", f"Fails to mention the {w} of item {t}.", "check_fails_mention_capability") for w in ("cost", "risk", "date")]
+        rows += [(f"t{t}", f"Recommends a {w} for case {t}.", "check_recommends_option_capability") for w in ("review", "test", "plan")]
+    rows += [("big", f"The run with learning rate {i} reaches the target loss.", "check_rate_reaches_capability") for i in range(40)]
+    rows += [("big", f"The run with batch size {i} reaches the target loss.", "check_batch_reaches_capability") for i in range(40)]
+    criteria = pl.DataFrame({"task_id": [r[0] for r in rows], "criterion_id": [str(i) for i in range(len(rows))],
+                             "text": [r[1] for r in rows]})
+    stage1 = pl.DataFrame({"criterion_id": criteria["criterion_id"], "labels": [[r[2]] for r in rows]})
+    labels = list(dict.fromkeys(r[2] for r in rows))
+    tax = Taxonomy(capabilities=[TaxonomyCapability(name=label, description="d", diagnostic_signal="d", example_pattern="d",
+                                                    non_examples=[], members=[label], labels=[label]) for label in labels])
+    cfg = PipelineConfig.model_validate({"name": "t", "corpus": {"path": "x"}, "merge": {"min_caps": min_caps, "max_caps": 4,
+                                                                                        "min_share": 0.01, "max_share": 0.6}})
+    siblings = [[j for j in range(len(labels)) if j != i] for i in range(len(labels))]
+    return describe_offline(tax, criteria, stage1, cfg, siblings), criteria
+
+
+def test_two_capabilities_cut_from_one_task_become_one():
+    out, criteria = _split_task_case(min_caps=3)
+    assert len(out.capabilities) == 3
+    big = [c for c in out.capabilities if {"check_rate_reaches_capability", "check_batch_reaches_capability"} <= set(c.members)]
+    assert len(big) == 1 and abs(big[0].share - 80 / criteria.height) < 1e-6
+    assert any(f"`{big[0].name}` also holds" in r and "task `big`" in r for r in out.repairs)
+    names = {c.name for c in out.capabilities}
+    assert all(re.findall(r"`([a-z_]+)`", b)[0] in names for c in out.capabilities for b in c.non_examples)
+
+
+def test_the_count_floor_keeps_a_split_task_apart():
+    out, _ = _split_task_case(min_caps=4)
+    assert len(out.capabilities) == 4 and not any("also holds" in r for r in out.repairs)

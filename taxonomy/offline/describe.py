@@ -6,11 +6,15 @@ through their distinctive phrases (assign.py), and every text a reader sees is d
 - the name: `check_<the words of its top phrases>_capability`, from phrases that occur (or are
   inflected) in most of its criteria; the title beside it lists them in the corpus's own words
   and script, chosen to cover as many of its criteria as possible;
-- the description: what its criteria ask about, in those phrases with the share of its criteria
-  that use each, how many criteria and tasks it spans, and its most central criterion quoted;
-- the diagnostic signal: the phrases that set it apart from its nearest sibling;
-- the boundaries: against each nearest sibling, "if the criterion is about <the sibling's
-  phrases>, prefer `sibling`".
+- the description: how its criteria typically open, when that sets them apart ("Fails to …",
+  openings.py), the phrases they use, each with the share of its criteria, how many criteria and
+  tasks it spans, and three representative criteria quoted (sure of it, short, different tasks);
+- the diagnostic signal: the openings or phrases that set it apart from its nearest sibling;
+- the boundaries: against each nearest sibling, "if the criterion opens with <the sibling's
+  openings> rather than <its own>, prefer `sibling`", or by phrases when either has no telling
+  opening;
+- two capabilities drawn mostly from one and the same task are one task's topic cut in two, and
+  become one while the count allows.
 
 No sentence is written for one corpus; each is a frame around the corpus's phrases and counts,
 and `Taxonomy.written_by = "offline"` says that no model wrote them.
@@ -23,7 +27,8 @@ import numpy as np
 import polars as pl
 
 from taxonomy.config import PipelineConfig
-from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
+from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, phrase_scores_of, refine, signature
+from taxonomy.offline.openings import Opening, Openings, starts
 from taxonomy.offline.phrases import PhraseSpace, Term
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
@@ -32,7 +37,10 @@ __all__ = ["describe_offline", "criterion_votes"]
 
 NAME_COVERAGE = 0.5   # a name's phrase occurs in at least this share of the capability's criteria
 TITLE_TERMS = 3
+SAME_TASK = 0.8       # two capabilities with at least this share of their criteria from one task split its topic
 QUOTE_CHARS = 180
+EXAMPLES = 3          # criteria quoted in a description
+SHORT = 150           # examples this short are preferred: a reader takes in a short criterion at a glance
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
              "eleventh", "twelfth")
 
@@ -115,6 +123,115 @@ def _phrase_list(terms: list[Term], with_share: bool) -> str:
     return ", ".join(parts[:-1]) + " or " + parts[-1]
 
 
+def _merge_task_halves(taxonomy: Taxonomy, votes: np.ndarray, tasks: list[str], siblings: list[list[int]],
+                       min_caps: int, max_share: float) -> tuple[Taxonomy, np.ndarray, list[list[int]], list[tuple[str, str]]]:
+    """Two capabilities that each draw most of their criteria from one and the same task split that
+    task's topic, not two kinds of check (PaperBench: one paper's runs cut by optimizer); a reader
+    cannot tell them apart, so they become one while the count stays within bounds."""
+    notes: list[tuple[str, str]] = []  # (the kept capability's name before renaming, what it absorbed)
+    task_arr = np.asarray(tasks, dtype=object)
+    while votes.shape[1] > min_caps:
+        primary = votes.argmax(axis=1)
+        lead: dict[int, tuple[str, int]] = {}
+        for c in range(votes.shape[1]):
+            rows = np.flatnonzero(primary == c)
+            if len(rows):
+                names, counts = np.unique(task_arr[rows], return_counts=True)
+                if counts.max() >= SAME_TASK * len(rows):
+                    lead[c] = (names[counts.argmax()], len(rows))
+        pairs = [(a, b) for a in lead for b in lead if a < b and lead[a][0] == lead[b][0]
+                 and (lead[a][1] + lead[b][1]) <= max_share * len(primary)]
+        if not pairs:
+            break
+        a, b = max(pairs, key=lambda p: lead[p[0]][1] + lead[p[1]][1])
+        keep, drop = (a, b) if lead[a][1] >= lead[b][1] else (b, a)
+        caps = [c.model_copy(deep=True) for c in taxonomy.capabilities]
+        notes.append((caps[keep].name, f"also holds the merge's `{caps[drop].name}`: both drew at least {SAME_TASK:.0%} "
+                      f"of their criteria from task `{lead[keep][0]}`, so they split one task's topic rather than two kinds of check"))
+        caps[keep].members = caps[keep].members + [m for m in caps[drop].members if m not in caps[keep].members]
+        caps[keep].labels = sorted(set(caps[keep].labels) | set(caps[drop].labels))
+        del caps[drop]
+        votes = votes.copy()
+        votes[:, keep] = np.maximum(votes[:, keep], votes[:, drop])
+        votes = np.delete(votes, drop, axis=1)
+        def renumber(old: int) -> int:
+            at = keep if old == drop else old
+            return at - (at > drop)
+
+        siblings = [list(dict.fromkeys(renumber(s) for s in (siblings[keep] + siblings[drop] if i == keep else sib)
+                                       if renumber(s) != renumber(i)))
+                    for i, sib in enumerate(siblings) if i != drop]
+        taxonomy = taxonomy.model_copy(deep=True)
+        taxonomy.capabilities = caps
+    return taxonomy, votes, siblings, notes
+
+
+def _examples(space: PhraseSpace, rows: np.ndarray, prob: np.ndarray, terms: list[Term], opens: list[Opening],
+              texts: list[str], tasks: list[str], k: int) -> list[int]:
+    """Up to k representative criteria: sure of this capability, opening as its criteria typically do,
+    short, holding its strongest phrases, and from different tasks and templates, so the examples show
+    its range rather than one task."""
+    if len(rows) == 0:
+        return []
+    phrases, weights = signature(terms)
+    hits = phrase_scores_of(space, rows, phrases, weights)
+    short = np.array([len(texts[i]) <= SHORT for i in rows])
+    typical = np.array([any(starts(texts[i], o) for o in opens) for i in rows]) if opens else np.ones(len(rows), bool)
+    order = rows[np.lexsort((np.array([len(texts[i]) for i in rows]), -hits, ~short, ~typical, -np.round(prob[rows], 1)))]
+    picked: list[int] = []
+    seen_tasks: set[str] = set()
+    seen_forms: set[str] = set()
+    for relax in (False, True):
+        for i in order[: max(50, len(order) // 5)]:
+            form = _template(texts[i])
+            if i in picked or form in seen_forms or (not relax and tasks[i] in seen_tasks):
+                continue
+            picked.append(int(i))
+            seen_tasks.add(tasks[i])
+            seen_forms.add(form)
+            if len(picked) == k:
+                return picked
+    return picked
+
+
+def _template(text: str) -> str:
+    """A criterion with its numbers and case dropped: runs of one template differ only in these."""
+    return " ".join("".join("#" if ch.isdigit() else ch for ch in text.lower()).split())
+
+
+def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans: int, n_tasks: int,
+                 examples: list[str]) -> str:
+    """What the criteria ask for, in their own openings and phrases, how far they reach, and examples."""
+    parts = []
+    if openings:
+        opened = " or ".join(f"“{o.text} …” ({o.share:.0%})" for o in openings)
+        parts.append(f"Criteria that open with {opened}")
+    said = {w for o in openings for w in _ascii_words(o.text)} | {o.text.lower() for o in openings}
+    rest = [t for t in shown if not (set(_ascii_words(t.text)) or {t.text}) <= said]
+    if rest:
+        parts.append(("and " if parts else "Criteria that ") + f"use {_phrase_list(rest, True)}")
+    lead = (" ".join(parts) + ". ") if parts else ""
+    reach = f"{n_rows} criteria" + (f", {spans} of {n_tasks} tasks" if n_tasks > 1 else "") + ". "
+    quoted = "; ".join(f"“{_quote(t)}”" for t in examples)
+    return lead + reach + (f"Examples: {quoted}" if quoted else "")
+
+
+def _opening_list(openings: list[Opening]) -> str:
+    return " or ".join(f"“{o.text} …”" for o in openings)
+
+
+def _same_openings(a: list[Opening], b: list[Opening]) -> bool:
+    """Openings shared by both sides tell them apart no better than none ("Code has been …" against itself)."""
+    return bool({o.key for o in a} & {o.key for o in b})
+
+
+def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term], other: list[Term], other_name: str) -> str:
+    """Against a sibling: by how their criteria open when both have a telling opening, else by phrases."""
+    if own_open and other_open and not _same_openings(own_open, other_open):
+        return f"if the criterion opens with {_opening_list(other_open)} rather than {_opening_list(own_open[:1])}, prefer `{other_name}`."
+    return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`."
+
+
 def criterion_votes(taxonomy: Taxonomy, labels: list[list[str]]) -> np.ndarray:
     """(n, k): each criterion's Stage 1 labels voting for the capabilities whose members hold them,
     the first label fully, later ones less."""
@@ -144,7 +261,9 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     tasks = criteria["task_id"].cast(pl.Utf8).to_list()
     by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
     votes = criterion_votes(taxonomy, [list(by_id.get(i) or []) for i in ids])
+    taxonomy, votes, siblings, merged = _merge_task_halves(taxonomy, votes, tasks, siblings, cfg.merge.min_caps, cfg.merge.max_share)
     space = PhraseSpace.fit(texts, tasks)
+    openings = Openings(texts, tasks)
     result, terms, offsets = refine(space, votes, cfg.tag.max_tags, cfg.merge.min_share, cfg.merge.max_share)
     k, n, n_tasks = len(taxonomy.capabilities), len(ids), len(set(tasks))
     caps = [c.model_copy(deep=True) for c in taxonomy.capabilities]
@@ -158,8 +277,11 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         caps[c].name = _name(titles[c], cfg.labels, taken, rank)
         taken.add(caps[c].name)
     names = [cap.name for cap in caps]
+    renamed = {before.name: after.name for before, after in zip(taxonomy.capabilities, caps)}
+    merged_notes = [f"offline: `{renamed[kept]}` {what}" for kept, what in merged]
 
     notes = []
+    opens = {c: openings.distinctive(np.flatnonzero(result.primary == c)) for c in range(k)}
     for c, cap in enumerate(caps):
         rows = np.flatnonzero(result.primary == c)
         shown = titles[c]
@@ -168,26 +290,26 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         cap.key_phrases, cap.phrase_weights = signature(terms[c])
         cap.score_offset = round(float(offsets[c]), 6)
         spans = len({tasks[i] for i in rows})
-        central = rows[np.argsort(-result.probs[rows, c], kind="stable")][:3] if len(rows) else []
-        quote = _quote(texts[central[0]]) if len(central) else ""
+        picks = _examples(space, rows, result.probs[:, c], terms[c], opens[c], texts, tasks, EXAMPLES + 1)
         if not shown or shown[0].coverage < NAME_COVERAGE:
             notes.append(f"`{cap.name}`: no phrase occurs in most of its criteria (best: "
                          f"{_phrase_list(shown[:1], True) or 'none'}); its name lists the most telling ones")
-        cap.description = (f"{_phrase_list(shown, True)[:1].upper()}{_phrase_list(shown, True)[1:]}; {len(rows)} criteria, {spans}/{n_tasks} tasks. "
-                           + (f"Most central: “{quote}”" if quote else ""))
+        cap.description = _description(opens[c], shown, len(rows), spans, n_tasks,
+                                       [texts[i] for i in picks[:EXAMPLES]])
         near = siblings[c][0] if siblings[c] else None
         own_rest = [t for t in terms[c] if t.text not in {s.text for s in titles.get(near, [])}][:3] if near is not None else shown
-        cap.diagnostic_signal = (f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}"
-                                 + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
-        cap.example_pattern = f"“{_quote(texts[central[1]] if len(central) > 1 else texts[central[0]])}”" if len(central) else ""
-        cap.non_examples = [
-            f"if the criterion is about {_phrase_list(titles[s][:2], False)} rather than {_phrase_list(shown[:1], False)}, prefer `{names[s]}`."
-            for s in siblings[c][:2] if titles.get(s)
-        ] or [f"if the criterion fits another capability better, prefer `{names[siblings[c][0]]}`."] if siblings[c] else []
+        if near is not None and opens[c] and opens[near] and not _same_openings(opens[c], opens[near]):
+            cap.diagnostic_signal = f"The criterion opens with {_opening_list(opens[c])}, where `{names[near]}` criteria open with {_opening_list(opens[near])}."
+        else:
+            cap.diagnostic_signal = (f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}"
+                                     + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
+        cap.example_pattern = f"“{_quote(texts[picks[-1]])}”" if picks else ""
+        cap.non_examples = [_boundary(opens[c], opens[s], shown, titles[s], names[s]) for s in siblings[c][:2] if titles.get(s) or opens[s]] \
+            or ([f"if the criterion fits another capability better, prefer `{names[siblings[c][0]]}`."] if siblings[c] else [])
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
     out.written_by = "offline"
-    out.repairs = list(taxonomy.repairs) + [
+    out.repairs = list(taxonomy.repairs) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "
         f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability"
     ] + notes

@@ -1,0 +1,110 @@
+"""How a group's criteria typically begin, when that sets the group apart.
+
+Rubric criteria put the check first more often than not ("Fails to …", "Recommends …", "Code has
+been …", "是否…"), so a group whose criteria share an opening that the rest of the corpus uses
+less is described by it: a reader places a criterion by its first words before anything else.
+An opening is the first one to three words of a letter script (not only function words), or
+the first two or four characters of a script written without spaces; only openings that are
+common in the group, over-represented in it against the corpus and used across its tasks (not
+one task's subject) are shown.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from taxonomy.offline.features import is_spaceless
+from taxonomy.validate import FUNCTION_WORDS
+
+__all__ = ["Opening", "Openings", "starts"]
+
+_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+MIN_SHARE = 0.12   # an opening shown starts at least this share of the group's criteria
+MIN_LIFT = 1.5     # ... and is this many times commoner in the group than in the corpus
+LONGER = 0.8       # the two-word opening replaces the one-word one when it keeps this share of it
+SHOWN = 2
+WORDS = 3          # longest opening, in words ("Code has been …")
+MIN_TASKS = 3      # an opening begins criteria of at least this many of the corpus's tasks
+
+
+@dataclass(frozen=True)
+class Opening:
+    text: str      # as the criteria write it, e.g. "Fails to"
+    share: float   # share of the group's criteria that begin with it
+    key: str       # its words, lower case: what two openings are compared by
+
+
+def _keys(text: str) -> tuple[tuple[str, str], ...]:
+    """(key, surface) of the openings of a criterion, shortest first."""
+    text = (text or "").strip()
+    found = list(_WORD.finditer(text))
+    if not found:
+        return ()
+    first = found[0].group()
+    if is_spaceless(first):
+        return tuple((first[:n], first[:n]) for n in (2, 4) if len(first) >= n)
+    out = []
+    for n in range(1, min(WORDS, len(found)) + 1):
+        lead = [m.group() for m in found[:n]]
+        if any(is_spaceless(w) for w in lead):
+            break
+        if any(w.lower() not in FUNCTION_WORDS for w in lead):  # "The …" or "For …" says nothing of the check
+            # shown as written, numbers and punctuation between the words included ("Step 1: Does the")
+            out.append((" ".join(lead).lower(), text[:found[n - 1].end()]))
+    return tuple(out)
+
+
+def starts(text: str, opening: Opening) -> bool:
+    """Whether a criterion begins with this opening (case and punctuation aside)."""
+    return any(key == opening.key for key, _ in _keys(text))
+
+
+def _extends(longer: str, shorter: str) -> bool:
+    if longer == shorter:
+        return True
+    sep = "" if is_spaceless(shorter) else " "
+    return longer.startswith(shorter + sep)
+
+
+class Openings:
+    """The openings of a corpus, counted once, and the ones that set a group apart."""
+
+    def __init__(self, texts: list[str], tasks: list[str]):
+        self.keys = [_keys(t) for t in texts]
+        self.total = Counter(k for ks in self.keys for k, _ in ks)
+        self.n = max(len(texts), 1)
+        self.tasks = tasks
+        spread: dict[str, set[str]] = {}
+        for ks, task in zip(self.keys, tasks):
+            for k, _ in ks:
+                spread.setdefault(k, set()).add(task)
+        # an opening of fewer tasks than this is a task's own subject ("LBCS has …")
+        floor = min(MIN_TASKS, len(set(tasks)))
+        self.general = {k for k, ts in spread.items() if len(ts) >= floor}
+
+    def distinctive(self, rows) -> list[Opening]:
+        if len(rows) == 0:
+            return []
+        counts, forms = Counter(), {}
+        for r in rows:
+            for key, form in self.keys[r]:
+                counts[key] += 1
+                forms.setdefault(key, Counter())[form] += 1
+        m = len(rows)
+
+        def ok(key: str) -> bool:
+            share = counts[key] / m
+            return share >= MIN_SHARE and share >= MIN_LIFT * self.total[key] / self.n and key in self.general
+
+        ranked = sorted((k for k in counts if ok(k)), key=lambda k: (-counts[k], k))
+        chosen: list[str] = []
+        for key in ranked:
+            longer = [k for k in ranked if k != key and _extends(k, key) and counts[k] >= LONGER * counts[key]]
+            key = max(longer, key=len) if longer else key
+            if any(_extends(key, c) or _extends(c, key) for c in chosen):
+                continue
+            chosen.append(key)
+            if len(chosen) == SHOWN:
+                break
+        return [Opening(forms[k].most_common(1)[0][0], counts[k] / m, k) for k in chosen]
