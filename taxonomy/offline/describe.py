@@ -40,6 +40,7 @@ TITLE_TERMS = 3
 SAME_TASK = 0.8       # two capabilities with at least this share of their criteria from one task split its topic
 QUOTE_CHARS = 180
 EXAMPLES = 3          # criteria quoted in a description
+ALIKE = 0.6           # examples sharing this share of their words show one template twice
 SHORT = 150           # examples this short are preferred: a reader takes in a short criterion at a glance
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
              "eleventh", "twelfth")
@@ -180,23 +181,21 @@ def _examples(space: PhraseSpace, rows: np.ndarray, prob: np.ndarray, terms: lis
     order = rows[np.lexsort((np.array([len(texts[i]) for i in rows]), -hits, ~short, ~typical, -np.round(prob[rows], 1)))]
     picked: list[int] = []
     seen_tasks: set[str] = set()
-    seen_forms: set[str] = set()
     for relax in (False, True):
         for i in order[: max(50, len(order) // 5)]:
-            form = _template(texts[i])
-            if i in picked or form in seen_forms or (not relax and tasks[i] in seen_tasks):
+            if i in picked or (not relax and tasks[i] in seen_tasks) or any(_alike(texts[i], texts[j]) for j in picked):
                 continue
             picked.append(int(i))
             seen_tasks.add(tasks[i])
-            seen_forms.add(form)
             if len(picked) == k:
                 return picked
     return picked
 
 
-def _template(text: str) -> str:
-    """A criterion with its numbers and case dropped: runs of one template differ only in these."""
-    return " ".join("".join("#" if ch.isdigit() else ch for ch in text.lower()).split())
+def _alike(a: str, b: str) -> bool:
+    """Two runs of one template ("… feature scaling." / "… feature encoding."): most of their words shared."""
+    wa, wb = set(_ascii_words(a) or a.split()), set(_ascii_words(b) or b.split())
+    return len(wa & wb) >= ALIKE * max(len(wa | wb), 1)
 
 
 def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans: int, n_tasks: int,
