@@ -66,8 +66,11 @@ def test_without_explicit_caches_implicit_caching_is_read_and_priced(gemini_env,
     run_dir = discover(tmp_path, extra="[llm.context_cache]\nenabled = false\n")
     assert gemini_env.cache_calls["create"] == 0
     calls = [e for e in ledger(run_dir) if e["kind"] == "generate"]
-    # The first call of the stage pays its prefix in full; later ones find it cached (the server's implicit caching).
-    assert calls[0].get("cached_tokens", 0) == 0 and sum(1 for e in calls if e.get("cached_tokens")) >= len(calls) - 8
+    # The calls sent before the server has seen the prefix pay it in full (at most one per concurrent
+    # slot); later ones find it cached (implicit caching). The ledger is in finishing order, not sending
+    # order, so the uncached calls are counted rather than expected first.
+    uncached = [e for e in calls if not e.get("cached_tokens")]
+    assert 1 <= len(uncached) <= 8 < len(calls)
     stage = json.loads((run_dir / "manifest.json").read_text())["stages"]["discover"]
     assert stage["cached_prompt_tokens"] > 0.5 * stage["prompt_tokens"] and stage["cache_tokens"] == 0
 
