@@ -185,12 +185,20 @@ def hard_violations(proposal: list[MergedCapability], micro: list[MicroCapabilit
     out = []
     if not cfg.min_caps <= len(proposal) <= cfg.max_caps:
         out.append(f"capability count {cfg.min_caps}-{cfg.max_caps}: the taxonomy has {len(proposal)}")
-    for cap, share in zip(proposal, shares):
-        if share > cfg.max_share + _EPS:
-            out.append(f"max share {_pct(cfg.max_share)}: `{cap.name}` holds {share:.1%} of criteria")
-        elif share < cfg.min_share - _EPS:
-            out.append(f"min share {_pct(cfg.min_share)}: `{cap.name}` holds {share:.1%} of criteria")
+    out += share_violations([cap.name for cap in proposal], shares, cfg)
     out += [f"each micro-cluster mapped once: {p}" for p in _mapping_problems(proposal, micro, index)]
+    return out
+
+
+def share_violations(names: list[str], shares: list[float], cfg: MergeConfig) -> list[str]:
+    """The hard share bounds, as "<constraint>: <what>"; the offline backend checks the shares its
+    phrase model settled with the same words."""
+    out = []
+    for name, share in zip(names, shares):
+        if share > cfg.max_share + _EPS:
+            out.append(f"max share {_pct(cfg.max_share)}: `{name}` holds {share:.1%} of criteria")
+        elif share < cfg.min_share - _EPS:
+            out.append(f"min share {_pct(cfg.min_share)}: `{name}` holds {share:.1%} of criteria")
     return out
 
 

@@ -378,13 +378,14 @@ def step_merge(s: Session) -> dict[str, Any]:
     centroids, co_micro = micro_centroids(s.run, micro), micro_co_labels(s.run, micro)
     taxonomy = merge(micro, centroids, s.cfg, s.runner, corpus=s.cfg.name, co_micro=co_micro)
     if s.runner is None and not taxonomy.violations:
-        from taxonomy.offline.describe import describe_offline, share_violations
+        from taxonomy.merge_rules import share_violations
+        from taxonomy.offline.describe import describe_offline
         from taxonomy.siblings import merge_siblings
 
         # No model names the offline capabilities: their criteria's own phrases do (offline/describe.py).
         taxonomy = describe_offline(taxonomy, ensure_criteria(s), s.run.read_parquet("stage1_labels.parquet", "discover"), s.cfg,
                                     merge_siblings(taxonomy, micro, centroids, co_micro))
-        taxonomy.violations = share_violations(taxonomy, s.cfg.merge)
+        taxonomy.violations = share_violations(taxonomy.names(), [c.share for c in taxonomy.capabilities], s.cfg.merge)
     if taxonomy.violations and not s.cfg.merge.accept_violations:
         # Kept for inspection under a name no later stage reads; the stage fails.
         s.run.write_json("taxonomy.rejected.json", taxonomy.model_dump())

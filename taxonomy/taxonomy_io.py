@@ -65,14 +65,13 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
                       "that use each, and criteria quoted as they are written.", ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
-    # One undecided reason shared by every capability (the offline backend's) is said once, not under each.
-    undecided = {(c.needs_native_inspection, c.needs_native_inspection_reason, c.needs_domain_conventions,
-                  c.needs_domain_conventions_reason) for c in taxonomy.capabilities}
-    said_once = len(undecided) == 1 and next(iter(undecided))[0] is None and next(iter(undecided))[2] is None
+    # One undecided reason shared by P2 and P3 of every capability (the offline backend's) is said once, not under each.
+    reasons = {(c.needs_native_inspection, c.needs_domain_conventions, c.needs_native_inspection_reason, c.needs_domain_conventions_reason)
+               for c in taxonomy.capabilities}
+    said_once = len(reasons) == 1 and (reason := next(iter(reasons)))[:2] == (None, None) and reason[2] == reason[3]
     if said_once:
-        reason = next(iter(undecided))[1]
         at = lines.index("| capability | share | P1 | P2 | P3 | description |")
-        lines[at:at] = [f"P2 and P3 of every capability: {reason}", ""]
+        lines[at:at] = [f"P2 and P3 of every capability: {reason[2]}", ""]
     for c in taxonomy.capabilities:
         lines += ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
                   f"- **Example:** {c.example_pattern}", f"- **Members:** {', '.join(f'`{m}`' for m in c.members)}"]

@@ -23,7 +23,7 @@ import numpy as np
 
 from taxonomy.offline.phrases import PhraseSpace, Term, distinctive_terms
 
-__all__ = ["Assignment", "phrase_scores", "phrase_scores_of", "refine", "signature", "tag_scores"]
+__all__ = ["Assignment", "phrase_scores", "refine", "signature", "tag_scores"]
 
 ROUNDS = 3            # members -> phrases -> members
 SIGNATURE_TERMS = 12  # phrases kept per capability for scoring
@@ -53,16 +53,6 @@ def phrase_scores(space: PhraseSpace, phrases: list[list[str]], weights: list[li
         present = space.x[:, [j for j, _ in cols]].toarray() > 0
         out[:, c] = (present * np.array([wt for _, wt in cols])[None, :]).max(axis=1)
     return out
-
-
-def phrase_scores_of(space: PhraseSpace, rows: np.ndarray, phrases: list[str], weights: list[float]) -> np.ndarray:
-    """(len(rows),): the summed weight of one capability's phrases in each of these criteria."""
-    cols = [(space.column(t), w) for t, w in zip(phrases, weights)]
-    cols = [(j, w) for j, w in cols if j is not None]
-    if not cols or len(rows) == 0:
-        return np.zeros(len(rows))
-    present = space.x[rows][:, [j for j, _ in cols]].toarray() > 0
-    return present @ np.array([w for _, w in cols])
 
 
 def tag_scores(scores: np.ndarray, max_tags: int) -> Assignment:

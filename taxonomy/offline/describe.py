@@ -27,7 +27,7 @@ import numpy as np
 import polars as pl
 
 from taxonomy.config import PipelineConfig
-from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, phrase_scores_of, refine, signature
+from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
 from taxonomy.offline.openings import Opening, Openings, starts
 from taxonomy.offline.phrases import PhraseSpace, Term
 from taxonomy.schemas import Taxonomy
@@ -167,18 +167,16 @@ def _merge_task_halves(taxonomy: Taxonomy, votes: np.ndarray, tasks: list[str], 
     return taxonomy, votes, siblings, notes
 
 
-def _examples(space: PhraseSpace, rows: np.ndarray, prob: np.ndarray, terms: list[Term], opens: list[Opening],
+def _examples(rows: np.ndarray, prob: np.ndarray, hits: np.ndarray, opens: list[Opening],
               texts: list[str], tasks: list[str], k: int) -> list[int]:
-    """Up to k representative criteria: sure of this capability, opening as its criteria typically do,
-    short, holding its strongest phrases, and from different tasks and templates, so the examples show
-    its range rather than one task."""
+    """Up to k representative criteria: sure of this capability (`prob`), opening as its criteria
+    typically do, short, holding its strongest phrases (`hits`), and from different tasks and
+    templates, so the examples show its range rather than one task."""
     if len(rows) == 0:
         return []
-    phrases, weights = signature(terms)
-    hits = phrase_scores_of(space, rows, phrases, weights)
     short = np.array([len(texts[i]) <= SHORT for i in rows])
     typical = np.array([any(starts(texts[i], o) for o in opens) for i in rows]) if opens else np.ones(len(rows), bool)
-    order = rows[np.lexsort((np.array([len(texts[i]) for i in rows]), -hits, ~short, ~typical, -np.round(prob[rows], 1)))]
+    order = rows[np.lexsort((np.array([len(texts[i]) for i in rows]), -hits[rows], ~short, ~typical, -np.round(prob[rows], 1)))]
     picked: list[int] = []
     seen_tasks: set[str] = set()
     for relax in (False, True):
@@ -219,14 +217,15 @@ def _opening_list(openings: list[Opening]) -> str:
     return " or ".join(f"“{o.text} …”" for o in openings)
 
 
-def _same_openings(a: list[Opening], b: list[Opening]) -> bool:
-    """Openings shared by both sides tell them apart no better than none ("Code has been …" against itself)."""
-    return bool({o.key for o in a} & {o.key for o in b})
+def _by_openings(a: list[Opening], b: list[Opening]) -> bool:
+    """Whether two capabilities are told apart by how their criteria open: both have a telling opening
+    and share none (a shared one, "Code has been …" against itself, tells nothing)."""
+    return bool(a and b) and not ({o.key for o in a} & {o.key for o in b})
 
 
 def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term], other: list[Term], other_name: str) -> str:
     """Against a sibling: by how their criteria open when both have a telling opening, else by phrases."""
-    if own_open and other_open and not _same_openings(own_open, other_open):
+    if _by_openings(own_open, other_open):
         return f"if the criterion opens with {_opening_list(other_open)} rather than {_opening_list(own_open[:1])}, prefer `{other_name}`."
     return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`."
 
@@ -281,15 +280,17 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
 
     notes = []
     opens = {c: openings.distinctive(np.flatnonzero(result.primary == c)) for c in range(k)}
+    models = [signature(t) for t in terms]
+    hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
     for c, cap in enumerate(caps):
         rows = np.flatnonzero(result.primary == c)
         shown = titles[c]
         cap.title = " · ".join(t.text for t in shown) if shown else cap.name
         cap.share = round(len(rows) / max(n, 1), 6)
-        cap.key_phrases, cap.phrase_weights = signature(terms[c])
+        cap.key_phrases, cap.phrase_weights = models[c]
         cap.score_offset = round(float(offsets[c]), 6)
         spans = len({tasks[i] for i in rows})
-        picks = _examples(space, rows, result.probs[:, c], terms[c], opens[c], texts, tasks, EXAMPLES + 1)
+        picks = _examples(rows, result.probs[:, c], hits[:, c], opens[c], texts, tasks, EXAMPLES + 1)
         if not shown or shown[0].coverage < NAME_COVERAGE:
             notes.append(f"`{cap.name}`: no phrase occurs in most of its criteria (best: "
                          f"{_phrase_list(shown[:1], True) or 'none'}); its name lists the most telling ones")
@@ -297,7 +298,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
                                        [texts[i] for i in picks[:EXAMPLES]])
         near = siblings[c][0] if siblings[c] else None
         own_rest = [t for t in terms[c] if t.text not in {s.text for s in titles.get(near, [])}][:3] if near is not None else shown
-        if near is not None and opens[c] and opens[near] and not _same_openings(opens[c], opens[near]):
+        if near is not None and _by_openings(opens[c], opens[near]):
             cap.diagnostic_signal = f"The criterion opens with {_opening_list(opens[c])}, where `{names[near]}` criteria open with {_opening_list(opens[near])}."
         else:
             cap.diagnostic_signal = (f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}"
@@ -322,14 +323,3 @@ def offline_tag_scores(taxonomy: Taxonomy, criteria: pl.DataFrame, votes: np.nda
     phr = phrase_scores(space, [c.key_phrases for c in taxonomy.capabilities], [c.phrase_weights for c in taxonomy.capabilities])
     offsets = np.array([c.score_offset for c in taxonomy.capabilities])
     return votes + PHRASE_WEIGHT * phr + offsets[None, :]
-
-
-def share_violations(taxonomy: Taxonomy, merge_cfg) -> list[str]:
-    """The share constraints on the primary shares the phrases settled (the merge checked its own)."""
-    out = []
-    for cap in taxonomy.capabilities:
-        if cap.share > merge_cfg.max_share + 1e-9:
-            out.append(f"max share {merge_cfg.max_share:.0%}: `{cap.name}` holds {cap.share:.1%} of criteria")
-        elif cap.share < merge_cfg.min_share - 1e-9:
-            out.append(f"min share {merge_cfg.min_share:.0%}: `{cap.name}` holds {cap.share:.1%} of criteria")
-    return out

@@ -60,10 +60,11 @@ def _code(chars: str) -> str:
 def _fit_label(words: list[str], rules: LabelRules) -> str | None:
     suffix_words = [w for w in rules.suffix.split("_") if w]
     room = rules.max_words - len(suffix_words) - 1
-    words = words[:room]
-    for pad in (["for"], ["the"]):  # grammar, never a word the criteria don't use ("statement")
-        if 1 + len(words) + len(suffix_words) < rules.min_words:
-            words = pad + words
+    content = words[:room]
+    for pad in ([], ["for"], ["for", "the"]):  # grammar, never a word the criteria don't use ("statement")
+        words = pad + content
+        if 1 + len(words) + len(suffix_words) >= rules.min_words:
+            break
     label = "_".join([HEAD, *words]) + rules.suffix
     return None if label_problems(label, rules) else label
 

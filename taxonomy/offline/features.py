@@ -29,9 +29,9 @@ from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.preprocessing import normalize
 from threadpoolctl import threadpool_limits
 
-__all__ = ["CriterionSpace", "tokens", "is_spaceless"]
+__all__ = ["CriterionSpace", "WORD", "tokens", "is_spaceless"]
 
-_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+WORD = re.compile(r"[^\W\d_]+", re.UNICODE)  # a run of letters, any script
 # Scripts written without spaces between words: Han, kana, Hangul syllables, Thai.
 _SPACELESS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]")
 
@@ -56,7 +56,7 @@ def is_spaceless(token: str) -> bool:
 def tokens(text: str) -> list[str]:
     """Lower-cased words; runs of a spaceless script become character unigrams and bigrams."""
     out: list[str] = []
-    for w in _WORD.findall(text.lower()):
+    for w in WORD.findall(text.lower()):
         if _SPACELESS.search(w):
             chars = list(w)
             out += chars + [a + b for a, b in zip(chars, chars[1:])]

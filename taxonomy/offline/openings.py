@@ -10,16 +10,14 @@ one task's subject) are shown.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass
 
-from taxonomy.offline.features import is_spaceless
+from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
 __all__ = ["Opening", "Openings", "starts"]
 
-_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 MIN_SHARE = 0.12   # an opening shown starts at least this share of the group's criteria
 MIN_LIFT = 1.5     # ... and is this many times commoner in the group than in the corpus
 LONGER = 0.8       # the two-word opening replaces the one-word one when it keeps this share of it
@@ -38,7 +36,7 @@ class Opening:
 def _keys(text: str) -> tuple[tuple[str, str], ...]:
     """(key, surface) of the openings of a criterion, shortest first."""
     text = (text or "").strip()
-    found = list(_WORD.finditer(text))
+    found = list(WORD.finditer(text))
     if not found:
         return ()
     first = found[0].group()
@@ -74,7 +72,6 @@ class Openings:
         self.keys = [_keys(t) for t in texts]
         self.total = Counter(k for ks in self.keys for k, _ in ks)
         self.n = max(len(texts), 1)
-        self.tasks = tasks
         spread: dict[str, set[str]] = {}
         for ks, task in zip(self.keys, tasks):
             for k, _ in ks:

@@ -15,19 +15,17 @@ are not near-synonyms or parts of one another.
 """
 from __future__ import annotations
 
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 
-from taxonomy.offline.features import is_spaceless
+from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
 __all__ = ["PhraseSpace", "Term", "distinctive_terms"]
 
-_WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 STEM_LETTERS = 5       # inflected forms of a long word share their first letters
 MAX_WORDS = 3          # longest phrase
 MIN_CRITERIA = 3       # a term used by fewer criteria names nothing
@@ -43,7 +41,7 @@ def _key(word: str) -> str:
 def _terms(text: str) -> dict[str, str]:
     """key -> surface form of every term in one criterion."""
     out: dict[str, str] = {}
-    words = _WORD.findall(text.lower())
+    words = WORD.findall(text.lower())
     latin: list[str] = []
 
     def flush() -> None:
@@ -125,7 +123,7 @@ class PhraseSpace:
 
     def column(self, surface: str) -> int | None:
         """The column of a term given in any of its surface forms (a stored key phrase), or None."""
-        key = surface if is_spaceless(surface) else " ".join(_key(w) for w in _WORD.findall(surface.lower()))
+        key = surface if is_spaceless(surface) else " ".join(_key(w) for w in WORD.findall(surface.lower()))
         return self.index.get(key)
 
     def coverage(self, rows: np.ndarray) -> np.ndarray:
