@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 from typing import Any, Optional
 
@@ -95,13 +94,11 @@ def _config_for(target: Path, limit: Optional[int] = None, batch: Optional[bool]
     elif target.suffix.lower() == ".toml":
         cfg = load_config(target)
     else:
-        from taxonomy.corpus import load_corpus
-        from taxonomy.pipeline_toml import corpus_config, detect
+        from taxonomy.pipeline_toml import config_for_corpus, detect
 
         found = detect(target)
         console.print(found.describe(), markup=False, highlight=False)
-        n = load_corpus(corpus_config(found).corpus, Path.cwd()).frame.height
-        cfg = corpus_config(found, n)
+        cfg, n = config_for_corpus(found)
     if limit is not None:
         cfg.corpus.limit = _positive_limit(limit)
     if batch is not None:

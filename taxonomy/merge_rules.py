@@ -12,7 +12,6 @@ When no micro-capability has criteria (all zero) each counts as one, so shares s
 from __future__ import annotations
 
 import itertools
-import re
 import string
 from collections import Counter
 from dataclasses import dataclass

@@ -24,7 +24,7 @@ from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import make_provider, resolve_provider_name
 from taxonomy.llm.runner import Runner
 from taxonomy.prompts import template_hash
-from taxonomy.run import OUTPUTS, PROMPTS, STAGES, USAGE_KEYS, RunDir, RunError, default_run_dir, elapsed, now, versions
+from taxonomy.run import PROMPTS, STAGES, USAGE_KEYS, RunDir, RunError, default_run_dir, elapsed, now, versions
 from taxonomy.schemas import MicroCapability
 
 # Every file a stage writes: a stage with any of them missing is not done.
@@ -288,18 +288,12 @@ def _usage(s: Session, stage: str) -> dict[str, Any]:
     out.update(
         new_calls=here.calls if here is not None else 0,  # paid by this process; `calls` counts every process
         calls=paid.get("calls", 0), prompt_tokens=paid.get("prompt_tokens", 0), output_tokens=paid.get("output_tokens", 0),
-        cost_usd=round(usage_cost(paid, prices), 6),
+        cost_usd=round(prices.cost(paid), 6),  # cached prompt tokens at the cached rate
     )
-    for key in ("batch_calls", "batch_prompt_tokens", "batch_output_tokens", "embed_calls", "embed_tokens",
-                "cached_prompt_tokens", "batch_cached_prompt_tokens", "cache_tokens", "cache_token_seconds"):
+    for key in USAGE_KEYS[3:]:  # the counts besides calls and tokens, where any were paid
         if paid.get(key) or key in out:
             out[key] = paid.get(key, 0)
     return out
-
-
-def usage_cost(paid: dict[str, int], prices) -> float:
-    """One price list for the ledger and the runner alike: cached prompt tokens at the cached rate (config.Prices.cost)."""
-    return prices.cost(paid)
 
 
 def step_discover(s: Session) -> dict[str, Any]:
@@ -503,7 +497,7 @@ def total_usage(s: Session) -> dict[str, Any]:
     for paid in s.run.usage_totals().values():
         for key in totals:
             totals[key] += paid.get(key, 0)
-    return {**totals, "cost_usd": round(usage_cost(totals, s.cfg.llm.prices), 6)}
+    return {**totals, "cost_usd": round(s.cfg.llm.prices.cost(totals), 6)}
 
 
 def run_pipeline(s: Session, *, force_from: str | None = None, on_stage: Callable[[str, dict], None] | None = None) -> None:

@@ -29,17 +29,14 @@ def pipeline_name(corpus: Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", corpus.name.split(".")[0]).strip("._-") or "corpus"
 
 
-def corpus_config(found: Detected, n_criteria: int | None = None, output_dir: Path | None = None,
-                  name: str | None = None) -> PipelineConfig:
+def corpus_config(found: Detected, n_criteria: int | None = None) -> PipelineConfig:
     """The config a run over a bare corpus uses (paths absolute, so it does not depend on the TOML's place)."""
-    raw: dict[str, Any] = {"name": name or pipeline_name(found.path),
+    raw: dict[str, Any] = {"name": pipeline_name(found.path),
                            "corpus": {"path": str(found.path.resolve()), "format": found.format}}
     if found.format == "table":
         raw["corpus"]["columns"] = found.columns.model_dump()
     if n_criteria is not None and n_criteria < SMALL_CORPUS:
         raw["merge"] = dict(SMALL_MERGE)
-    if output_dir is not None:
-        raw["output"] = {"dir": str(output_dir)}
     return PipelineConfig.model_validate(raw)
 
 
@@ -99,7 +96,7 @@ def render(cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: in
         skip.add("merge")
         lines += ["", "[merge]",
                   f"# The corpus has {n_criteria} criteria, too few for the paper's 8-10 capabilities of 2-40% each;",
-                  f"# these bounds let it through. Delete them once it has a few hundred criteria.",
+                  "# these bounds let it through. Delete them once it has a few hundred criteria.",
                   *(f"{k} = {_value(getattr(cfg.merge, k))}" for k in SMALL_MERGE)]
     skip.add("output")
     if pin_output:
@@ -114,17 +111,22 @@ def render(cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: in
     return text
 
 
-def init_pipeline(corpus: Path, toml_path: Path | None = None, force: bool = False) -> tuple[Path, Detected, int]:
-    """`taxonomy init FILE`: detect, load once (bad input stops here), write the TOML; nothing is run."""
+def config_for_corpus(found: Detected) -> tuple[PipelineConfig, int]:
+    """A bare corpus's config and its number of criteria, loaded once (bad input stops here): a small
+    corpus gets the relaxed merge bounds."""
     from taxonomy.corpus import load_corpus
 
+    n = load_corpus(corpus_config(found).corpus, Path.cwd()).frame.height
+    return corpus_config(found, n), n
+
+
+def init_pipeline(corpus: Path, toml_path: Path | None = None, force: bool = False) -> tuple[Path, Detected, int]:
+    """`taxonomy init FILE`: detect, load once (bad input stops here), write the TOML; nothing is run."""
     found = detect(corpus)
     toml_path = toml_path or Path(f"{pipeline_name(corpus)}.toml")
     if toml_path.exists() and not force:
         raise ConfigError(f"{toml_path}: already exists; fix: pass --out OTHER.toml, or --force to replace it")
-    probe = corpus_config(found)
-    n = load_corpus(probe.corpus, Path.cwd()).frame.height
-    cfg = corpus_config(found, n)
+    cfg, n = config_for_corpus(found)
     toml_path.write_text(render(cfg, found, toml_path, n), encoding="utf-8")
     return toml_path, found, n
 

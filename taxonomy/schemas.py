@@ -60,19 +60,6 @@ class MergedCapability(CapabilityCard, DesignPrinciples):
     member_input_names: list[str]
 
 
-class MergeAnswerCapability(MergedCapability):
-    """What the model must answer: both principles decided, each with its reason."""
-
-    needs_native_inspection: bool
-    needs_native_inspection_reason: str
-    needs_domain_conventions: bool
-    needs_domain_conventions_reason: str
-
-
-class MergeAnswer(Model):
-    capabilities: list[MergeAnswerCapability]
-
-
 class DecidedCard(DesignPrinciples):
     """A capability's card as the merge's calls answer it: both principles decided, each with its reason."""
 

@@ -5,7 +5,6 @@ They are deliberately simple but always valid, so a test can break exactly one t
 from __future__ import annotations
 
 import hashlib
-from collections import Counter
 import html
 import re
 

@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from taxonomy.corpus import CorpusConfig, load_corpus
-from tests.conftest import API_KEY, ROOT, invoke, write_pipeline
+from tests.conftest import ROOT, invoke, write_pipeline
 
 
 @pytest.fixture(scope="module")

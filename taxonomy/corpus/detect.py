@@ -53,10 +53,6 @@ class Detected:
         return line
 
 
-def is_corpus_path(path: Path) -> bool:
-    return path.is_dir() or path.name.lower().endswith(CORPUS_SUFFIXES)
-
-
 def _norm(name: str) -> str:
     return re.sub(r"[\s\-]+", "_", str(name).strip().lower())
 
@@ -88,7 +84,7 @@ def _folder_format(path: Path) -> str:
     raise CorpusError(_show(path), None, "a folder with no corpus layout in it", f"pass {EXPECTED}")
 
 
-def detect(path: Path, require_text: bool = True) -> Detected:
+def detect(path: Path) -> Detected:
     """The format and column map of a bare corpus file or folder; CorpusError when it is neither."""
     from taxonomy.corpus.jsonio import _read_jsonl, read_json
     from taxonomy.corpus.table import _read_table
@@ -112,7 +108,7 @@ def detect(path: Path, require_text: bool = True) -> Detected:
             return Detected(path, "rubric_list")
     found = _read_table(path)[0].columns
     used = match_columns(found)
-    if require_text and "text" not in used:
+    if "text" not in used:
         raise CorpusError(
             _show(path), None,
             f"no criterion column: none of {', '.join(COLUMN_NAMES['text'])} among its columns ({', '.join(found) or 'none'})",

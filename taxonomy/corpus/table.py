@@ -8,10 +8,10 @@ from pathlib import Path
 import polars as pl
 
 from taxonomy.corpus.config import ColumnMap, CorpusConfig, CorpusError, _show
+from taxonomy.corpus.detect import CORPUS_SUFFIXES, _folder_format
 from taxonomy.corpus.jsonio import _read_jsonl, _read_text, read_json
 from taxonomy.corpus.records import _extras_frame, _list, _Loaded, _prefix_ids, _record, _weight
 
-_TABLE_SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".json", ".json.gz", ".parquet")
 
 
 def _record_lines(text: str, separator: str) -> list[int]:
@@ -53,7 +53,7 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
                 show,
                 "-",
                 f"unknown table suffix in {path.name!r}",
-                f"use one of {', '.join(_TABLE_SUFFIXES)}, or set another format (paperbench, devai, rubric_list, tasks_jsonl, healthbench)",
+                f"use one of {', '.join(CORPUS_SUFFIXES)}, or set another format (paperbench, devai, rubric_list, tasks_jsonl, healthbench)",
             )
     except CorpusError:
         raise
@@ -69,11 +69,10 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
 
 def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
     if path.is_dir():
-        hint = "rubric_list"
-        if (path / "papers").is_dir():
-            hint = "paperbench"
-        elif (path / "instances").is_dir() or (path / "devai" / "instances").is_dir():
-            hint = "devai"
+        try:
+            hint = _folder_format(path)
+        except CorpusError:
+            hint = "rubric_list"
         raise CorpusError(
             _show(path),
             "-",
