@@ -230,3 +230,17 @@ def test_batch_mode_does_not_import_the_runner():
 
     assert not re.search(r"^\s*(from taxonomy\.llm\.runner|from taxonomy\.llm import runner|import taxonomy\.llm\.runner)",
                          Path(batch.__file__).read_text(), re.M)  # not even inside a function
+
+
+def test_a_batch_stage_leaves_no_job_in_the_runner(tmp_path, gemini_env):
+    """The runner keys each job's first request once per run() call; batch mode must drop that memo
+    too, or every job of every stage (prompts included) stays alive as long as the runner."""
+    from taxonomy.config import load_config
+    from taxonomy.pipeline import open_session, step_discover
+
+    cfg = load_config(write_pipeline(tmp_path, extra=FAST, limit=40))
+    cfg.llm.mode = "batch"
+    s = open_session(cfg, provider="gemini", run_dir=tmp_path / "run", show_progress=False)
+    step_discover(s)
+    assert s.runner.usage["discover"].batch_calls > 0  # the stage did go through a batch job
+    assert s.runner._keys == {}

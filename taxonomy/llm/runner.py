@@ -66,8 +66,8 @@ class Runner:
                 return asyncio.run(self._run_all(stage, list(jobs), description or stage, usage, caches))
             finally:
                 caches.close()
-                self._keys.clear()
         finally:
+            self._keys.clear()  # the memo is for one run() call, batch mode's included
             usage.seconds += time.perf_counter() - started
 
     def complete_online(self, stage: str, asks: Sequence[tuple[list[Turn], Job]], usage: Usage) -> list[Completion]:
