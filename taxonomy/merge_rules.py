@@ -532,9 +532,11 @@ def solve_merge(
     rules: LabelRules,
     start: list[MergedCapability] | None = None,
     co_micro: np.ndarray | None = None,
+    boundaries: bool = True,
 ) -> tuple[list[MergedCapability], list[str]]:
     """Deterministically repair `start` (or build from scratch) into a proposal that passes
-    `check_merge`; returns it with the repair actions taken, in order. When the constraints
+    `check_merge`; returns it with the repair actions taken, in order. With `boundaries=False` the
+    cards keep the non-examples they came with (a caller that draws boundaries itself). When the constraints
     cannot all hold (fewer micro-clusters than min_caps, one micro-cluster above max_share),
     it returns the best proposal and says so in lines starting "infeasible:" or "could not";
     callers re-check with `check_merge` for the exact residual violations."""
@@ -546,7 +548,8 @@ def solve_merge(
         groups = solver.from_scratch()
     groups = solver.repair(groups)
     proposal = solver.cards(groups)
-    solver.add_boundaries(proposal)
+    if boundaries:
+        solver.add_boundaries(proposal)
     return proposal, solver.repairs
 
 

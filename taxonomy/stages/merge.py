@@ -301,9 +301,9 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
     if proposal is None:
         if runner is None:
             start = _offline_start(micro, centroids, cfg)
-        proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start, co_micro=co_micro)
-        if runner is not None:  # the solver's own boundary sentences are replaced by the model's below
-            solver_notes = [n for n in solver_notes if "boundary sentence" not in n and "non-example(s)" not in n]
+        # With a model, the boundaries are its own (draw_boundaries below), not the solver's.
+        proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start, co_micro=co_micro,
+                                             boundaries=runner is None)
         repairs += solver_notes
     if runner is not None:
         repairs += draw_boundaries(proposal, micro, centroids, cfg, runner, co_micro)
