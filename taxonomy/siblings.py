@@ -113,7 +113,7 @@ def co_label_counts(stage1: pl.DataFrame, clusters: pl.DataFrame, member_of: dic
     label_lists = stage1.filter(pl.col("status") == "ok")["labels"].to_list() if "status" in stage1.columns else stage1["labels"].to_list()
     groups = [sorted({member_of[cluster_of[lab]] for lab in labels if lab in cluster_of and cluster_of[lab] in member_of})
               for labels in label_lists]
-    return _pair_counts(groups, n_groups)
+    return pair_counts(groups, n_groups)
 
 
 def capability_co_counts(proposal, micro: Sequence, co_micro: np.ndarray | None) -> np.ndarray | None:
@@ -139,10 +139,11 @@ def co_tag_counts(tags: pl.DataFrame, names: Sequence[str]) -> np.ndarray:
     index = {n: i for i, n in enumerate(names)}
     ok = tags.filter(pl.col("status") == "ok") if "status" in tags.columns else tags
     groups = [sorted({index[t] for t in row if t in index}) for row in ok["tags"].to_list()]
-    return _pair_counts(groups, len(names))
+    return pair_counts(groups, len(names))
 
 
-def _pair_counts(groups: list[list[int]], n: int) -> np.ndarray:
+def pair_counts(groups: list[list[int]], n: int) -> np.ndarray:
+    """(n, n): how many groups hold both a and b (a criterion's clusters, micro-capabilities or tags)."""
     co = np.zeros((n, n), dtype=np.int64)
     for g in groups:
         for a in g:

@@ -20,7 +20,8 @@ from taxonomy.config import LabelRules, PipelineConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render
 from taxonomy.schemas import CapabilityCard, MicroCapability
-from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, choose_siblings
+from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, choose_siblings, pair_counts
+from taxonomy.stages.common import shared_prefix
 from taxonomy.validate import Violation, label_problems
 
 NEARBY_CLUSTERS = 3
@@ -94,13 +95,7 @@ def _add_nearby(inputs: list[dict], clusters: pl.DataFrame, embeddings: np.ndarr
     ids = [inp["cluster_id"] for inp in inputs]
     rows = centroids[ids]
     index = {c: i for i, c in enumerate(ids)}
-    co = np.zeros((len(ids), len(ids)))
-    for held in carried.values():
-        held = [index[c] for c in held if c in index]
-        for a in held:
-            for b in held:
-                if a != b:
-                    co[a, b] += 1
+    co = pair_counts([[index[c] for c in held if c in index] for held in carried.values()], len(ids))
     for inp, near in zip(inputs, choose_siblings(rows @ rows.T, co, k=NEARBY_CLUSTERS)):
         inp["nearby"] = [{"cluster_id": ids[j], "labels": inputs[j]["all_labels"][:NEARBY_LABELS]} for j in near]
 
@@ -197,5 +192,5 @@ def _job(inp: dict, cfg: PipelineConfig, taken: list[str]) -> Job[CapabilityCard
     )
     nearby = {label: n["cluster_id"] for n in inp["nearby"] for label in n["labels"]}
     # The instructions, up to the cluster itself, are the same in every naming call.
-    prefix = prompt[: prompt.index(f"\nCluster {inp['cluster_id']}; member labels") + 1]
+    prefix = shared_prefix(prompt, f"\nCluster {inp['cluster_id']}; member labels")
     return Job(prompt=prompt, schema=CapabilityCard, validate=partial(card_problems, rules=cfg.labels, nearby=nearby), prefix=prefix)

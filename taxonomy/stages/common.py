@@ -78,9 +78,6 @@ def shared_prefix(prompt: str, marker: str = "\nTask ID: ") -> str:
     return prompt[: at + 1] if at >= 0 else ""
 
 
-batches_by_task = criterion_batches  # the former name, for callers on branches not yet rebased
-
-
 def cut_brief(brief: str, limit: int) -> str:
     if len(brief) <= limit:
         return brief
