@@ -25,8 +25,7 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig, Prices
 from taxonomy.corpus import load_corpus
-
-CHARS_PER_TOKEN = 4
+from taxonomy.llm.context_cache import tokens  # one token count for the estimate and the run's caching decision
 # Answer sizes in characters: a capability card's description, diagnostic signal and example pattern
 # (name and boundaries aside), and JSON punctuation per item.
 CARD_TEXT_CHARS = 150 + 120 + 120
@@ -38,11 +37,6 @@ RATIONALE_WORDS = 14
 WORD_CHARS = 7  # an average word and its underscore or space
 # Share of Stage 1 labels that are unique across the corpus (a model rarely repeats a label verbatim).
 UNIQUE_LABEL_SHARE = 0.7
-
-
-def tokens(text_or_chars: str | float) -> int:
-    chars = len(text_or_chars) if isinstance(text_or_chars, str) else text_or_chars
-    return int(math.ceil(chars / CHARS_PER_TOKEN))
 
 
 @dataclass

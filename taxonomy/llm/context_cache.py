@@ -13,6 +13,7 @@ context cache carried part of it, so a resumed run never pays a call twice.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import Counter
 from typing import Any
@@ -22,6 +23,13 @@ from taxonomy.secrets import redact
 
 log = logging.getLogger("taxonomy.llm")
 CHARS_PER_TOKEN = 4
+
+
+def tokens(text_or_chars: str | float) -> int:
+    """Tokens of a text (or a number of characters), rounded up: the one count the run's caching
+    decision and the estimate's share, so they agree at the `min_tokens` edge."""
+    chars = len(text_or_chars) if isinstance(text_or_chars, str) else text_or_chars
+    return int(math.ceil(chars / CHARS_PER_TOKEN))
 
 
 def pays(prefix_tokens: int, calls: int, prices: Any, ttl_s: float, min_tokens: int) -> bool:
@@ -52,21 +60,21 @@ class ContextCaches:
         counts = Counter(job.prefix for job in jobs if job.prefix)
         prices = self.runner.cfg.prices
         for prefix, calls in counts.items():
-            if not pays(len(prefix) // CHARS_PER_TOKEN, calls, prices, self.cfg.ttl_s, self.cfg.min_tokens):
+            if not pays(tokens(prefix), calls, prices, self.cfg.ttl_s, self.cfg.min_tokens):
                 continue
             try:
-                name, tokens = self.runner.provider.create_context_cache(prefix, self.cfg.ttl_s, f"taxonomy-{self.stage}")
+                name, written = self.runner.provider.create_context_cache(prefix, self.cfg.ttl_s, f"taxonomy-{self.stage}")
             except Exception as exc:  # noqa: BLE001 - a cache is an optimisation: without it the calls send the prefix
                 log.warning("no context cache for %s (%s); sending its prefix with every call", self.stage, redact(str(exc))[:200])
                 continue
             # Writing the prefix is billed as input once; the answers that read it are billed at the cached price.
             # Storage goes into the ledger for the whole TTL at once, so a run killed now still accounts for
             # the cache it leaves to expire; close() credits back the time it was not kept.
-            self._ledger(Completion("", tokens), "cache")
-            self._ledger(Completion("", tokens * self.cfg.ttl_s), "cache_storage")
-            self.usage.cache_tokens += tokens
-            self.usage.cache_token_seconds += tokens * self.cfg.ttl_s
-            self.by_prefix[prefix] = (name, tokens, time.monotonic())
+            self._ledger(Completion("", written), "cache")
+            self._ledger(Completion("", written * self.cfg.ttl_s), "cache_storage")
+            self.usage.cache_tokens += written
+            self.usage.cache_token_seconds += written * self.cfg.ttl_s
+            self.by_prefix[prefix] = (name, written, time.monotonic())
 
     def _ledger(self, completion: Completion, kind: str) -> None:
         if self.runner.on_paid is not None:
@@ -77,7 +85,7 @@ class ContextCaches:
         return (held[0], job.prefix) if held else None
 
     def close(self) -> None:
-        for prefix, (name, tokens, created) in list(self.by_prefix.items()):
+        for prefix, (name, written, created) in list(self.by_prefix.items()):
             del self.by_prefix[prefix]
             try:
                 self.runner.provider.delete_context_cache(name)
@@ -85,6 +93,6 @@ class ContextCaches:
                 log.warning("could not delete context cache %s (%s); it expires after %d s", name, redact(str(exc))[:200], self.cfg.ttl_s)
                 continue
             held = min(self.cfg.ttl_s, max(1, int(time.monotonic() - created)))
-            unused = -tokens * (self.cfg.ttl_s - held)  # the TTL it was not kept: credited back
+            unused = -written * (self.cfg.ttl_s - held)  # the TTL it was not kept: credited back
             self._ledger(Completion("", unused), "cache_storage")
             self.usage.cache_token_seconds += unused
