@@ -73,8 +73,11 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
         at = lines.index("| capability | share | P1 | P2 | P3 | description |")
         lines[at:at] = [f"P2 and P3 of every capability: {reason[2]}", ""]
     for c in taxonomy.capabilities:
+        # Offline micro-cluster names are word counts, not a reader's words: listed, they read as what the capability holds.
+        members = (f"{len(c.members)} micro-clusters of Stage 1 labels (named from word counts; listed in `taxonomy.json`)"
+                   if taxonomy.written_by == "offline" else ", ".join(f"`{m}`" for m in c.members))
         lines += ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
-                  f"- **Example:** {c.example_pattern}", f"- **Members:** {', '.join(f'`{m}`' for m in c.members)}"]
+                  f"- **Example:** {c.example_pattern}", f"- **Members:** {members}"]
         if not said_once:
             lines += [f"- **P2, native inspection:** {principle_mark(c.needs_native_inspection)} {c.needs_native_inspection_reason}".rstrip(),
                       f"- **P3, domain conventions:** {principle_mark(c.needs_domain_conventions)} {c.needs_domain_conventions_reason}".rstrip()]

@@ -45,6 +45,10 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
     assert tax.written_by == "offline"
     md = (run_dir / "taxonomy.md").read_text()
     assert "not by a model" in md
+    # offline member names are word counts: the markdown counts them, taxonomy.json lists them
+    sections = md.split("## Repairs made in code")[0]  # the repairs log names the micro-clusters it moved
+    assert not any(f"`{m}`" in sections for cap in tax.capabilities for m in cap.members if m not in names)
+    assert all(f"**Members:** {len(cap.members)} micro-clusters" in md for cap in tax.capabilities)
     coverage = []
     for cap in tax.capabilities:
         texts = d.filter(pl.col("primary") == cap.name)["text"].to_list()
@@ -152,3 +156,50 @@ def test_two_capabilities_cut_from_one_task_become_one():
 def test_the_count_floor_keeps_a_split_task_apart():
     out, _ = _split_task_case(min_caps=4)
     assert len(out.capabilities) == 4 and not any("also holds" in r for r in out.repairs)
+
+
+def _openings_case():
+    """Four kinds over ten tasks: two open with "Code has been …", one ("results show") has no opening of
+    its own, one opens with a negation. The written kind's Stage 1 label is the name the results kind
+    would take from its phrases."""
+    from taxonomy.config import PipelineConfig
+    from taxonomy.offline.describe import describe_offline
+    from taxonomy.schemas import TaxonomyCapability
+
+    words = "cost risk date dose plan scope owner budget vendor limit".split()
+    rows = []
+    for t in range(10):
+        for j in range(3):
+            w = words[(t + j) % 10]
+            rows += [(f"t{t}", f"Code has been written to compute the {w} for run {t}.", "check_show_gain_capability"),
+                     (f"t{t}", f"Code has been executed so that the {w} is logged for run {t}.", "check_code_executed_capability"),
+                     (f"t{t}", f"The {w} results show a gain over the baseline in run {t}.", "check_results_show_capability"),
+                     (f"t{t}", f"Does not mention the {w} of item {t}." if j else f"Mentions nothing about the {w} of item {t}.",
+                      "check_mention_item_capability")]
+    criteria = pl.DataFrame({"task_id": [r[0] for r in rows], "criterion_id": [str(i) for i in range(len(rows))],
+                             "text": [r[1] for r in rows]})
+    stage1 = pl.DataFrame({"criterion_id": criteria["criterion_id"], "labels": [[r[2]] for r in rows]})
+    labels = list(dict.fromkeys(r[2] for r in rows))
+    tax = Taxonomy(capabilities=[TaxonomyCapability(name=label, description="d", diagnostic_signal="d", example_pattern="d",
+                                                    non_examples=[], members=[label], labels=[label]) for label in labels])
+    cfg = PipelineConfig.model_validate({"name": "t", "corpus": {"path": "x"}, "merge": {"min_caps": 3, "max_caps": 4,
+                                                                                        "min_share": 0.01, "max_share": 0.6}})
+    siblings = [[j for j in range(len(labels)) if j != i] for i in range(len(labels))]
+    return describe_offline(tax, criteria, stage1, cfg, siblings), criteria
+
+
+def test_openings_name_a_negated_check_and_tell_a_group_by_what_it_lacks():
+    out, criteria = _openings_case()
+    texts = criteria["text"].to_list()
+    by_member = {c.members[0]: c for c in out.capabilities}
+    negated = by_member["check_mention_item_capability"]
+    # "mention" alone would name the opposite check
+    assert "not" in negated.name.split("_") and negated.title.startswith("Does not mention"), (negated.name, negated.title)
+    results = by_member["check_results_show_capability"]
+    lacks = re.findall(r"“([^”]+) …” \((\d+)%, against (\d+)% of all criteria\)", results.description)
+    assert ("Code has been", "0", "50") in lacks, results.description
+    for opening, here, overall in lacks:  # every stated share holds
+        assert round(100 * sum(_opens(t, opening) for t in texts) / len(texts)) == int(overall)
+    # No capability takes the name of another's member: a reader would take the member for it.
+    for cap in out.capabilities:
+        assert not any(cap.name in other.members for other in out.capabilities if other is not cap), cap.name

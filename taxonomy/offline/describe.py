@@ -28,8 +28,8 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
-from taxonomy.offline.openings import Opening, Openings, starts
-from taxonomy.offline.phrases import PhraseSpace, Term
+from taxonomy.offline.openings import NEGATIONS, Opening, Openings, starts
+from taxonomy.offline.phrases import PhraseSpace, Term, stem
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
 
@@ -87,12 +87,35 @@ def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int
     return chosen
 
 
-def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int) -> str:
+def _opening_words(opening: Opening) -> list[str]:
+    """What of an opening a name keeps: its content words and its negation ("Does not mention" -> not mention)."""
+    return [w for w in _ascii_words(opening.text) if w in NEGATIONS or w not in FUNCTION_WORDS]
+
+
+def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewhere: set[str] = frozenset()) -> bool:
+    """The capability is named by its top opening, when no other capability opens that way (`elsewhere`),
+    if no phrase covers most of its criteria and the opening starts more of them, or if its best phrase
+    is the opening's word without the opening's negation ("mentions" for "Does not mention …"), which
+    would name the opposite check."""
+    if opening is None or not _opening_words(opening) or opening.key in elsewhere:
+        return False
+    best = title_terms[0].coverage if title_terms else 0.0
+    if best < NAME_COVERAGE and opening.share > best:
+        return True
+    words = _ascii_words(opening.text)
+    lead = {stem(w) for w in _ascii_words(title_terms[0].text)}
+    return bool(NEGATIONS & set(words)) and bool(lead & {stem(w) for w in words if w not in NEGATIONS})
+
+
+def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening: Opening | None = None,
+          elsewhere: set[str] = frozenset()) -> str:
     suffix_words = [w for w in rules.suffix.split("_") if w]
     room = rules.max_words - len(suffix_words) - 1
     banned = set(rules.agent_verbs) | {"check", "capability"} | FUNCTION_WORDS
     words: list[str] = []
-    for t in title_terms:
+    if _named_by_opening(opening, title_terms, elsewhere):
+        words = [w for w in _opening_words(opening) if w in NEGATIONS or w not in banned][: min(room, 4)]
+    for t in ([] if words else title_terms):
         if words and t.coverage < NAME_COVERAGE:
             break
         add = [w for w in _ascii_words(t.text) if w not in banned and w not in words]
@@ -181,7 +204,7 @@ def _examples(rows: np.ndarray, prob: np.ndarray, hits: np.ndarray, opens: list[
     seen_tasks: set[str] = set()
     for relax in (False, True):
         for i in order[: max(50, len(order) // 5)]:
-            if i in picked or (not relax and tasks[i] in seen_tasks) or any(_alike(texts[i], texts[j]) for j in picked):
+            if i in picked or (not relax and tasks[i] in seen_tasks) or any(_alike(_quote(texts[i]), _quote(texts[j])) for j in picked):
                 continue
             picked.append(int(i))
             seen_tasks.add(tasks[i])
@@ -197,7 +220,7 @@ def _alike(a: str, b: str) -> bool:
 
 
 def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans: int, n_tasks: int,
-                 examples: list[str]) -> str:
+                 examples: list[str], unlike: list[tuple[Opening, float]] = ()) -> str:
     """What the criteria ask for, in their own openings and phrases, how far they reach, and examples."""
     parts = []
     if openings:
@@ -208,6 +231,9 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
     if rest:
         parts.append(("and " if parts else "Criteria that ") + f"use {_phrase_list(rest, True)}")
     lead = (" ".join(parts) + ". ") if parts else ""
+    if unlike:  # a group with no opening of its own is known by the common ones it lacks
+        lead += "Few open with " + " or ".join(f"“{o.text} …” ({o.share:.0%}, against {corpus:.0%} of all criteria)"
+                                                for o, corpus in unlike) + ". "
     reach = f"{n_rows} criteria" + (f", {spans} of {n_tasks} tasks" if n_tasks > 1 else "") + ". "
     quoted = "; ".join(f"“{_quote(t)}”" for t in examples)
     return lead + reach + (f"Examples: {quoted}" if quoted else "")
@@ -266,36 +292,47 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     k, n, n_tasks = len(taxonomy.capabilities), len(ids), len(set(tasks))
     caps = [c.model_copy(deep=True) for c in taxonomy.capabilities]
 
+    opens = {c: openings.distinctive(np.flatnonzero(result.primary == c)) for c in range(k)}
+
+    def elsewhere(c: int) -> set[str]:  # openings other capabilities have: shared, they name neither
+        return {o.key for j in range(k) if j != c for o in opens[j]}
+
     taken: set[str] = set()
     order = np.argsort([-(result.primary == c).sum() for c in range(k)], kind="stable")
     titles: dict[int, list[Term]] = {}
     for rank, c in enumerate(order):
         rows = np.flatnonzero(result.primary == c)
         titles[c] = _cover_terms(space, rows, terms[c], TITLE_TERMS, {t[0].text for t in titles.values() if t})
-        caps[c].name = _name(titles[c], cfg.labels, taken, rank)
+        # nor another capability's member: a reader would take that member for this capability
+        others = {m for j, cap in enumerate(caps) if j != c for m in cap.members}
+        caps[c].name = _name(titles[c], cfg.labels, taken | others, rank, opens[c][0] if opens[c] else None, elsewhere(c))
         taken.add(caps[c].name)
     names = [cap.name for cap in caps]
     renamed = {before.name: after.name for before, after in zip(taxonomy.capabilities, caps)}
     merged_notes = [f"offline: `{renamed[kept]}` {what}" for kept, what in merged]
 
     notes = []
-    opens = {c: openings.distinctive(np.flatnonzero(result.primary == c)) for c in range(k)}
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
     for c, cap in enumerate(caps):
         rows = np.flatnonzero(result.primary == c)
         shown = titles[c]
-        cap.title = " · ".join(t.text for t in shown) if shown else cap.name
+        lead = opens[c][0] if opens[c] and _named_by_opening(opens[c][0], shown, elsewhere(c)) else None
+        if lead is not None:  # the title leads with the opening that names it, not a phrase that contradicts it
+            said = {stem(w) for w in _opening_words(lead) if w not in NEGATIONS}
+            shown = [t for t in shown if not {stem(w) for w in _ascii_words(t.text)} & said]
+        cap.title = " · ".join(([f"{lead.text} …"] if lead else []) + [t.text for t in shown]) or cap.name
         cap.share = round(len(rows) / max(n, 1), 6)
         cap.key_phrases, cap.phrase_weights = models[c]
         cap.score_offset = round(float(offsets[c]), 6)
         spans = len({tasks[i] for i in rows})
         picks = _examples(rows, result.probs[:, c], hits[:, c], opens[c], texts, tasks, EXAMPLES + 1)
-        if not shown or shown[0].coverage < NAME_COVERAGE:
+        if lead is None and (not shown or shown[0].coverage < NAME_COVERAGE):
             notes.append(f"`{cap.name}`: no phrase occurs in most of its criteria (best: "
                          f"{_phrase_list(shown[:1], True) or 'none'}); its name lists the most telling ones")
+        unlike = openings.seldom(rows) if sum(o.share for o in opens[c]) < NAME_COVERAGE else []
         cap.description = _description(opens[c], shown, len(rows), spans, n_tasks,
-                                       [texts[i] for i in picks[:EXAMPLES]])
+                                       [texts[i] for i in picks[:EXAMPLES]], unlike)
         near = siblings[c][0] if siblings[c] else None
         own_rest = [t for t in terms[c] if t.text not in {s.text for s in titles.get(near, [])}][:3] if near is not None else shown
         if near is not None and _by_openings(opens[c], opens[near]):

@@ -16,14 +16,18 @@ from dataclasses import dataclass
 from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
-__all__ = ["Opening", "Openings", "starts"]
+__all__ = ["Opening", "Openings", "starts", "NEGATIONS"]
 
 MIN_SHARE = 0.12   # an opening shown starts at least this share of the group's criteria
 MIN_LIFT = 1.5     # ... and is this many times commoner in the group than in the corpus
 LONGER = 0.8       # the two-word opening replaces the one-word one when it keeps this share of it
 SHOWN = 2
-WORDS = 3          # longest opening, in words ("Code has been …")
+WORDS = 4          # longest opening, in words ("Code has been executed …")
 MIN_TASKS = 3      # an opening begins criteria of at least this many of the corpus's tasks
+COMMON = 0.15      # an opening of this share of the whole corpus is one a reader expects everywhere ...
+SELDOM = 1 / 3     # ... and a group using it at most this fraction as often is told apart by its absence
+# English negations: a name or text that drops one from "Does not mention …" says the opposite.
+NEGATIONS = frozenset("not no never without nor cannot doesn don isn aren wasn weren didn won shouldn".split())
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,29 @@ class Openings:
         # an opening of fewer tasks than this is a task's own subject ("LBCS has …")
         floor = min(MIN_TASKS, len(set(tasks)))
         self.general = {k for k, ts in spread.items() if len(ts) >= floor}
+        self.form: dict[str, str] = {}
+        for ks in self.keys:
+            for k, form in ks:
+                self.form.setdefault(k, form)
+
+    def seldom(self, rows) -> list[tuple[Opening, float]]:
+        """(opening with its share in the group, its share in the corpus) for openings common across
+        the corpus that the group seldom uses: what sets a group with no opening of its own apart."""
+        m = len(rows)
+        if m == 0:
+            return []
+        counts = Counter(k for r in rows for k, _ in self.keys[r])
+        common = sorted((k for k, c in self.total.items() if c / self.n >= COMMON and k in self.general),
+                        key=lambda k: (-self.total[k], k))
+        out: list[tuple[Opening, float]] = []
+        for key in common:
+            longer = [k for k in common if k != key and _extends(k, key) and self.total[k] >= LONGER * self.total[key]]
+            key = max(longer, key=len) if longer else key
+            if any(_extends(key, o.key) or _extends(o.key, key) for o, _ in out):
+                continue
+            if counts[key] / m <= SELDOM * self.total[key] / self.n:
+                out.append((Opening(self.form[key], counts[key] / m, key), self.total[key] / self.n))
+        return out[:SHOWN]
 
     def distinctive(self, rows) -> list[Opening]:
         if len(rows) == 0:

@@ -24,17 +24,18 @@ import scipy.sparse as sp
 from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
-__all__ = ["PhraseSpace", "Term", "distinctive_terms"]
+__all__ = ["PhraseSpace", "Term", "distinctive_terms", "stem"]
 
 STEM_LETTERS = 5       # inflected forms of a long word share their first letters
 MAX_WORDS = 3          # longest phrase
 MIN_CRITERIA = 3       # a term used by fewer criteria names nothing
 MMR_DIVERSITY = 0.5    # weight of redundancy against relevance when ranking a group's terms
-REDUNDANT_JACCARD = 0.6
-MIN_COVERAGE_SHARE = 0.2  # a listed phrase holds at least this share of the best-covering one's criteria  # two terms found in mostly the same criteria say the same thing
+REDUNDANT_JACCARD = 0.6  # two terms found in mostly the same criteria say the same thing
+MIN_COVERAGE_SHARE = 0.2  # a listed phrase holds at least this share of the best-covering one's criteria
 
 
-def _key(word: str) -> str:
+def stem(word: str) -> str:
+    """What inflected forms of a word share ("mention", "mentions", "mentioned" -> "menti")."""
     return word[:STEM_LETTERS] if len(word) > STEM_LETTERS and not is_spaceless(word) else word
 
 
@@ -50,7 +51,7 @@ def _terms(text: str) -> dict[str, str]:
                 gram = latin[i:i + n]
                 if gram[0] in FUNCTION_WORDS or gram[-1] in FUNCTION_WORDS or len(gram[0]) < 2 or len(gram[-1]) < 2:
                     continue
-                out.setdefault(" ".join(_key(w) for w in gram), " ".join(gram))
+                out.setdefault(" ".join(stem(w) for w in gram), " ".join(gram))
         latin.clear()
 
     for w in words:
@@ -123,7 +124,7 @@ class PhraseSpace:
 
     def column(self, surface: str) -> int | None:
         """The column of a term given in any of its surface forms (a stored key phrase), or None."""
-        key = surface if is_spaceless(surface) else " ".join(_key(w) for w in WORD.findall(surface.lower()))
+        key = surface if is_spaceless(surface) else " ".join(stem(w) for w in WORD.findall(surface.lower()))
         return self.index.get(key)
 
     def coverage(self, rows: np.ndarray) -> np.ndarray:
