@@ -49,6 +49,10 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
     sections = md.split("## Repairs made in code")[0]  # the repairs log names the micro-clusters it moved
     assert not any(f"`{m}`" in sections for cap in tax.capabilities for m in cap.members if m not in names)
     assert all(f"**Members:** {len(cap.members)} micro-clusters" in md for cap in tax.capabilities)
+    # the repairs speak of the capabilities a reader sees, not the merge's working names
+    for note in tax.repairs:
+        for before, name in re.findall(r"(\S+ )?`([a-z0-9_]+)`", note):
+            assert name in names or before in ("micro-cluster ", "merge's "), note
     coverage = []
     for cap in tax.capabilities:
         texts = d.filter(pl.col("primary") == cap.name)["text"].to_list()

@@ -21,6 +21,7 @@ and `Taxonomy.written_by = "offline"` says that no model wrote them.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import numpy as np
@@ -256,6 +257,26 @@ def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term
     return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`."
 
 
+def _final_names(notes: list[str], renamed: dict[str, str], member_of: dict[str, str]) -> list[str]:
+    """The merge's notes in the names a reader sees: a working name becomes the capability's final
+    name, and a micro-cluster the merge moved says which capability now holds it."""
+    out = []
+    for note in notes:
+        finals = {renamed[n] for n in re.findall(r"`([a-z0-9_]+)`", note) if n in renamed}
+
+        def swap(m: re.Match) -> str:
+            name = m.group(1)
+            if name in renamed:
+                return f"`{renamed[name]}`"
+            if name not in member_of:
+                return m.group(0)
+            holder = "" if member_of[name] in finals else f" (now in `{member_of[name]}`)"
+            return f"micro-cluster `{name}`{holder}"
+
+        out.append(re.sub(r"`([a-z0-9_]+)`", swap, note))
+    return out
+
+
 def criterion_votes(taxonomy: Taxonomy, labels: list[list[str]]) -> np.ndarray:
     """(n, k): each criterion's Stage 1 labels voting for the capabilities whose members hold them,
     the first label fully, later ones less."""
@@ -346,7 +367,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
     out.written_by = "offline"
-    out.repairs = list(taxonomy.repairs) + merged_notes + [
+    out.repairs = _final_names(list(taxonomy.repairs), renamed, {m: cap.name for cap in caps for m in cap.members}) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "
         f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability"
     ] + notes
