@@ -199,6 +199,8 @@ def test_openings_name_a_negated_check_and_tell_a_group_by_what_it_lacks():
     negated = by_member["check_mention_item_capability"]
     # "mention" alone would name the opposite check
     assert "not" in negated.name.split("_") and negated.title.startswith("Does not mention"), (negated.name, negated.title)
+    # an opening of its own that starts most of its criteria leads the title, as written
+    assert by_member["check_code_executed_capability"].title.startswith("Code has been executed …")
     results = by_member["check_results_show_capability"]
     lacks = re.findall(r"“([^”]+) …” \((\d+)%, against (\d+)% of all criteria\)", results.description)
     assert ("Code has been", "0", "50") in lacks, results.description

@@ -29,7 +29,7 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
-from taxonomy.offline.openings import NEGATIONS, Opening, Openings, starts
+from taxonomy.offline.openings import NEGATIONS, Opening, Openings, overlaps, starts
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
@@ -98,7 +98,7 @@ def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewher
     if no phrase covers most of its criteria and the opening starts more of them, or if its best phrase
     is the opening's word without the opening's negation ("mentions" for "Does not mention …"), which
     would name the opposite check."""
-    if opening is None or not _opening_words(opening) or opening.key in elsewhere:
+    if opening is None or not _opening_words(opening) or overlaps(opening.key, elsewhere):
         return False
     best = title_terms[0].coverage if title_terms else 0.0
     if best < NAME_COVERAGE and opening.share > best:
@@ -246,8 +246,8 @@ def _opening_list(openings: list[Opening]) -> str:
 
 def _by_openings(a: list[Opening], b: list[Opening]) -> bool:
     """Whether two capabilities are told apart by how their criteria open: both have a telling opening
-    and share none (a shared one, "Code has been …" against itself, tells nothing)."""
-    return bool(a and b) and not ({o.key for o in a} & {o.key for o in b})
+    and none overlaps ("Code has been …" against itself or against "Code has been executed …" tells nothing)."""
+    return bool(a and b) and not any(overlaps(o.key, {p.key for p in b}) for o in a)
 
 
 def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term], other: list[Term], other_name: str) -> str:
@@ -338,8 +338,12 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     for c, cap in enumerate(caps):
         rows = np.flatnonzero(result.primary == c)
         shown = titles[c]
-        lead = opens[c][0] if opens[c] and _named_by_opening(opens[c][0], shown, elsewhere(c)) else None
-        if lead is not None:  # the title leads with the opening that names it, not a phrase that contradicts it
+        top = opens[c][0] if opens[c] else None
+        # The title leads with an opening of its own that names it or starts most of its criteria, as written
+        # ("Fails to …", not "fails"), and drops the phrases that repeat it (or contradict it, without its negation).
+        lead = top if top is not None and (_named_by_opening(top, shown, elsewhere(c))
+                                           or (top.share >= NAME_COVERAGE and not overlaps(top.key, elsewhere(c)))) else None
+        if lead is not None:
             said = {stem(w) for w in _opening_words(lead) if w not in NEGATIONS}
             shown = [t for t in shown if not {stem(w) for w in _ascii_words(t.text)} & said]
         cap.title = " · ".join(([f"{lead.text} …"] if lead else []) + [t.text for t in shown]) or cap.name

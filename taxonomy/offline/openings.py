@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
-__all__ = ["Opening", "Openings", "starts", "NEGATIONS"]
+__all__ = ["Opening", "Openings", "starts", "overlaps", "NEGATIONS"]
 
 MIN_SHARE = 0.12   # an opening shown starts at least this share of the group's criteria
 MIN_LIFT = 1.5     # ... and is this many times commoner in the group than in the corpus
@@ -60,6 +60,12 @@ def _keys(text: str) -> tuple[tuple[str, str], ...]:
 def starts(text: str, opening: Opening) -> bool:
     """Whether a criterion begins with this opening (case and punctuation aside)."""
     return any(key == opening.key for key, _ in _keys(text))
+
+
+def overlaps(key: str, others) -> bool:
+    """Whether an opening is, begins or is begun by one of `others` ("Code has been …" and "Code has been
+    executed …" overlap): two groups with overlapping openings are not told apart by them."""
+    return any(_extends(key, o) or _extends(o, key) for o in others)
 
 
 def _extends(longer: str, shorter: str) -> bool:
