@@ -121,6 +121,16 @@ def test_chinese_corpus_gets_titles_in_its_own_script(offline_env, tmp_path):
         assert not re.search(r"_[a-z]{3}_", cap.name.removeprefix("check").removesuffix("_capability") + "_"), cap.name
     md = (run_dir / "taxonomy.md").read_text()
     assert all(cap.title in md for cap in tax.capabilities)
+    # With no spaces to end a word, an opening runs on while most of its criteria do ("回答向用户询问 …", not "回答向用 …").
+    stated = 0
+    for cap in tax.capabilities:
+        texts = d.filter(pl.col("primary") == cap.name)["text"].to_list()
+        for opening, _ in re.findall(r"“([^”]+) …” \((\d+)%\)", cap.description):
+            stated += 1
+            after = Counter(t[len(opening)] for t in texts if t.startswith(opening) and len(t) > len(opening))
+            letters = sum(n for ch, n in after.items() if ch.isalpha())  # punctuation ends an opening anyway
+            assert len(opening) == 10 or not letters or after.most_common(1)[0][1] < 0.8 * letters, (opening, after)
+    assert stated
 
 
 def _split_task_case(min_caps: int):
@@ -200,7 +210,7 @@ def test_openings_name_a_negated_check_and_tell_a_group_by_what_it_lacks():
     # "mention" alone would name the opposite check
     assert "not" in negated.name.split("_") and negated.title.startswith("Does not mention"), (negated.name, negated.title)
     # an opening of its own that starts most of its criteria leads the title, as written
-    assert by_member["check_code_executed_capability"].title.startswith("Code has been executed …")
+    assert by_member["check_code_executed_capability"].title.startswith("Code has been executed so that …")
     results = by_member["check_results_show_capability"]
     lacks = re.findall(r"“([^”]+) …” \((\d+)%, against (\d+)% of all criteria\)", results.description)
     assert ("Code has been", "0", "50") in lacks, results.description

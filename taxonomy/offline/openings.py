@@ -3,8 +3,8 @@
 Rubric criteria put the check first more often than not ("Fails to …", "Recommends …", "Code has
 been …", "是否…"), so a group whose criteria share an opening that the rest of the corpus uses
 less is described by it: a reader places a criterion by its first words before anything else.
-An opening is the first one to three words of a letter script (not only function words), or
-the first two or four characters of a script written without spaces; only openings that are
+An opening is the first one to six words of a letter script (not only function words), or
+the first two to ten characters of a script written without spaces; only openings that are
 common in the group, over-represented in it against the corpus and used across its tasks (not
 one task's subject) are shown.
 """
@@ -22,7 +22,9 @@ MIN_SHARE = 0.12   # an opening shown starts at least this share of the group's 
 MIN_LIFT = 1.5     # ... and is this many times commoner in the group than in the corpus
 LONGER = 0.8       # the two-word opening replaces the one-word one when it keeps this share of it
 SHOWN = 2
-WORDS = 4          # longest opening, in words ("Code has been executed …")
+WORDS = 6          # longest opening, in words ("Code has been executed …"; a corpus-wide lead such as
+                   # "The response should …" still leaves room for the words that say the check)
+CHARS = 10         # longest opening, in characters, of a script written without spaces
 MIN_TASKS = 3      # an opening begins criteria of at least this many of the corpus's tasks
 COMMON = 0.15      # an opening of this share of the whole corpus is one a reader expects everywhere ...
 SELDOM = 1 / 3     # ... and a group using it at most this fraction as often is told apart by its absence
@@ -45,7 +47,9 @@ def _keys(text: str) -> tuple[tuple[str, str], ...]:
         return ()
     first = found[0].group()
     if is_spaceless(first):
-        return tuple((first[:n], first[:n]) for n in (2, 4) if len(first) >= n)
+        # No spaces mark where a word ends, so every length is a candidate; distinctive() keeps the
+        # longest that most of a shorter one's criteria continue with ("回答中准确说明了 …", not "回答中准 …").
+        return tuple((first[:n], first[:n]) for n in range(2, min(CHARS, len(first)) + 1))
     out = []
     for n in range(1, min(WORDS, len(found)) + 1):
         lead = [m.group() for m in found[:n]]
