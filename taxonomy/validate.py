@@ -152,7 +152,11 @@ MIN_PHRASE_WORDS = 3
 FUNCTION_WORDS = _NAME_STOP | _STOP | frozenset(
     "nor but if so was were been being it them they both either neither there here which who whom whose "
     "what when where why how can could may might will would shall should do does did done had having also "
-    "only just such other same one two very more most least less many much own our your we you he she his her".split()
+    "only just such other same one two very more most least less many much own our your we you he she his her "
+    # prepositions and conjunctions of place, time and reason; not those that carry a check's sense
+    # ("against", "between", "without", "except", "over": a stance, a comparison, a negation, an exclusion)
+    "about above across after along among around before behind below beneath beside during inside near off out "
+    "outside since through toward towards under until up upon within while because although though whether unless".split()
 )
 
 

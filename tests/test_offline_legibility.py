@@ -49,6 +49,13 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
     sections = md.split("## Repairs made in code")[0]  # the repairs log names the micro-clusters it moved
     assert not any(f"`{m}`" in sections for cap in tax.capabilities for m in cap.members if m not in names)
     assert all(f"**Members:** {len(cap.members)} micro-clusters" in md for cap in tax.capabilities)
+    # A name does not repeat a word of a larger capability's name when it has words of its own.
+    said: set[str] = set()
+    for cap in sorted(tax.capabilities, key=lambda c: -c.share):
+        words = [w for w in cap.name.removesuffix("_capability").split("_")[1:] if w not in ("for", "the")]
+        own = [w for w in words if w[:5] not in said]
+        assert own == words or not own, (cap.name, said)
+        said |= {w[:5] for w in words}
     # the repairs speak of the capabilities a reader sees, not the merge's working names
     for note in tax.repairs:
         for before, name in re.findall(r"(\S+ )?`([a-z0-9_]+)`", note):

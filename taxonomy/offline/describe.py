@@ -109,7 +109,8 @@ def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewher
 
 
 def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening: Opening | None = None,
-          elsewhere: set[str] = frozenset()) -> str:
+          elsewhere: set[str] = frozenset(), reserved: set[str] = frozenset()) -> str:
+    """`taken`: the names of larger capabilities; `reserved`: other names it must not take (another's members)."""
     suffix_words = [w for w in rules.suffix.split("_") if w]
     room = rules.max_words - len(suffix_words) - 1
     banned = set(rules.agent_verbs) | {"check", "capability"} | FUNCTION_WORDS
@@ -123,6 +124,13 @@ def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening
         if len(words) + len(add) > min(room, 4):
             break
         words += add
+    # A word (or an inflection of one) a larger capability's name has tells this one apart from nothing
+    # ("src" in three names); nor does a two-letter fragment ("py"). Both go while another word is left.
+    said = {stem(w) for name in taken for w in name.removesuffix(rules.suffix).split("_")[1:]}
+    words = list(dict.fromkeys(words))
+    telling = [w for w in words if w in NEGATIONS or (stem(w) not in said and len(w) > 2)]
+    if any(w not in NEGATIONS for w in telling):
+        words = telling
     candidates = []
     if words:
         # A one-word name is padded with grammar ("check_for_x"), never with a word its criteria don't use.
@@ -132,11 +140,11 @@ def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening
         if len(cand) + 1 + len(suffix_words) < rules.min_words:
             continue
         name = "_".join(["check", *cand[:room]]) + rules.suffix
-        if name not in taken and not label_problems(name, rules):
+        if name not in taken | reserved and not label_problems(name, rules):
             return name
     for o in _ORDINALS:
         name = f"check_{o}_kind_of_check{rules.suffix}" if rules.min_words > 4 else f"check_{o}_kind{rules.suffix}"
-        if name not in taken and not label_problems(name, rules):
+        if name not in taken | reserved and not label_problems(name, rules):
             return name
     raise ValueError("no valid offline capability name; fix: widen labels.min_words/max_words")
 
@@ -326,7 +334,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         titles[c] = _cover_terms(space, rows, terms[c], TITLE_TERMS, {t[0].text for t in titles.values() if t})
         # nor another capability's member: a reader would take that member for this capability
         others = {m for j, cap in enumerate(caps) if j != c for m in cap.members}
-        caps[c].name = _name(titles[c], cfg.labels, taken | others, rank, opens[c][0] if opens[c] else None, elsewhere(c))
+        caps[c].name = _name(titles[c], cfg.labels, taken, rank, opens[c][0] if opens[c] else None, elsewhere(c), others)
         taken.add(caps[c].name)
     names = [cap.name for cap in caps]
     renamed = {before.name: after.name for before, after in zip(taxonomy.capabilities, caps)}
