@@ -60,7 +60,7 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
     for note in tax.repairs:
         for before, name in re.findall(r"(\S+ )?`([a-z0-9_]+)`", note):
             assert name in names or before in ("micro-cluster ", "merge's "), note
-    coverage = []
+    coverage, bordered = [], 0
     for cap in tax.capabilities:
         texts = d.filter(pl.col("primary") == cap.name)["text"].to_list()
         assert cap.title and f"`{cap.name}` ({cap.title})" in md
@@ -71,7 +71,9 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
         assert abs(cap.share - len(texts) / d.height) < 1e-6
         assert 1 <= len(cap.non_examples) <= 3
         for b in cap.non_examples:
-            named = re.findall(r"`([a-z_]+)`", b)
+            rule, _, border = b.partition(" Even “")
+            assert "rather than “" in rule, rule  # both sides named
+            named = re.findall(r"`([a-z_]+)`", rule)
             assert len(named) == 1 and named[0] in names and named[0] != cap.name
             sibling = tax.capabilities[names.index(named[0])]
             theirs = d.filter(pl.col("primary") == sibling.name)["text"].to_list()
@@ -79,9 +81,16 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
                 # the sibling's criteria really open that way, across more than a handful of them
                 opening = _QUOTED.findall(b)[0].removesuffix(" …")
                 assert sum(_opens(t, opening) for t in theirs) >= 0.12 * len(theirs), (b, opening)
+                cue = lambda text, o=opening: _opens(text, o)  # noqa: E731
             else:
                 assert b.startswith("if the criterion is about “") and "the verifier establishes" not in b
                 assert _QUOTED.findall(b)[0] in sibling.title.split(" · ")
+                cue = lambda text, q=_QUOTED.findall(rule)[:-1]: any(_uses(text, p) for p in q)  # noqa: E731
+            if border:  # the case shown is the sibling's own, and reads as the rule says
+                shown = border.removesuffix("” goes there.").removesuffix("…")
+                case = next(t for t in theirs if t.strip().startswith(shown))
+                assert cue(case), (b, case)
+                bordered += 1
         # The description's openings hold for the share it states, and its examples are its own criteria.
         for opening, pct in re.findall(r"“([^”]+) …” \((\d+)%\)", cap.description):
             assert abs(sum(_opens(t, opening) for t in texts) / len(texts) - int(pct) / 100) <= 0.006, (opening, pct)
@@ -90,6 +99,7 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
         for ex in examples:
             assert any(t.strip().startswith(ex.removesuffix("…")) for t in texts), ex
     assert sum(coverage) / len(coverage) >= 0.8 and min(coverage) >= 0.5, coverage
+    assert bordered >= len(tax.capabilities)
     # No sentence is a template shared by every capability.
     sentences = Counter(s.strip() for cap in tax.capabilities for s in re.split(r"(?<=[.!?])\s", cap.description))
     assert not [s for s, n in sentences.items() if n == len(tax.capabilities)]

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from functools import partial
 
 import numpy as np
 import polars as pl
@@ -258,11 +259,21 @@ def _by_openings(a: list[Opening], b: list[Opening]) -> bool:
     return bool(a and b) and not any(overlaps(o.key, {p.key for p in b}) for o in a)
 
 
-def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term], other: list[Term], other_name: str) -> str:
-    """Against a sibling: by how their criteria open when both have a telling opening, else by phrases."""
+def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term], other: list[Term], other_name: str,
+              border: str | None = None) -> str:
+    """Against a sibling: by how their criteria open when both have a telling opening, else by phrases;
+    with the sibling's criterion nearest to this capability, to show where the line runs."""
+    case = f" Even “{_quote(border)}” goes there." if border else ""
     if _by_openings(own_open, other_open):
-        return f"if the criterion opens with {_opening_list(other_open)} rather than {_opening_list(own_open[:1])}, prefer `{other_name}`."
-    return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`."
+        return f"if the criterion opens with {_opening_list(other_open)} rather than {_opening_list(own_open[:1])}, prefer `{other_name}`.{case}"
+    return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`.{case}"
+
+
+def _border(rows: np.ndarray, closeness: np.ndarray, texts: list[str], follows) -> str | None:
+    """Of a sibling's criteria (`rows`) that follow the boundary's rule (`follows`), the short one closest
+    to this capability (`closeness`): the case a reader would most likely put on the wrong side."""
+    short = [i for i in rows if len(texts[i]) <= SHORT and follows(i)]
+    return texts[max(short, key=lambda i: (closeness[i], -len(texts[i]), -i))] if short else None
 
 
 def _final_names(notes: list[str], renamed: dict[str, str], member_of: dict[str, str]) -> list[str]:
@@ -341,6 +352,17 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     merged_notes = [f"offline: `{renamed[kept]}` {what}" for kept, what in merged]
 
     notes = []
+
+    def has(i: int, phrases: list[Term]) -> bool:
+        cols = [space.column(t.text) for t in phrases]
+        return any(space.x[i, j] > 0 for j in cols if j is not None)
+
+    def follows(c: int, s: int, own: list[Term], i: int) -> bool:
+        """Criterion i reads as the boundary against sibling s says: its opening or phrase, not c's."""
+        if _by_openings(opens[c], opens[s]):
+            return any(starts(texts[i], o) for o in opens[s]) and not any(starts(texts[i], o) for o in opens[c][:1])
+        return has(i, titles[s][:2]) and not has(i, own[:1])
+
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
     for c, cap in enumerate(caps):
@@ -374,7 +396,10 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
             cap.diagnostic_signal = (f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}"
                                      + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
         cap.example_pattern = f"“{_quote(texts[picks[-1]])}”" if picks else ""
-        cap.non_examples = [_boundary(opens[c], opens[s], shown, titles[s], names[s]) for s in siblings[c][:2] if titles.get(s) or opens[s]] \
+        cap.non_examples = [_boundary(opens[c], opens[s], shown or titles[c], titles[s], names[s],
+                                      _border(np.flatnonzero(result.primary == s), result.probs[:, c], texts,
+                                              partial(follows, c, s, shown or titles[c])))
+                            for s in siblings[c][:2] if titles.get(s) or opens[s]] \
             or ([f"if the criterion fits another capability better, prefer `{names[siblings[c][0]]}`."] if siblings[c] else [])
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
