@@ -90,6 +90,8 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
                 shown = border.removesuffix("” goes there.").removesuffix("…")
                 case = next(t for t in theirs if t.strip().startswith(shown))
                 assert cue(case), (b, case)
+                theirs_open = re.findall(r"“([^”]+) …” \(\d+%\)", sibling.description.split(". Few open with")[0])
+                assert not theirs_open or any(_opens(case, o) for o in theirs_open), (b, theirs_open)
                 bordered += 1
         # The description's openings hold for the share it states, and its examples are its own criteria.
         for opening, pct in re.findall(r"“([^”]+) …” \((\d+)%\)", cap.description):
@@ -205,8 +207,8 @@ def _openings_case():
             rows += [(f"t{t}", f"Code has been written to compute the {w} for run {t}.", "check_show_gain_capability"),
                      (f"t{t}", f"Code has been executed so that the {w} is logged for run {t}.", "check_code_executed_capability"),
                      (f"t{t}", f"The {w} results show a gain over the baseline in run {t}.", "check_results_show_capability"),
-                     (f"t{t}", f"Does not mention the {w} of item {t}." if j else f"Mentions nothing about the {w} of item {t}.",
-                      "check_mention_item_capability")]
+                     (f"t{t}", (f"Mentions nothing about the {w} of item {t}.", f"Does not mention the {w} of item {t}.",
+                                f"Does not include the {w} of item {t}.")[j], "check_mention_item_capability")]
     criteria = pl.DataFrame({"task_id": [r[0] for r in rows], "criterion_id": [str(i) for i in range(len(rows))],
                              "text": [r[1] for r in rows]})
     stage1 = pl.DataFrame({"criterion_id": criteria["criterion_id"], "labels": [[r[2]] for r in rows]})
@@ -224,8 +226,9 @@ def test_openings_name_a_negated_check_and_tell_a_group_by_what_it_lacks():
     texts = criteria["text"].to_list()
     by_member = {c.members[0]: c for c in out.capabilities}
     negated = by_member["check_mention_item_capability"]
-    # "mention" alone would name the opposite check
-    assert "not" in negated.name.split("_") and negated.title.startswith("Does not mention"), (negated.name, negated.title)
+    # "mention" alone would name the opposite check; "Does not …" is an opening though made of function words
+    assert "not" in negated.name.split("_") and negated.title.startswith("Does not …"), (negated.name, negated.title)
+    assert "open with “Does not …” (67%)" in negated.description, negated.description
     # an opening of its own that starts most of its criteria leads the title, as written
     assert by_member["check_code_executed_capability"].title.startswith("Code has been executed so that …")
     results = by_member["check_results_show_capability"]

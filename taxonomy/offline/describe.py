@@ -96,9 +96,9 @@ def _opening_words(opening: Opening) -> list[str]:
 
 def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewhere: set[str] = frozenset()) -> bool:
     """The capability is named by its top opening, when no other capability opens that way (`elsewhere`),
-    if no phrase covers most of its criteria and the opening starts more of them, or if its best phrase
-    is the opening's word without the opening's negation ("mentions" for "Does not mention …"), which
-    would name the opposite check."""
+    if no phrase covers most of its criteria and the opening starts more of them, or if the opening is
+    negated and starts most of its criteria or its best phrase is the opening's word without the negation
+    ("mentions" for "Does not mention …"): a name without the negation would name the opposite check."""
     if opening is None or not _opening_words(opening) or overlaps(opening.key, elsewhere):
         return False
     best = title_terms[0].coverage if title_terms else 0.0
@@ -106,7 +106,7 @@ def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewher
         return True
     words = _ascii_words(opening.text)
     lead = {stem(w) for w in _ascii_words(title_terms[0].text)}
-    return bool(NEGATIONS & set(words)) and bool(lead & {stem(w) for w in words if w not in NEGATIONS})
+    return bool(NEGATIONS & set(words)) and (opening.share >= NAME_COVERAGE or bool(lead & {stem(w) for w in words if w not in NEGATIONS}))
 
 
 def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening: Opening | None = None,
@@ -118,6 +118,8 @@ def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening
     words: list[str] = []
     if _named_by_opening(opening, title_terms, elsewhere):
         words = [w for w in _opening_words(opening) if w in NEGATIONS or w not in banned][: min(room, 4)]
+    if words and set(words) <= NEGATIONS:  # "Does not …": what is not done comes from its phrases
+        words += [w for w in (_ascii_words(title_terms[0].text) if title_terms else []) if w not in banned][: min(room, 4) - len(words)]
     for t in ([] if words else title_terms):
         if words and t.coverage < NAME_COVERAGE:
             break
@@ -359,9 +361,10 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
 
     def follows(c: int, s: int, own: list[Term], i: int) -> bool:
         """Criterion i reads as the boundary against sibling s says: its opening or phrase, not c's."""
+        typical = not opens[s] or any(starts(texts[i], o) for o in opens[s])  # opens as the sibling's criteria do
         if _by_openings(opens[c], opens[s]):
-            return any(starts(texts[i], o) for o in opens[s]) and not any(starts(texts[i], o) for o in opens[c][:1])
-        return has(i, titles[s][:2]) and not has(i, own[:1])
+            return typical and not any(starts(texts[i], o) for o in opens[c][:1])
+        return typical and has(i, titles[s][:1]) and not has(i, own[:1])
 
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])

@@ -55,7 +55,8 @@ def _keys(text: str) -> tuple[tuple[str, str], ...]:
         lead = [m.group() for m in found[:n]]
         if any(is_spaceless(w) for w in lead):
             break
-        if any(w.lower() not in FUNCTION_WORDS for w in lead):  # "The …" or "For …" says nothing of the check
+        # "The …" or "For …" says nothing of the check; "Does not …" does
+        if any(w.lower() not in FUNCTION_WORDS or w.lower() in NEGATIONS for w in lead):
             # shown as written, numbers and punctuation between the words included ("Step 1: Does the")
             out.append((" ".join(lead).lower(), text[:found[n - 1].end()]))
     return tuple(out)
