@@ -239,3 +239,33 @@ def test_openings_name_a_negated_check_and_tell_a_group_by_what_it_lacks():
     # No capability takes the name of another's member: a reader would take the member for it.
     for cap in out.capabilities:
         assert not any(cap.name in other.members for other in out.capabilities if other is not cap), cap.name
+
+
+def test_a_title_takes_one_more_phrase_while_its_phrases_speak_for_under_half():
+    from taxonomy.config import PipelineConfig
+    from taxonomy.offline.describe import describe_offline
+    from taxonomy.schemas import TaxonomyCapability
+
+    verbs = "Recommends Advises Suggests Encourages Urges Proposes Endorses Prescribes".split()
+    # 80 objects, each used once: only the eight verbs, each in an eighth of the group, are its phrases
+    objects = [a + b for a in ("sal", "mor", "ket", "dun", "pav", "lor", "bix", "tam", "quo", "zen")
+               for b in ("ba", "co", "di", "fu", "ga", "he", "ji", "ko")]
+    rows = []
+    for t in range(10):
+        rows += [(f"t{t}", f"{v} the {objects[8 * t + k]}.", "check_remedy_case_capability") for k, v in enumerate(verbs)]
+        rows += [(f"t{t}", f"Fails to mention the {w} of case {t}.", "check_fails_mention_capability") for w in ("cost", "risk", "date")]
+        rows += [(f"t{t}", f"Uses plain words for the {w} of case {t}.", "check_plain_words_capability") for w in ("cost", "risk", "date")]
+    criteria = pl.DataFrame({"task_id": [r[0] for r in rows], "criterion_id": [str(i) for i in range(len(rows))],
+                             "text": [r[1] for r in rows]})
+    stage1 = pl.DataFrame({"criterion_id": criteria["criterion_id"], "labels": [[r[2]] for r in rows]})
+    labels = list(dict.fromkeys(r[2] for r in rows))
+    tax = Taxonomy(capabilities=[TaxonomyCapability(name=label, description="d", diagnostic_signal="d", example_pattern="d",
+                                                    non_examples=[], members=[label], labels=[label]) for label in labels])
+    cfg = PipelineConfig.model_validate({"name": "t", "corpus": {"path": "x"}, "merge": {"min_caps": 3, "max_caps": 4,
+                                                                                        "min_share": 0.01, "max_share": 0.8}})
+    out = describe_offline(tax, criteria, stage1, cfg, [[1, 2], [0, 2], [0, 1]])
+    cap = next(c for c in out.capabilities if c.members == ["check_remedy_case_capability"])
+    texts = [t for t, (_, _, label) in zip(criteria["text"].to_list(), rows) if label == "check_remedy_case_capability"]
+    terms = cap.title.split(" · ")
+    said = sum(any(_uses(t, term) for term in terms) for t in texts) / len(texts)
+    assert len(terms) == 4 and said >= 0.5, (cap.title, said)

@@ -59,9 +59,10 @@ def _quote(text: str) -> str:
 
 
 def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int, used: set[str]) -> list[Term]:
-    """Up to k of the distinctive terms, the most telling first, each next one the term that adds the
-    most criteria not yet covered (so the title speaks for as many of the criteria as it can). A term
-    that already leads a larger capability's title leads this one only when nothing else can."""
+    """Up to k of the distinctive terms (k + 1 while k speak for under half of the criteria), the most
+    telling first, each next one the term that adds the most criteria not yet covered (so the title
+    speaks for as many of the criteria as it can). A term that already leads a larger capability's
+    title leads this one only when nothing else can."""
     fresh = [t for t in terms if t.text not in used]
     if fresh and max(t.coverage for t in fresh) >= NAME_COVERAGE * 0.6:
         terms = fresh
@@ -73,7 +74,8 @@ def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int
     first = next((t for t in terms if t.coverage >= NAME_COVERAGE), max(terms, key=lambda t: (t.coverage, t.score)))
     chosen, covered = [first], present[first.text].copy()
     words = set(_ascii_words(first.text)) | set(first.text.split())
-    for _ in range(k - 1):
+    # One term more when k of them still speak for less than half of the criteria.
+    while len(chosen) < k or (len(chosen) == k and len(rows) and covered.mean() < NAME_COVERAGE):
         best, gain = None, 0.0
         for t in terms:
             if t in chosen or (set(_ascii_words(t.text)) | set(t.text.split())) & words:
