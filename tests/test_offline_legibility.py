@@ -152,18 +152,13 @@ def test_chinese_corpus_gets_titles_in_its_own_script(offline_env, tmp_path):
     assert stated
 
 
-def _split_task_case(min_caps: int):
-    """Ten small tasks of two kinds of check, and one large task whose runs a merge cut in two by setting."""
+def _describe(rows: list[tuple[str, str, str]], min_caps: int, max_share: float):
+    """describe_offline over (task, text, Stage 1 label) rows, each label one capability of the merge, every
+    other capability its sibling: the library call the offline pipeline makes after its merge."""
     from taxonomy.config import PipelineConfig
     from taxonomy.offline.describe import describe_offline
     from taxonomy.schemas import TaxonomyCapability
 
-    rows = []
-    for t in range(10):
-        rows += [(f"t{t}", f"Fails to mention the {w} of item {t}.", "check_fails_mention_capability") for w in ("cost", "risk", "date")]
-        rows += [(f"t{t}", f"Recommends a {w} for case {t}.", "check_recommends_option_capability") for w in ("review", "test", "plan")]
-    rows += [("big", f"The run with learning rate {i} reaches the target loss.", "check_rate_reaches_capability") for i in range(40)]
-    rows += [("big", f"The run with batch size {i} reaches the target loss.", "check_batch_reaches_capability") for i in range(40)]
     criteria = pl.DataFrame({"task_id": [r[0] for r in rows], "criterion_id": [str(i) for i in range(len(rows))],
                              "text": [r[1] for r in rows]})
     stage1 = pl.DataFrame({"criterion_id": criteria["criterion_id"], "labels": [[r[2]] for r in rows]})
@@ -171,9 +166,20 @@ def _split_task_case(min_caps: int):
     tax = Taxonomy(capabilities=[TaxonomyCapability(name=label, description="d", diagnostic_signal="d", example_pattern="d",
                                                     non_examples=[], members=[label], labels=[label]) for label in labels])
     cfg = PipelineConfig.model_validate({"name": "t", "corpus": {"path": "x"}, "merge": {"min_caps": min_caps, "max_caps": 4,
-                                                                                        "min_share": 0.01, "max_share": 0.6}})
+                                                                                        "min_share": 0.01, "max_share": max_share}})
     siblings = [[j for j in range(len(labels)) if j != i] for i in range(len(labels))]
     return describe_offline(tax, criteria, stage1, cfg, siblings), criteria
+
+
+def _split_task_case(min_caps: int):
+    """Ten small tasks of two kinds of check, and one large task whose runs a merge cut in two by setting."""
+    rows = []
+    for t in range(10):
+        rows += [(f"t{t}", f"Fails to mention the {w} of item {t}.", "check_fails_mention_capability") for w in ("cost", "risk", "date")]
+        rows += [(f"t{t}", f"Recommends a {w} for case {t}.", "check_recommends_option_capability") for w in ("review", "test", "plan")]
+    rows += [("big", f"The run with learning rate {i} reaches the target loss.", "check_rate_reaches_capability") for i in range(40)]
+    rows += [("big", f"The run with batch size {i} reaches the target loss.", "check_batch_reaches_capability") for i in range(40)]
+    return _describe(rows, min_caps=min_caps, max_share=0.6)
 
 
 def test_two_capabilities_cut_from_one_task_become_one():
@@ -195,10 +201,6 @@ def _openings_case():
     """Four kinds over ten tasks: two open with "Code has been …", one ("results show") has no opening of
     its own, one opens with a negation. The written kind's Stage 1 label is the name the results kind
     would take from its phrases."""
-    from taxonomy.config import PipelineConfig
-    from taxonomy.offline.describe import describe_offline
-    from taxonomy.schemas import TaxonomyCapability
-
     words = "cost risk date dose plan scope owner budget vendor limit".split()
     rows = []
     for t in range(10):
@@ -209,16 +211,7 @@ def _openings_case():
                      (f"t{t}", f"The {w} results show a gain over the baseline in run {t}.", "check_results_show_capability"),
                      (f"t{t}", (f"Mentions nothing about the {w} of item {t}.", f"Does not mention the {w} of item {t}.",
                                 f"Does not include the {w} of item {t}.")[j], "check_mention_item_capability")]
-    criteria = pl.DataFrame({"task_id": [r[0] for r in rows], "criterion_id": [str(i) for i in range(len(rows))],
-                             "text": [r[1] for r in rows]})
-    stage1 = pl.DataFrame({"criterion_id": criteria["criterion_id"], "labels": [[r[2]] for r in rows]})
-    labels = list(dict.fromkeys(r[2] for r in rows))
-    tax = Taxonomy(capabilities=[TaxonomyCapability(name=label, description="d", diagnostic_signal="d", example_pattern="d",
-                                                    non_examples=[], members=[label], labels=[label]) for label in labels])
-    cfg = PipelineConfig.model_validate({"name": "t", "corpus": {"path": "x"}, "merge": {"min_caps": 3, "max_caps": 4,
-                                                                                        "min_share": 0.01, "max_share": 0.6}})
-    siblings = [[j for j in range(len(labels)) if j != i] for i in range(len(labels))]
-    return describe_offline(tax, criteria, stage1, cfg, siblings), criteria
+    return _describe(rows, min_caps=3, max_share=0.6)
 
 
 def test_openings_name_a_negated_check_and_tell_a_group_by_what_it_lacks():
@@ -242,10 +235,6 @@ def test_openings_name_a_negated_check_and_tell_a_group_by_what_it_lacks():
 
 
 def test_a_title_takes_one_more_phrase_while_its_phrases_speak_for_under_half():
-    from taxonomy.config import PipelineConfig
-    from taxonomy.offline.describe import describe_offline
-    from taxonomy.schemas import TaxonomyCapability
-
     verbs = "Recommends Advises Suggests Encourages Urges Proposes Endorses Prescribes".split()
     # 80 objects, each used once: only the eight verbs, each in an eighth of the group, are its phrases
     objects = [a + b for a in ("sal", "mor", "ket", "dun", "pav", "lor", "bix", "tam", "quo", "zen")
@@ -255,15 +244,7 @@ def test_a_title_takes_one_more_phrase_while_its_phrases_speak_for_under_half():
         rows += [(f"t{t}", f"{v} the {objects[8 * t + k]}.", "check_remedy_case_capability") for k, v in enumerate(verbs)]
         rows += [(f"t{t}", f"Fails to mention the {w} of case {t}.", "check_fails_mention_capability") for w in ("cost", "risk", "date")]
         rows += [(f"t{t}", f"Uses plain words for the {w} of case {t}.", "check_plain_words_capability") for w in ("cost", "risk", "date")]
-    criteria = pl.DataFrame({"task_id": [r[0] for r in rows], "criterion_id": [str(i) for i in range(len(rows))],
-                             "text": [r[1] for r in rows]})
-    stage1 = pl.DataFrame({"criterion_id": criteria["criterion_id"], "labels": [[r[2]] for r in rows]})
-    labels = list(dict.fromkeys(r[2] for r in rows))
-    tax = Taxonomy(capabilities=[TaxonomyCapability(name=label, description="d", diagnostic_signal="d", example_pattern="d",
-                                                    non_examples=[], members=[label], labels=[label]) for label in labels])
-    cfg = PipelineConfig.model_validate({"name": "t", "corpus": {"path": "x"}, "merge": {"min_caps": 3, "max_caps": 4,
-                                                                                        "min_share": 0.01, "max_share": 0.8}})
-    out = describe_offline(tax, criteria, stage1, cfg, [[1, 2], [0, 2], [0, 1]])
+    out, criteria = _describe(rows, min_caps=3, max_share=0.8)
     cap = next(c for c in out.capabilities if c.members == ["check_remedy_case_capability"])
     texts = [t for t, (_, _, label) in zip(criteria["text"].to_list(), rows) if label == "check_remedy_case_capability"]
     terms = cap.title.split(" · ")
