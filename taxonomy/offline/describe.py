@@ -30,7 +30,7 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
-from taxonomy.offline.openings import NEGATIONS, Opening, Openings, overlaps, starts
+from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps, starts
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
@@ -107,7 +107,7 @@ def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewher
     if best < NAME_COVERAGE and opening.share > best:
         return True
     words = _ascii_words(opening.text)
-    lead = {stem(w) for w in _ascii_words(title_terms[0].text)}
+    lead = {stem(w) for w in _ascii_words(title_terms[0].text)} if title_terms else set()
     return bool(NEGATIONS & set(words)) and (opening.share >= NAME_COVERAGE or bool(lead & {stem(w) for w in words if w not in NEGATIONS}))
 
 
@@ -357,15 +357,20 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
 
     notes = []
 
+    used: dict[str, np.ndarray] = {}
+
     def has(i: int, phrases: list[Term]) -> bool:
-        cols = [space.column(t.text) for t in phrases]
-        return any(space.x[i, j] > 0 for j in cols if j is not None)
+        for t in phrases:
+            if t.text not in used:
+                j = space.column(t.text)
+                used[t.text] = (space.x[:, [j]].toarray().ravel() > 0) if j is not None else np.zeros(n, bool)
+        return any(used[t.text][i] for t in phrases)
 
     def follows(c: int, s: int, own: list[Term], i: int) -> bool:
         """Criterion i reads as the boundary against sibling s says: its opening or phrase, not c's."""
-        typical = not opens[s] or any(starts(texts[i], o) for o in opens[s])  # opens as the sibling's criteria do
+        typical = not opens[s] or opened(openings.keys[i], opens[s])  # opens as the sibling's criteria do
         if _by_openings(opens[c], opens[s]):
-            return typical and not any(starts(texts[i], o) for o in opens[c][:1])
+            return typical and not opened(openings.keys[i], opens[c][:1])
         return typical and has(i, titles[s][:1]) and not has(i, own[:1])
 
     models = [signature(t) for t in terms]

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
-__all__ = ["Opening", "Openings", "starts", "overlaps", "NEGATIONS"]
+__all__ = ["Opening", "Openings", "opened", "starts", "overlaps", "NEGATIONS"]
 
 MIN_SHARE = 0.12   # an opening shown starts at least this share of the group's criteria
 MIN_LIFT = 1.5     # ... and is this many times commoner in the group than in the corpus
@@ -62,6 +62,12 @@ def _keys(text: str) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
+def opened(keys, openings: list[Opening]) -> bool:
+    """Whether a criterion with these `Openings.keys` begins with one of the openings."""
+    wanted = {o.key for o in openings}
+    return any(k in wanted for k, _ in keys)
+
+
 def starts(text: str, opening: Opening) -> bool:
     """Whether a criterion begins with this opening (case and punctuation aside)."""
     return any(key == opening.key for key, _ in _keys(text))
@@ -71,6 +77,13 @@ def overlaps(key: str, others) -> bool:
     """Whether an opening is, begins or is begun by one of `others` ("Code has been …" and "Code has been
     executed …" overlap): two groups with overlapping openings are not told apart by them."""
     return any(_extends(key, o) or _extends(o, key) for o in others)
+
+
+def _longest(key: str, candidates, counts) -> str:
+    """The longest candidate that begins with `key` and keeps LONGER of its count: the opening runs on
+    while most of its criteria do ("Code has been executed such that …")."""
+    longer = [k for k in candidates if k != key and _extends(k, key) and counts[k] >= LONGER * counts[key]]
+    return max(longer, key=len) if longer else key
 
 
 def _extends(longer: str, shorter: str) -> bool:
@@ -110,9 +123,8 @@ class Openings:
                         key=lambda k: (-self.total[k], k))
         out: list[tuple[Opening, float]] = []
         for key in common:
-            longer = [k for k in common if k != key and _extends(k, key) and self.total[k] >= LONGER * self.total[key]]
-            key = max(longer, key=len) if longer else key
-            if any(_extends(key, o.key) or _extends(o.key, key) for o, _ in out):
+            key = _longest(key, common, self.total)
+            if overlaps(key, [o.key for o, _ in out]):
                 continue
             if counts[key] / m <= SELDOM * self.total[key] / self.n:
                 out.append((Opening(self.form[key], counts[key] / m, key), self.total[key] / self.n))
@@ -135,9 +147,8 @@ class Openings:
         ranked = sorted((k for k in counts if ok(k)), key=lambda k: (-counts[k], k))
         chosen: list[str] = []
         for key in ranked:
-            longer = [k for k in ranked if k != key and _extends(k, key) and counts[k] >= LONGER * counts[key]]
-            key = max(longer, key=len) if longer else key
-            if any(_extends(key, c) or _extends(c, key) for c in chosen):
+            key = _longest(key, ranked, counts)
+            if overlaps(key, chosen):
                 continue
             chosen.append(key)
             if len(chosen) == SHOWN:
