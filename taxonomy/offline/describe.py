@@ -96,15 +96,22 @@ def _opening_words(opening: Opening) -> list[str]:
     return [w for w in _ascii_words(opening.text) if w in NEGATIONS or w not in FUNCTION_WORDS]
 
 
+def _telling(share: float, lift: float) -> float:
+    """How much a cue sets a group apart: the share of its criteria that have the cue for being in the
+    group, beyond those that would have it anyway (share x (1 - 1/lift)); "user" in 41% of a group and
+    25% of the corpus tells less than "Asks …" in 21% of it and 3% of the corpus."""
+    return share * (1.0 - 1.0 / max(lift, 1.0))
+
+
 def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewhere: set[str] = frozenset()) -> bool:
     """The capability is named by its top opening, when no other capability opens that way (`elsewhere`),
-    if no phrase covers most of its criteria and the opening starts more of them, or if the opening is
+    if no phrase covers most of its criteria and the opening tells more (`_telling`), or if the opening is
     negated and starts most of its criteria or its best phrase is the opening's word without the negation
     ("mentions" for "Does not mention …"): a name without the negation would name the opposite check."""
     if opening is None or not _opening_words(opening) or overlaps(opening.key, elsewhere):
         return False
     best = title_terms[0].coverage if title_terms else 0.0
-    if best < NAME_COVERAGE and opening.share > best:
+    if best < NAME_COVERAGE and _telling(opening.share, opening.lift) > (_telling(best, title_terms[0].lift) if title_terms else 0.0):
         return True
     words = _ascii_words(opening.text)
     lead = {stem(w) for w in _ascii_words(title_terms[0].text)} if title_terms else set()

@@ -37,6 +37,7 @@ class Opening:
     text: str      # as the criteria write it, e.g. "Fails to"
     share: float   # share of the group's criteria that begin with it
     key: str       # its words, lower case: what two openings are compared by
+    lift: float = 1.0  # share / its share of the whole corpus
 
 
 def _keys(text: str) -> tuple[tuple[str, str], ...]:
@@ -127,7 +128,8 @@ class Openings:
             if overlaps(key, [o.key for o, _ in out]):
                 continue
             if counts[key] / m <= SELDOM * self.total[key] / self.n:
-                out.append((Opening(self.form[key], counts[key] / m, key), self.total[key] / self.n))
+                out.append((Opening(self.form[key], counts[key] / m, key, counts[key] / m * self.n / self.total[key]),
+                            self.total[key] / self.n))
         return out[:SHOWN]
 
     def distinctive(self, rows) -> list[Opening]:
@@ -153,4 +155,4 @@ class Openings:
             chosen.append(key)
             if len(chosen) == SHOWN:
                 break
-        return [Opening(forms[k].most_common(1)[0][0], counts[k] / m, k) for k in chosen]
+        return [Opening(forms[k].most_common(1)[0][0], counts[k] / m, k, counts[k] / m * self.n / self.total[k]) for k in chosen]
