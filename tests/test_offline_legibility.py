@@ -267,3 +267,16 @@ def test_an_opening_names_a_loose_group_when_it_tells_more_than_its_best_phrase(
     assert _name([user], LabelRules(), set(), 0, common_asks) == "check_for_user_capability"
     most = Term("user", 0.6, 1.2, 1.0)
     assert _name([most], LabelRules(), set(), 0, asks) == "check_for_user_capability"
+
+
+def test_the_bundled_offline_example_is_what_the_tool_writes_today(offline_env, tmp_path):
+    """outputs/examples/devai-offline/ is shown to people as what `taxonomy run pipelines/devai.toml` writes;
+    an example from an older version would pass old texts off as current ones."""
+    from tests.conftest import ROOT
+
+    run_dir = tmp_path / "run"
+    invoke("run", ROOT / "pipelines" / "devai.toml", "--run-dir", run_dir, "-q", "--no-report")
+    example = ROOT / "outputs" / "examples" / "devai-offline"
+    for name in ("taxonomy.md", "stage3_summary.md"):
+        assert (run_dir / name).read_text() == (example / name).read_text(), \
+            f"{example / name} is stale; fix: rerun the commands in outputs/README.md and copy the files"
