@@ -280,3 +280,29 @@ def test_the_bundled_offline_example_is_what_the_tool_writes_today(offline_env, 
     for name in ("taxonomy.md", "stage3_summary.md"):
         assert (run_dir / name).read_text() == (example / name).read_text(), \
             f"{example / name} is stale; fix: rerun the commands in outputs/README.md and copy the files"
+
+
+def _negated_case(min_caps: int):
+    """Four kinds over ten tasks, two of them one absence in two wordings ("Fails to …", "Does not …")."""
+    rows = []
+    for t in range(10):
+        rows += [(f"t{t}", text, "check_fails_mention_capability") for text in
+                 (f"Fails to mention the cost of item {t}.", f"Fails to mention any risk to the patient in case {t}.",
+                  f"Fails to mention when the plan for case {t} ends.")]
+        rows += [(f"t{t}", f"Does not include the dose of item {t} anywhere in the answer.", "check_not_include_capability")]
+        rows += [(f"t{t}", f"Recommends a {w} for case {t}.", "check_recommends_option_capability") for w in ("review", "test", "plan")]
+        rows += [(f"t{t}", f"Uses plain words for the {w}.", "check_plain_words_capability") for w in ("cost", "risk", "date")]
+    return _describe(rows, min_caps=min_caps, max_share=0.6)
+
+
+def test_two_negated_wordings_of_one_absence_become_one_capability():
+    out, criteria = _negated_case(min_caps=3)
+    assert len(out.capabilities) == 3
+    both = [c for c in out.capabilities if {"check_fails_mention_capability", "check_not_include_capability"} <= set(c.members)]
+    assert len(both) == 1 and abs(both[0].share - 40 / criteria.height) < 1e-6
+    assert any(f"`{both[0].name}` also holds" in r and "negation" in r for r in out.repairs), out.repairs
+    # its examples show each of its openings before repeating one
+    examples = _QUOTED.findall(both[0].description.split("Examples: ", 1)[1])
+    assert {e.split()[0] for e in examples} >= {"Fails", "Does"}, examples
+    kept, _ = _negated_case(min_caps=4)  # the count floor keeps them apart
+    assert len(kept.capabilities) == 4 and not any("also holds" in r for r in kept.repairs)

@@ -13,8 +13,9 @@ through their distinctive phrases (assign.py), and every text a reader sees is d
 - the boundaries: against each nearest sibling, "if the criterion opens with <the sibling's
   openings> rather than <its own>, prefer `sibling`", or by phrases when either has no telling
   opening;
-- two capabilities drawn mostly from one and the same task are one task's topic cut in two, and
-  become one while the count allows.
+- two capabilities drawn mostly from one and the same task are one task's topic cut in two, and two
+  whose criteria mostly open with a negation ("Fails to …", "Does not …") check one absence in two
+  wordings; each pair becomes one while the count allows.
 
 No sentence is written for one corpus; each is a frame around the corpus's phrases and counts,
 and `Taxonomy.written_by = "offline"` says that no model wrote them.
@@ -44,6 +45,8 @@ QUOTE_CHARS = 180
 EXAMPLES = 3          # criteria quoted in a description
 ALIKE = 0.6           # examples sharing this share of their words show one template twice
 SHORT = 150           # examples this short are preferred: a reader takes in a short criterion at a glance
+# Openings that say something is absent: the negations and the English verbs of omission.
+OMISSIONS = NEGATIONS | {"fails", "lacks", "omits", "neglects"}
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
              "eleventh", "twelfth")
 
@@ -168,37 +171,25 @@ def _phrase_list(terms: list[Term], with_share: bool) -> str:
     return ", ".join(parts[:-1]) + " or " + parts[-1]
 
 
-def _merge_task_halves(taxonomy: Taxonomy, votes: np.ndarray, tasks: list[str], siblings: list[list[int]],
-                       min_caps: int, max_share: float) -> tuple[Taxonomy, np.ndarray, list[list[int]], list[tuple[str, str]]]:
-    """Two capabilities that each draw most of their criteria from one and the same task split that
-    task's topic, not two kinds of check (PaperBench: one paper's runs cut by optimizer); a reader
-    cannot tell them apart, so they become one while the count stays within bounds."""
-    notes: list[tuple[str, str]] = []  # (the kept capability's name before renaming, what it absorbed)
-    task_arr = np.asarray(tasks, dtype=object)
+def _fold(taxonomy: Taxonomy, votes: np.ndarray, siblings: list[list[int]], min_caps: int, pair
+          ) -> tuple[Taxonomy, np.ndarray, list[list[int]], list[tuple[str, str]]]:
+    """Fold the capability pairs `pair(primary, k)` finds, as (keep, drop, why) or None, one at a time
+    while the count stays above `min_caps`; each fold is noted as (the kept name before renaming, why)."""
+    notes: list[tuple[str, str]] = []
     while votes.shape[1] > min_caps:
-        primary = votes.argmax(axis=1)
-        lead: dict[int, tuple[str, int]] = {}
-        for c in range(votes.shape[1]):
-            rows = np.flatnonzero(primary == c)
-            if len(rows):
-                names, counts = np.unique(task_arr[rows], return_counts=True)
-                if counts.max() >= SAME_TASK * len(rows):
-                    lead[c] = (names[counts.argmax()], len(rows))
-        pairs = [(a, b) for a in lead for b in lead if a < b and lead[a][0] == lead[b][0]
-                 and (lead[a][1] + lead[b][1]) <= max_share * len(primary)]
-        if not pairs:
+        found = pair(votes.argmax(axis=1), votes.shape[1])
+        if found is None:
             break
-        a, b = max(pairs, key=lambda p: lead[p[0]][1] + lead[p[1]][1])
-        keep, drop = (a, b) if lead[a][1] >= lead[b][1] else (b, a)
+        keep, drop, why = found
         caps = [c.model_copy(deep=True) for c in taxonomy.capabilities]
-        notes.append((caps[keep].name, f"also holds the merge's `{caps[drop].name}`: both drew at least {SAME_TASK:.0%} "
-                      f"of their criteria from task `{lead[keep][0]}`, so they split one task's topic rather than two kinds of check"))
+        notes.append((caps[keep].name, f"also holds the merge's `{caps[drop].name}`: {why}"))
         caps[keep].members = caps[keep].members + [m for m in caps[drop].members if m not in caps[keep].members]
         caps[keep].labels = sorted(set(caps[keep].labels) | set(caps[drop].labels))
         del caps[drop]
         votes = votes.copy()
         votes[:, keep] = np.maximum(votes[:, keep], votes[:, drop])
         votes = np.delete(votes, drop, axis=1)
+
         def renumber(old: int) -> int:
             at = keep if old == drop else old
             return at - (at > drop)
@@ -211,24 +202,78 @@ def _merge_task_halves(taxonomy: Taxonomy, votes: np.ndarray, tasks: list[str], 
     return taxonomy, votes, siblings, notes
 
 
+def _largest_pair(lead: dict[int, int], match, n: int, max_share: float) -> tuple[int, int] | None:
+    """(keep, drop) of the largest pair of `lead` (capability -> size) that `match` pairs and whose
+    union stays within the share cap; the larger is kept."""
+    pairs = [(a, b) for a in lead for b in lead if a < b and match(a, b) and lead[a] + lead[b] <= max_share * n]
+    if not pairs:
+        return None
+    a, b = max(pairs, key=lambda p: lead[p[0]] + lead[p[1]])
+    return (a, b) if lead[a] >= lead[b] else (b, a)
+
+
+def _same_task(tasks: list[str], max_share: float):
+    """Two capabilities that each draw most of their criteria from one and the same task split that
+    task's topic, not two kinds of check (PaperBench: one paper's runs cut by optimizer); a reader
+    cannot tell them apart."""
+    task_arr = np.asarray(tasks, dtype=object)
+
+    def find(primary: np.ndarray, k: int):
+        top: dict[int, str] = {}
+        size: dict[int, int] = {}
+        for c in range(k):
+            rows = np.flatnonzero(primary == c)
+            if len(rows):
+                names, counts = np.unique(task_arr[rows], return_counts=True)
+                if counts.max() >= SAME_TASK * len(rows):
+                    top[c], size[c] = names[counts.argmax()], len(rows)
+        found = _largest_pair(size, lambda a, b: top[a] == top[b], len(primary), max_share)
+        return found and (*found, f"both drew at least {SAME_TASK:.0%} of their criteria from task `{top[found[0]]}`, "
+                                   "so they split one task's topic rather than two kinds of check")
+    return find
+
+
+def _both_negated(openings: Openings, max_share: float):
+    """Two capabilities whose criteria mostly open with a negation ("Fails to …", "Does not …") check
+    one thing, that something is absent, in two wordings; readers could not tell them apart."""
+    def find(primary: np.ndarray, k: int):
+        top: dict[int, Opening] = {}
+        size: dict[int, int] = {}
+        for c in range(k):
+            rows = np.flatnonzero(primary == c)
+            first = openings.distinctive(rows)[:1]
+            if first and first[0].share >= NAME_COVERAGE and OMISSIONS & set(_ascii_words(first[0].text)):
+                top[c], size[c] = first[0], len(rows)
+        found = _largest_pair(size, lambda a, b: True, len(primary), max_share)
+        return found and (*found, f"most of both open with a negation (“{top[found[0]].text} …”, “{top[found[1]].text} …”), "
+                                   "so they check one thing, an absence, in two wordings")
+    return find
+
+
 def _examples(rows: np.ndarray, prob: np.ndarray, hits: np.ndarray, opens: list[Opening],
               texts: list[str], tasks: list[str], k: int) -> list[int]:
     """Up to k representative criteria: sure of this capability (`prob`), opening as its criteria
-    typically do, short, holding its strongest phrases (`hits`), and from different tasks and
-    templates, so the examples show its range rather than one task."""
+    typically do (each of its openings shown once before any twice), short, holding its strongest
+    phrases (`hits`), and from different tasks and templates, so the examples show its range rather
+    than one task or one wording."""
     if len(rows) == 0:
         return []
     short = np.array([len(texts[i]) <= SHORT for i in rows])
-    typical = np.array([any(starts(texts[i], o) for o in opens) for i in rows]) if opens else np.ones(len(rows), bool)
+    which = {int(i): next((j for j, o in enumerate(opens) if starts(texts[i], o)), -1) for i in rows}
+    typical = np.array([which[int(i)] >= 0 for i in rows]) if opens else np.ones(len(rows), bool)
     order = rows[np.lexsort((np.array([len(texts[i]) for i in rows]), -hits[rows], ~short, ~typical, -np.round(prob[rows], 1)))]
     picked: list[int] = []
     seen_tasks: set[str] = set()
-    for relax in (False, True):
-        for i in order[: max(50, len(order) // 5)]:
-            if i in picked or (not relax and tasks[i] in seen_tasks) or any(_alike(_quote(texts[i]), _quote(texts[j])) for j in picked):
+    seen_opens: set[int] = set()
+    for mode in (("opening", "task", "any") if len(opens) > 1 else ("task", "any")):
+        for i in (order if mode == "opening" else order[: max(50, len(order) // 5)]):
+            if i in picked or (mode != "any" and tasks[i] in seen_tasks) or any(_alike(_quote(texts[i]), _quote(texts[j])) for j in picked):
+                continue
+            if mode == "opening" and (which[int(i)] < 0 or which[int(i)] in seen_opens):
                 continue
             picked.append(int(i))
             seen_tasks.add(tasks[i])
+            seen_opens.add(which[int(i)])
             if len(picked) == k:
                 return picked
     return picked
@@ -336,9 +381,12 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     tasks = criteria["task_id"].cast(pl.Utf8).to_list()
     by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
     votes = criterion_votes(taxonomy, [list(by_id.get(i) or []) for i in ids])
-    taxonomy, votes, siblings, merged = _merge_task_halves(taxonomy, votes, tasks, siblings, cfg.merge.min_caps, cfg.merge.max_share)
-    space = PhraseSpace.fit(texts, tasks)
     openings = Openings(texts, tasks)
+    merged = []
+    for pair in (_same_task(tasks, cfg.merge.max_share), _both_negated(openings, cfg.merge.max_share)):
+        taxonomy, votes, siblings, notes = _fold(taxonomy, votes, siblings, cfg.merge.min_caps, pair)
+        merged += notes
+    space = PhraseSpace.fit(texts, tasks)
     result, terms, offsets = refine(space, votes, cfg.tag.max_tags, cfg.merge.min_share, cfg.merge.max_share)
     k, n, n_tasks = len(taxonomy.capabilities), len(ids), len(set(tasks))
     caps = [c.model_copy(deep=True) for c in taxonomy.capabilities]
@@ -360,7 +408,9 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         taken.add(caps[c].name)
     names = [cap.name for cap in caps]
     renamed = {before.name: after.name for before, after in zip(taxonomy.capabilities, caps)}
-    merged_notes = [f"offline: `{renamed[kept]}` {what}" for kept, what in merged]
+    member_of = {m: cap.name for cap in caps for m in cap.members}
+    # a capability kept by one fold and dropped by a later one is known by its lead micro-cluster
+    merged_notes = [f"offline: `{renamed.get(kept) or member_of[kept]}` {what}" for kept, what in merged]
 
     notes = []
 
@@ -421,7 +471,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
     out.written_by = "offline"
-    out.repairs = _final_names(list(taxonomy.repairs), renamed, {m: cap.name for cap in caps for m in cap.members}) + merged_notes + [
+    out.repairs = _final_names(list(taxonomy.repairs), renamed, member_of) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "
         f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability"
     ] + notes
