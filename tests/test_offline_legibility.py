@@ -33,6 +33,13 @@ def _uses(text: str, phrase: str) -> bool:
     return all((w in words) or (len(w) > 5 and w[:5] in stems) for w in _WORD.findall(phrase.lower()))
 
 
+def _quotes(quote: str, text: str) -> bool:
+    """Whether a quote is this criterion as written: its start, and any part after " … " a later part of it."""
+    text = " ".join(text.split())
+    head, *rest = quote.removesuffix("…").split(" … ")
+    return text.startswith(head) and all(part.removesuffix("…") in text[len(head):] for part in rest)
+
+
 def _opens(text: str, opening: str) -> bool:
     return _WORD.findall(text.lower())[: len(_WORD.findall(opening))] == _WORD.findall(opening.lower())
 
@@ -87,8 +94,7 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
                 assert _QUOTED.findall(b)[0] in sibling.title.split(" · ")
                 cue = lambda text, q=_QUOTED.findall(rule)[:-1]: any(_uses(text, p) for p in q)  # noqa: E731
             if border:  # the case shown is the sibling's own, and reads as the rule says
-                shown = border.removesuffix("” goes there.").removesuffix("…")
-                case = next(t for t in theirs if t.strip().startswith(shown))
+                case = next(t for t in theirs if _quotes(border.removesuffix("” goes there."), t))
                 assert cue(case), (b, case)
                 theirs_open = re.findall(r"“([^”]+) …” \(\d+%\)", sibling.description.split(". Few open with")[0])
                 assert not theirs_open or any(_opens(case, o) for o in theirs_open), (b, theirs_open)
@@ -99,7 +105,7 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
         examples = _QUOTED.findall(cap.description.split("Examples: ", 1)[1])
         assert 1 <= len(examples) <= 3
         for ex in examples:
-            assert any(t.strip().startswith(ex.removesuffix("…")) for t in texts), ex
+            assert any(_quotes(ex, t) for t in texts), ex
     assert sum(coverage) / len(coverage) >= 0.8 and min(coverage) >= 0.5, coverage
     assert bordered >= len(tax.capabilities)
     # No sentence is a template shared by every capability.
@@ -306,3 +312,23 @@ def test_two_negated_wordings_of_one_absence_become_one_capability():
     assert {e.split()[0] for e in examples} >= {"Fails", "Does"}, examples
     kept, _ = _negated_case(min_caps=4)  # the count floor keeps them apart
     assert len(kept.capabilities) == 4 and not any("also holds" in r for r in kept.repairs)
+
+
+def test_a_long_criterion_is_quoted_by_its_start_and_the_sentence_that_checks():
+    """Long rubric items share a preamble and put the check last; quoting only their start shows the
+    preamble three times."""
+    preamble = ("A user is talking with an assistant about a plan. The plan has several parts, and each part has an owner, "
+                "a budget and a deadline that the user states in the conversation. Reviewers agree on the following. ")
+    checks = ("The answer must keep every owner named by the user.", "The answer must not invent a deadline.",
+              "The answer must add up the budget of every part correctly.")
+    rows = []
+    for t in range(10):
+        rows += [(f"t{t}", preamble + c, "check_long_template_capability") for c in checks]
+        rows += [(f"t{t}", f"Fails to mention the {w} of item {t}.", "check_fails_mention_capability") for w in ("cost", "risk", "date")]
+        rows += [(f"t{t}", f"Uses plain words for the {w}.", "check_plain_words_capability") for w in ("cost", "risk", "date")]
+    out, _ = _describe(rows, min_caps=3, max_share=0.6)
+    cap = next(c for c in out.capabilities if c.members == ["check_long_template_capability"])
+    examples = _QUOTED.findall(cap.description.split("Examples: ", 1)[1])
+    assert len(examples) == 3, cap.description
+    assert all(" … " in e and any(_quotes(e, preamble + c) for c in checks) for e in examples), examples
+    assert {e.split(" … ")[1] for e in examples} == set(checks), examples  # each shows its own check

@@ -42,6 +42,7 @@ NAME_COVERAGE = 0.5   # a name's phrase occurs in at least this share of the cap
 TITLE_TERMS = 3
 SAME_TASK = 0.8       # two capabilities with at least this share of their criteria from one task split its topic
 QUOTE_CHARS = 180
+HEAD_CHARS = 60       # of a long criterion, the start kept before its own sentence
 EXAMPLES = 3          # criteria quoted in a description
 ALIKE = 0.6           # examples sharing this share of their words show one template twice
 SHORT = 150           # examples this short are preferred: a reader takes in a short criterion at a glance
@@ -56,9 +57,23 @@ def _ascii_words(text: str) -> list[str]:
     return [w for w in "".join(ch if ch.isalpha() else " " for ch in plain).split() if len(w) >= 2]
 
 
-def _quote(text: str) -> str:
+def _quote(text: str, focus: tuple[str, ...] = ()) -> str:
+    """The criterion as written, up to QUOTE_CHARS. A longer one keeps its start and, when a later
+    sentence holds one of the `focus` phrases (the capability's own), that sentence: long rubric items
+    put a shared preamble first and the check last."""
     text = " ".join((text or "").split())
-    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    if len(text) <= QUOTE_CHARS:
+        return text
+    head = text[:HEAD_CHARS].rsplit(" ", 1)[0]
+    sentences = [x for x in re.split(r"(?<=[.!?。！？])\s+", text)[1:] if text.find(x) > len(head)]
+    own = [x for x in sentences if any(f.lower() in x.lower() for f in focus if f)]
+    # no sentence of its own: after a preamble of several sentences, the last one says what is checked
+    pick = own[:1] or (sentences[-1:] if len(sentences) >= 2 else [])
+    if not pick:
+        return text[: QUOTE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+    room = QUOTE_CHARS - len(head) - 3
+    tail = pick[0] if len(pick[0]) <= room else pick[0][: room - 1].rsplit(" ", 1)[0] + "…"
+    return f"{head} … {tail}"
 
 
 def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int, used: set[str]) -> list[Term]:
@@ -301,7 +316,7 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
         lead += "Few open with " + " or ".join(f"“{o.text} …” ({o.share:.0%}, against {corpus:.0%} of all criteria)"
                                                 for o, corpus in unlike) + ". "
     reach = f"{n_rows} criteria" + (f", {spans} of {n_tasks} tasks" if n_tasks > 1 else "") + ". "
-    quoted = "; ".join(f"“{_quote(t)}”" for t in examples)
+    quoted = "; ".join(f"“{_quote(t, tuple(x.text for x in shown))}”" for t in examples)
     return lead + reach + (f"Examples: {quoted}" if quoted else "")
 
 
@@ -319,7 +334,7 @@ def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term
               border: str | None = None) -> str:
     """Against a sibling: by how their criteria open when both have a telling opening, else by phrases;
     with the sibling's criterion nearest to this capability, to show where the line runs."""
-    case = f" Even “{_quote(border)}” goes there." if border else ""
+    case = f" Even “{_quote(border, tuple(t.text for t in other))}” goes there." if border else ""
     if _by_openings(own_open, other_open):
         return f"if the criterion opens with {_opening_list(other_open)} rather than {_opening_list(own_open[:1])}, prefer `{other_name}`.{case}"
     return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`.{case}"
@@ -462,7 +477,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         else:
             cap.diagnostic_signal = (f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}"
                                      + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
-        cap.example_pattern = f"“{_quote(texts[picks[-1]])}”" if picks else ""
+        cap.example_pattern = f"“{_quote(texts[picks[-1]], tuple(t.text for t in titles[c]))}”" if picks else ""
         cap.non_examples = [_boundary(opens[c], opens[s], shown or titles[c], titles[s], names[s],
                                       _border(np.flatnonzero(result.primary == s), result.probs[:, c], texts,
                                               partial(follows, c, s, shown or titles[c])))
