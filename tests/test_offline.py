@@ -245,3 +245,16 @@ def test_tagging_a_new_corpus_without_stage1_labels(corpora):
     frame = corpora["paperbench"].head(200)
     empty = pl.DataFrame(schema={"criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8)})
     _check_tags(tag_offline(frame, empty, taxonomy, None, 2), frame, taxonomy, 2)
+
+
+def test_one_run_fits_the_phrase_space_once_and_another_corpus_gets_its_own():
+    """The merge's re-reading and Stage 3 read the same terms; the second fit is the first one's result,
+    and a changed corpus (one text, or one task) is fitted anew."""
+    from taxonomy.offline.phrases import PhraseSpace
+
+    frame, _ = _chinese_corpus()
+    texts, tasks = frame["text"].to_list(), frame["task_id"].to_list()
+    first = PhraseSpace.fit(texts, tasks)
+    assert PhraseSpace.fit(list(texts), list(tasks)) is first
+    assert PhraseSpace.fit(texts[:-1] + ["回答使用表格"], tasks) is not first
+    assert PhraseSpace.fit(texts, tasks[:-1] + ["another"]) is not first

@@ -15,6 +15,7 @@ are not near-synonyms or parts of one another.
 """
 from __future__ import annotations
 
+import hashlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -32,6 +33,9 @@ MIN_CRITERIA = 3       # a term used by fewer criteria names nothing
 MMR_DIVERSITY = 0.5    # weight of redundancy against relevance when ranking a group's terms
 REDUNDANT_JACCARD = 0.6  # two terms found in mostly the same criteria say the same thing
 MIN_COVERAGE_SHARE = 0.2  # a listed phrase holds at least this share of the best-covering one's criteria
+
+
+_CACHE: dict[str, "PhraseSpace"] = {}
 
 
 def stem(word: str) -> str:
@@ -91,6 +95,16 @@ class PhraseSpace:
 
     @classmethod
     def fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
+        """The terms of these criteria; the merge's re-reading and Stage 3 of one run share one fit
+        (cached by content, one corpus at a time), as they share one CriterionSpace."""
+        h = hashlib.sha1(repr((list(texts), [str(t) for t in tasks])).encode("utf-8")).hexdigest()
+        if h not in _CACHE:
+            _CACHE.clear()
+            _CACHE[h] = cls._fit(texts, tasks)
+        return _CACHE[h]
+
+    @classmethod
+    def _fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
         rows, cols, forms = [], [], defaultdict(Counter)
         index: dict[str, int] = {}
         for r, text in enumerate(texts):
