@@ -194,6 +194,10 @@ def test_two_capabilities_cut_from_one_task_become_one():
     big = [c for c in out.capabilities if {"check_rate_reaches_capability", "check_batch_reaches_capability"} <= set(c.members)]
     assert len(big) == 1 and abs(big[0].share - 80 / criteria.height) < 1e-6
     assert any(f"`{big[0].name}` also holds" in r and "task `big`" in r for r in out.repairs)
+    # one template: the description quotes one run of it, and the Example line another
+    for cap in out.capabilities:
+        quoted = _QUOTED.findall(cap.description.split("Examples: ", 1)[1])
+        assert cap.example_pattern.strip("“”") not in quoted, (cap.example_pattern, quoted)
     names = {c.name for c in out.capabilities}
     assert all(re.findall(r"`([a-z_]+)`", b)[0] in names for c in out.capabilities for b in c.non_examples)
 

@@ -477,7 +477,10 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         else:
             cap.diagnostic_signal = (f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}"
                                      + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
-        cap.example_pattern = f"“{_quote(texts[picks[-1]], tuple(t.text for t in titles[c]))}”" if picks else ""
+        # one more criterion than the description quotes; a group of one template still shows another run of it
+        extra = picks[EXAMPLES:] or sorted((int(i) for i in rows if int(i) not in picks),
+                                           key=lambda i: (-round(float(result.probs[i, c]), 1), len(texts[i]), i))[:1] or picks[-1:]
+        cap.example_pattern = f"“{_quote(texts[extra[0]], tuple(t.text for t in titles[c]))}”" if extra else ""
         cap.non_examples = [_boundary(opens[c], opens[s], shown or titles[c], titles[s], names[s],
                                       _border(np.flatnonzero(result.primary == s), result.probs[:, c], texts,
                                               partial(follows, c, s, shown or titles[c])))
