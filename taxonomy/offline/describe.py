@@ -417,7 +417,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     for rank, c in enumerate(order):
         rows = np.flatnonzero(result.primary == c)
         titles[c] = _cover_terms(space, rows, terms[c], TITLE_TERMS, {t[0].text for t in titles.values() if t})
-        # nor another capability's member: a reader would take that member for this capability
+        # nor may it be another capability's member: a reader would take that member for this capability
         others = {m for j, cap in enumerate(caps) if j != c for m in cap.members}
         caps[c].name = _name(titles[c], cfg.labels, taken, rank, opens[c][0] if opens[c] else None, elsewhere(c), others)
         taken.add(caps[c].name)
@@ -428,8 +428,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     merged_notes = [f"offline: `{renamed.get(kept) or member_of[kept]}` {what}" for kept, what in merged]
 
     notes = []
-
-    used: dict[str, np.ndarray] = {}
+    used: dict[str, np.ndarray] = {}  # each phrase's presence over the criteria, read once
 
     def has(i: int, phrases: list[Term]) -> bool:
         for t in phrases:
