@@ -31,7 +31,7 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
-from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps, starts
+from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
@@ -265,7 +265,7 @@ def _both_negated(openings: Openings, max_share: float):
     return find
 
 
-def _examples(rows: np.ndarray, prob: np.ndarray, hits: np.ndarray, opens: list[Opening],
+def _examples(rows: np.ndarray, prob: np.ndarray, hits: np.ndarray, opens: list[Opening], keys: list,
               texts: list[str], tasks: list[str], k: int) -> list[int]:
     """Up to k representative criteria: sure of this capability (`prob`), opening as its criteria
     typically do (each of its openings shown once before any twice), short, holding its strongest
@@ -274,7 +274,7 @@ def _examples(rows: np.ndarray, prob: np.ndarray, hits: np.ndarray, opens: list[
     if len(rows) == 0:
         return []
     short = np.array([len(texts[i]) <= SHORT for i in rows])
-    which = {int(i): next((j for j, o in enumerate(opens) if starts(texts[i], o)), -1) for i in rows}
+    which = {int(i): next((j for j, o in enumerate(opens) if opened(keys[i], [o])), -1) for i in rows}  # keys: Openings.keys
     typical = np.array([which[int(i)] >= 0 for i in rows]) if opens else np.ones(len(rows), bool)
     order = rows[np.lexsort((np.array([len(texts[i]) for i in rows]), -hits[rows], ~short, ~typical, -np.round(prob[rows], 1)))]
     picked: list[int] = []
@@ -462,7 +462,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         cap.key_phrases, cap.phrase_weights = models[c]
         cap.score_offset = round(float(offsets[c]), 6)
         spans = len({tasks[i] for i in rows})
-        picks = _examples(rows, result.probs[:, c], hits[:, c], opens[c], texts, tasks, EXAMPLES + 1)
+        picks = _examples(rows, result.probs[:, c], hits[:, c], opens[c], openings.keys, texts, tasks, EXAMPLES + 1)
         if lead is None and (not shown or shown[0].coverage < NAME_COVERAGE):
             notes.append(f"`{cap.name}`: no phrase occurs in most of its criteria (best: "
                          f"{_phrase_list(shown[:1], True) or 'none'}); its name lists the most telling ones")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
-__all__ = ["Opening", "Openings", "opened", "starts", "overlaps", "NEGATIONS"]
+__all__ = ["Opening", "Openings", "opened", "overlaps", "NEGATIONS"]
 
 MIN_SHARE = 0.12   # an opening shown starts at least this share of the group's criteria
 MIN_LIFT = 1.5     # ... and is this many times commoner in the group than in the corpus
@@ -67,11 +67,6 @@ def opened(keys, openings: list[Opening]) -> bool:
     """Whether a criterion with these `Openings.keys` begins with one of the openings."""
     wanted = {o.key for o in openings}
     return any(k in wanted for k, _ in keys)
-
-
-def starts(text: str, opening: Opening) -> bool:
-    """Whether a criterion begins with this opening (case and punctuation aside)."""
-    return any(key == opening.key for key, _ in _keys(text))
 
 
 def overlaps(key: str, others) -> bool:
@@ -128,8 +123,7 @@ class Openings:
             if overlaps(key, [o.key for o, _ in out]):
                 continue
             if counts[key] / m <= SELDOM * self.total[key] / self.n:
-                out.append((Opening(self.form[key], counts[key] / m, key, counts[key] / m * self.n / self.total[key]),
-                            self.total[key] / self.n))
+                out.append((self._opening(key, self.form[key], counts[key], m), self.total[key] / self.n))
         return out[:SHOWN]
 
     def distinctive(self, rows) -> list[Opening]:
@@ -155,4 +149,8 @@ class Openings:
             chosen.append(key)
             if len(chosen) == SHOWN:
                 break
-        return [Opening(forms[k].most_common(1)[0][0], counts[k] / m, k, counts[k] / m * self.n / self.total[k]) for k in chosen]
+        return [self._opening(k, forms[k].most_common(1)[0][0], counts[k], m) for k in chosen]
+
+    def _opening(self, key: str, form: str, count: int, m: int) -> Opening:
+        """The opening as `count` of a group's `m` criteria begin with it, against the corpus."""
+        return Opening(form, count / m, key, count / m * self.n / self.total[key])
