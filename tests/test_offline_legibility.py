@@ -177,23 +177,36 @@ def _describe(rows: list[tuple[str, str, str]], min_caps: int, max_share: float)
     return describe_offline(tax, criteria, stage1, cfg, siblings), criteria
 
 
+def _recommends(t: int) -> list[tuple[str, str, str]]:
+    """Task t's three criteria of a kind the fold cases leave alone."""
+    return [(f"t{t}", f"Recommends a {w} for case {t}.", "check_recommends_option_capability") for w in ("review", "test", "plan")]
+
+
 def _split_task_case(min_caps: int):
     """Ten small tasks of two kinds of check, and one large task whose runs a merge cut in two by setting."""
     rows = []
     for t in range(10):
         rows += [(f"t{t}", f"Fails to mention the {w} of item {t}.", "check_fails_mention_capability") for w in ("cost", "risk", "date")]
-        rows += [(f"t{t}", f"Recommends a {w} for case {t}.", "check_recommends_option_capability") for w in ("review", "test", "plan")]
+        rows += _recommends(t)
     rows += [("big", f"The run with learning rate {i} reaches the target loss.", "check_rate_reaches_capability") for i in range(40)]
     rows += [("big", f"The run with batch size {i} reaches the target loss.", "check_batch_reaches_capability") for i in range(40)]
     return _describe(rows, min_caps=min_caps, max_share=0.6)
 
 
-def test_two_capabilities_cut_from_one_task_become_one():
-    out, criteria = _split_task_case(min_caps=3)
+def _folded(case, members: set[str], n_rows: int, why: str):
+    """The one capability a fold made of `members` in a case's describe_offline output (three capabilities
+    left), holding their `n_rows` criteria, with a repair note saying `why`."""
+    out, criteria = case
     assert len(out.capabilities) == 3
-    big = [c for c in out.capabilities if {"check_rate_reaches_capability", "check_batch_reaches_capability"} <= set(c.members)]
-    assert len(big) == 1 and abs(big[0].share - 80 / criteria.height) < 1e-6
-    assert any(f"`{big[0].name}` also holds" in r and "task `big`" in r for r in out.repairs)
+    held = [c for c in out.capabilities if members <= set(c.members)]
+    assert len(held) == 1 and abs(held[0].share - n_rows / criteria.height) < 1e-6
+    assert any(f"`{held[0].name}` also holds" in r and why in r for r in out.repairs), out.repairs
+    return held[0]
+
+
+def test_two_capabilities_cut_from_one_task_become_one():
+    out, _ = case = _split_task_case(min_caps=3)
+    _folded(case, {"check_rate_reaches_capability", "check_batch_reaches_capability"}, 80, "task `big`")
     # one template: the description quotes one run of it, and the Example line another
     for cap in out.capabilities:
         quoted = _QUOTED.findall(cap.description.split("Examples: ", 1)[1])
@@ -300,19 +313,15 @@ def _negated_case(min_caps: int):
                  (f"Fails to mention the cost of item {t}.", f"Fails to mention any risk to the patient in case {t}.",
                   f"Fails to mention when the plan for case {t} ends.")]
         rows += [(f"t{t}", f"Does not include the dose of item {t} anywhere in the answer.", "check_not_include_capability")]
-        rows += [(f"t{t}", f"Recommends a {w} for case {t}.", "check_recommends_option_capability") for w in ("review", "test", "plan")]
+        rows += _recommends(t)
         rows += [(f"t{t}", f"Uses plain words for the {w}.", "check_plain_words_capability") for w in ("cost", "risk", "date")]
     return _describe(rows, min_caps=min_caps, max_share=0.6)
 
 
 def test_two_negated_wordings_of_one_absence_become_one_capability():
-    out, criteria = _negated_case(min_caps=3)
-    assert len(out.capabilities) == 3
-    both = [c for c in out.capabilities if {"check_fails_mention_capability", "check_not_include_capability"} <= set(c.members)]
-    assert len(both) == 1 and abs(both[0].share - 40 / criteria.height) < 1e-6
-    assert any(f"`{both[0].name}` also holds" in r and "negation" in r for r in out.repairs), out.repairs
+    both = _folded(_negated_case(min_caps=3), {"check_fails_mention_capability", "check_not_include_capability"}, 40, "negation")
     # its examples show each of its openings before repeating one
-    examples = _QUOTED.findall(both[0].description.split("Examples: ", 1)[1])
+    examples = _QUOTED.findall(both.description.split("Examples: ", 1)[1])
     assert {e.split()[0] for e in examples} >= {"Fails", "Does"}, examples
     kept, _ = _negated_case(min_caps=4)  # the count floor keeps them apart
     assert len(kept.capabilities) == 4 and not any("also holds" in r for r in kept.repairs)
