@@ -10,6 +10,9 @@ Per corpus (targets of issue 21 in brackets):
   template       the longest run of words found in every capability's description [<= 5]
   2+ tags        share of criteria with two or more tags; distinct scores: how many primary scores differ
   leak           adjusted mutual information between the primary tag and the source task [<= 0.15]
+  placed         going down taxonomy.md's placement list as a reader would (openings and phrases matched on
+                 the words as written, long words on their first five letters): the share of criteria some
+                 line catches, and the share of those it places as Stage 3 tagged them
 These are proxies; the measure that counts is a reader who sees only taxonomy.md placing criteria.
 """
 from __future__ import annotations
@@ -68,9 +71,30 @@ def _common_run(descs: list[str]) -> int:
     return best
 
 
+def _cut(text: str) -> list[str]:
+    return [w[:5] if len(w) > 5 else w for w in _WORD.findall(text.lower())]
+
+
+def _placed(rules: list[dict], crit: pl.DataFrame) -> tuple[float, float]:
+    """(share of criteria a placement line catches, share of those it places as tagged)."""
+    caught = right = 0
+    for text, primary in zip(crit["text"].to_list(), crit["primary"].to_list()):
+        words = _cut(text)
+        for r in rules:
+            want = _cut(r["text"])
+            at = [0] if r["kind"] == "opens" else range(len(words) - len(want) + 1)
+            if any(words[i:i + len(want)] == want for i in at):
+                caught += 1
+                right += r["capability"] == primary
+                break
+    return round(caught / max(crit.height, 1), 3), round(right / max(caught, 1), 3)
+
+
 def measure(run_dir: Path) -> dict:
     crit = pl.read_parquet(run_dir / "criteria.parquet").join(pl.read_parquet(run_dir / "stage3_tags.parquet"), on="criterion_id")
-    caps = json.loads((run_dir / "taxonomy.json").read_text())["capabilities"]
+    taxonomy = json.loads((run_dir / "taxonomy.json").read_text())
+    caps = taxonomy["capabilities"]
+    placed, placed_right = _placed(taxonomy.get("placement", []), crit)
     cov = {}
     for cap in caps:
         texts = [t.lower() for t in crit.filter(pl.col("primary") == cap["name"])["text"].to_list()]
@@ -86,6 +110,7 @@ def measure(run_dir: Path) -> dict:
         "multi_tag": round(float((crit["tags"].list.len() >= 2).mean()), 3),
         "distinct_scores": int(crit["score"].n_unique()),
         "leak": round(adjusted_mutual_info_score(crit["task_id"].to_list(), crit["primary"].fill_null("-").to_list()), 3),
+        "placed": placed, "placed_right": placed_right,
     }
 
 
@@ -105,7 +130,7 @@ def main() -> None:
             start = time.perf_counter()
             run_pipeline(session)
             rows.append({"corpus": name, "seconds": round(time.perf_counter() - start, 1), **measure(Path(tmp) / name)})
-    cols = ["corpus", "capabilities", "name_cov_mean", "name_cov_min", "worst", "template_words", "multi_tag", "distinct_scores", "leak", "seconds"]
+    cols = ["corpus", "capabilities", "name_cov_mean", "name_cov_min", "worst", "template_words", "multi_tag", "distinct_scores", "leak", "placed", "placed_right", "seconds"]
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     for r in rows:

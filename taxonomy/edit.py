@@ -113,6 +113,9 @@ def rename_capability(taxonomy: Taxonomy, old: str, new: str, rules: LabelRules)
     cap.diagnostic_signal = _swap_name_in_prose(cap.diagnostic_signal, old, new, rules)
     for other in out.capabilities:  # boundaries that named the old capability now name the new one
         other.non_examples = [_swap_name_in_prose(ne, old, new, rules) for ne in other.non_examples]
+    for rule in out.placement:  # a rename leaves every tag in place, so the placement list still holds
+        if rule.capability == old:
+            rule.capability = new
     return out
 
 
@@ -128,6 +131,7 @@ def merge_capabilities(taxonomy: Taxonomy, a: str, b: str, labels_of: dict[str, 
     keep.labels = sorted(set(keep.labels) | set(gone.labels) | {lab for m in keep.members for lab in labels_of.get(m, [])})
     keep.non_examples = [ne for ne in keep.non_examples if not _name_pattern(b).search(ne)]
     out.capabilities.pop(ib)
+    out.placement = []  # its counts were measured on the tags before the merge
     for cap in out.capabilities:
         if cap is not keep:
             cap.non_examples = list(dict.fromkeys(_swap_name_in_text(ne, b, a) for ne in cap.non_examples))
@@ -239,6 +243,7 @@ def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability]
     for other in out.capabilities:
         other.non_examples = [ne.replace(f"`{name}`", both) for ne in other.non_examples]
     out.capabilities[i:i + 1] = new_caps
+    out.placement = []  # its counts were measured on the tags before the split
     return out, notes
 
 
@@ -352,6 +357,8 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     else:
         new.repairs += [f"unresolved: {v}" for v in after]
     new.content_hash = new.compute_hash()
+    if new.placement:  # only a rename keeps it: the tags did not move
+        new.placement_hash = new.content_hash
     if new.content_hash == old.content_hash:
         raise EditError(f"edit {op} {' '.join(args)}: the taxonomy would not change; fix: nothing to do")
 

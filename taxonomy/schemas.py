@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -130,6 +131,19 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
     score_offset: float = 0.0
 
 
+class PlacementRule(BaseModel):
+    """One step of the offline backend's placement list: a criterion that opens with (or uses) `text`
+    goes to `capability`; of the `caught` criteria it caught in the corpus it was learned on
+    (after the rules before it), `right` were tagged so."""
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["opens", "uses"]
+    text: str
+    capability: str
+    caught: int
+    right: int
+
+
 class Taxonomy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -143,6 +157,10 @@ class Taxonomy(BaseModel):
     violations: list[str] = []
     # "offline" when the names and texts were drawn from the corpus by the offline backend, not written by a model.
     written_by: str = ""
+    # The offline backend's ordered rules for placing a criterion by hand; empty once an edit changed the tags.
+    placement: list[PlacementRule] = []
+    # The content hash the placement counts were taken under: a taxonomy edited by hand since no longer places so.
+    placement_hash: str = ""
     content_hash: str = ""
 
     def compute_hash(self) -> str:

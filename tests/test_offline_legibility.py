@@ -7,12 +7,15 @@ shares the taxonomy states.
 """
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 
+import numpy as np
 import polars as pl
 
 from taxonomy.schemas import Taxonomy
+from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 from tests.conftest import invoke, write_pipeline
 
 _WORD = re.compile(r"[^\W\d_]+")
@@ -31,6 +34,13 @@ def _uses(text: str, phrase: str) -> bool:
     words = set(_WORD.findall(text.lower()))
     stems = {w[:5] for w in words}
     return all((w in words) or (len(w) > 5 and w[:5] in stems) for w in _WORD.findall(phrase.lower()))
+
+
+def _says(text: str, phrase: str) -> bool:
+    """The phrase's words side by side in the text, inflected forms matched on their first five letters."""
+    cut = lambda ws: [w[:5] if len(w) > 5 else w for w in ws]  # noqa: E731
+    words, want = cut(_WORD.findall(text.lower())), cut(_WORD.findall(phrase.lower()))
+    return any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1))
 
 
 def _quotes(quote: str, text: str) -> bool:
@@ -116,6 +126,28 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
     assert d["tags"].list.len().max() <= 3 and (d["tags"].list.len() >= 2).any()
     assert d["score"].n_unique() > 20 and d["score"].min() < 0.9
     assert (d["tags"].list.first() == d["primary"]).all()
+    _placement_follows_the_tags(tax, d, md)
+
+
+def _placement_follows_the_tags(tax, d, md):
+    """A reader who goes down the placement list, matching words as written, places most criteria as tagged."""
+    rules = tax.placement
+    assert 5 <= len(rules) <= 20
+    listed = md.split("## Placing a criterion", 1)[1].split("\n## ", 1)[0]
+    for i, r in enumerate(rules, 1):
+        assert r.capability in tax.names() and r.caught >= 3 and r.right >= 0.8 * r.caught, r
+        verb = "Opens with" if r.kind == "opens" else "Contains"
+        assert f"\n{i}. {verb} “{r.text}" in listed and f"`{r.capability}` ({r.right} of {r.caught})" in listed
+    caught = right = 0
+    for text, primary in zip(d["text"], d["primary"]):
+        rule = next((r for r in rules if (_opens(text, r.text) if r.kind == "opens" else _says(text, r.text))), None)
+        if rule is not None:
+            caught += 1
+            right += rule.capability == primary
+    assert caught >= 0.5 * d.height and right >= 0.85 * caught, (caught, right)
+    stated = sum(r.caught for r in rules)
+    assert abs(caught - stated) <= 0.05 * d.height, (caught, stated)  # the reader's matching is near the tagger's
+    assert f"These {len(rules)} lines catch {stated} of the {d.height} criteria" in " ".join(listed.split())
 
 
 def test_frozen_offline_taxonomy_gives_the_run_own_tags(offline_env, tmp_path):
@@ -128,6 +160,22 @@ def test_frozen_offline_taxonomy_gives_the_run_own_tags(offline_env, tmp_path):
     b = pl.read_parquet(tmp_path / "again" / "stage3_tags.parquet").select("criterion_id", "primary")
     agree = a.join(b, on="criterion_id", suffix="_b").filter(pl.col("primary") == pl.col("primary_b")).height
     assert agree / a.height >= 0.9, agree
+    # a hand edit that leaves a placement line pointing at no capability is refused, on one line
+    raw = json.loads((run_dir / "taxonomy.json").read_text())
+    raw["placement"][0]["capability"] = "check_nothing_here_capability"
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(raw))
+    result = invoke("tag", pipeline, "--taxonomy", edited, "--run-dir", tmp_path / "third", "-q", ok=False)
+    assert result.exit_code == 2 and "edited.json: placement.0.capability: no capability `check_nothing_here_capability`" in result.output
+    assert not (tmp_path / "third" / "stage3_tags.parquet").exists()
+    # edited by hand elsewhere, its placement counts belong to another taxonomy: dropped on load, and said so
+    assert load_taxonomy(run_dir / "taxonomy.json").placement  # as written, current
+    raw = json.loads((run_dir / "taxonomy.json").read_text())
+    raw["capabilities"][0]["labels"] = raw["capabilities"][0]["labels"][1:]
+    edited.write_text(json.dumps(raw))
+    loaded = load_taxonomy(edited)
+    assert not loaded.placement and any("placement list dropped" in r for r in loaded.repairs)
+    assert "Placing a criterion" not in taxonomy_markdown(loaded)
 
 
 def test_chinese_corpus_gets_titles_in_its_own_script(offline_env, tmp_path):
@@ -345,3 +393,24 @@ def test_a_long_criterion_is_quoted_by_its_start_and_the_sentence_that_checks():
     assert len(examples) == 3, cap.description
     assert all(" … " in e and any(_quotes(e, preamble + c) for c in checks) for e in examples), examples
     assert {e.split(" … ")[1] for e in examples} == set(checks), examples  # each shows its own check
+
+
+def test_placement_rules_follow_the_tags_and_leave_an_even_opening_unplaced():
+    """Three openings, two tagged consistently and one split evenly: the list places the two, larger first,
+    and leaves the third to the descriptions rather than guess."""
+    from taxonomy.offline.openings import Openings
+    from taxonomy.offline.phrases import PhraseSpace
+    from taxonomy.offline.placement import placement_rules
+
+    words = [a + b + "ment" for a in "bcdfghk" for b in "aeiou"]
+    texts, tasks, primary = [], [], []
+    for i in range(90):
+        kind = "Lists" if i < 40 else "Warns" if i < 70 else "Notes"
+        texts.append(f"{kind} {words[i % len(words)]} {words[(7 * i + 3) % len(words)]}.")
+        tasks.append(f"t{i % 9}")
+        primary.append(0 if kind == "Lists" else 1 if kind == "Warns" else i % 2)
+    rules = placement_rules(np.array(primary), ["check_a_capability", "check_b_capability"],
+                            Openings(texts, tasks), PhraseSpace.fit(texts, tasks), [set(), set()])
+    assert [(r.kind, r.text, r.capability, r.caught, r.right) for r in rules[:2]] == [
+        ("opens", "Lists", "check_a_capability", 40, 40), ("opens", "Warns", "check_b_capability", 30, 30)]
+    assert sum(r.caught for r in rules) < 90 and not any(r.text == "Notes" for r in rules)

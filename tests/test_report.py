@@ -361,6 +361,11 @@ def test_offline_run_report_says_unknown(offline_run):
     assert_principles_on_page(offline_run)
     text = _flat((offline_run / "report.html").read_text(encoding="utf-8"))
     assert "P2 native inspection: unknown Unknown: the offline backend" in text and "Unknown means the merge left it undecided" in text
+    # the placement list a reader goes down, as taxonomy.json holds it
+    placement = json.loads((offline_run / "taxonomy.json").read_text())["placement"]
+    assert placement and "Placing a criterion" in text
+    for rule in placement:
+        assert f"→ {rule['capability']} ({rule['right']} of {rule['caught']})" in text, rule
 
 
 def _expected(run: Path, field: str, primary_only: bool) -> dict[str, int]:

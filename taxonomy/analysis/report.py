@@ -30,6 +30,7 @@ from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.guidance.principles import WORD
 from taxonomy.schemas import Taxonomy
+from taxonomy.taxonomy_io import PLACEMENT_INTRO, placement_cue, placement_summary
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 MAX_HEATMAP_TASKS = 60
@@ -76,6 +77,9 @@ def build_context(run_dir: Path) -> dict[str, Any]:
     return {
         "header": _header(manifest, taxonomy, criteria),
         "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
+        "placement": {"intro": PLACEMENT_INTRO, "summary": placement_summary(taxonomy),
+                      "rules": [{"cue": placement_cue(r), "capability": r.capability, "right": r.right, "caught": r.caught}
+                                for r in taxonomy.placement]} if taxonomy.placement else None,
         "has_stage3": joined is not None,
         "shares_svg": _shares_chart(taxonomy, joined),
         "examples": rc.capability_examples(table, fit, names) if tags is not None else None,

@@ -33,6 +33,7 @@ from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
+from taxonomy.offline.placement import placement_rules
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
 
@@ -488,11 +489,13 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
     out.written_by = "offline"
+    out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in titles[c]} for c in range(k)])
     out.repairs = _final_names(list(taxonomy.repairs), renamed, member_of) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "
         f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability"
     ] + notes
     out.content_hash = out.compute_hash()
+    out.placement_hash = out.content_hash
     return out
 
 
