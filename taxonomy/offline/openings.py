@@ -103,10 +103,12 @@ class Openings:
         # an opening of fewer tasks than this is a task's own subject ("LBCS has …")
         floor = min(MIN_TASKS, len(set(tasks)))
         self.general = {k for k, ts in spread.items() if len(ts) >= floor}
-        self.form: dict[str, str] = {}
+        # each opening as most of its criteria write it, not as the first one happens to ('"Cross …')
+        forms: dict[str, Counter] = {}
         for ks in self.keys:
             for k, form in ks:
-                self.form.setdefault(k, form)
+                forms.setdefault(k, Counter())[form] += 1
+        self.form = {k: c.most_common(1)[0][0] for k, c in forms.items()}
 
     def seldom(self, rows) -> list[tuple[Opening, float]]:
         """(opening with its share in the group, its share in the corpus) for openings common across

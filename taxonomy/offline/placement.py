@@ -12,8 +12,6 @@ took it so. Criteria no rule fits are left to the descriptions, and the list say
 """
 from __future__ import annotations
 
-from collections import Counter
-
 import numpy as np
 
 from taxonomy.offline.openings import Openings
@@ -30,14 +28,12 @@ MIN_CAUGHT = 0.01     # a rule catches at least this share of the corpus (and at
 
 def _features(openings: Openings, space: PhraseSpace, least: int) -> list[tuple[str, str, np.ndarray]]:
     """(kind, text as written, the criteria that have it) for every opening and phrase common enough."""
-    starts: dict[str, list[int]] = {}
-    forms: dict[str, Counter] = {}
+    starts: dict[str, list[int]] = {key: [] for key, count in openings.total.items() if count >= least}
     for i, keys in enumerate(openings.keys):
-        for key, form in keys:
-            starts.setdefault(key, []).append(i)
-            forms.setdefault(key, Counter())[form] += 1
-    # shown as most criteria write it, not as the first one happens to ('"Cross …')
-    out = [("opens", forms[key].most_common(1)[0][0], np.asarray(rows)) for key, rows in sorted(starts.items()) if len(rows) >= least]
+        for key, _ in keys:
+            if key in starts:
+                starts[key].append(i)
+    out = [("opens", openings.form[key], np.asarray(rows)) for key, rows in sorted(starts.items())]
     x = space.x.tocsc()
     for j, surface in enumerate(space.surface):
         rows = x.indices[x.indptr[j]:x.indptr[j + 1]]
