@@ -7,8 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from taxonomy.config import LabelRules
-from taxonomy.offline.phrases import STEM_LETTERS
-from taxonomy.schemas import PlacementRule, Taxonomy
+from taxonomy.schemas import Taxonomy
 from taxonomy.validate import label_problems
 
 
@@ -59,38 +58,6 @@ def principle_mark(value: bool | None) -> str:
     return "?" if value is None else "✓" if value else "–"
 
 
-PLACEMENT_INTRO = (f"Go down the list and stop at the first line that fits the criterion: how it opens, or a word or phrase "
-                   f"it uses. Case and punctuation do not count; a word of more than {STEM_LETTERS} letters matches any word "
-                   f"sharing its first {STEM_LETTERS}, a shorter one only itself. "
-                   "Each line says how many of the criteria this taxonomy was built from it caught, after the lines above it, "
-                   "and how many of those the offline tags put where it says.")
-
-
-def placement_cue(rule: PlacementRule) -> str:
-    return f"Opens with “{rule.text} …”" if rule.kind == "opens" else f"Contains “{rule.text}”"
-
-
-def placement_summary(taxonomy: Taxonomy) -> str:
-    """What the list as a whole catches and places, and what it leaves to the descriptions."""
-    rules = taxonomy.placement
-    caught = sum(r.caught for r in rules)
-    right = sum(r.right for r in rules)
-    n = max(taxonomy.n_criteria, caught)
-    rest = (f"The other {n - caught} ({100 * (n - caught) / max(n, 1):.0f}%) fit none of them: place those by the descriptions."
-            if n > caught else "Every criterion fits one of them.")
-    return (f"These {len(rules)} lines catch {caught} of the {n} criteria and place {100 * right / max(caught, 1):.0f}% "
-            f"of those as tagged. {rest}")
-
-
-def placement_markdown(taxonomy: Taxonomy) -> list[str]:
-    """The offline placement rules as a list a reader goes down, with what each one catches."""
-    if not taxonomy.placement:
-        return []
-    return (["", "## Placing a criterion", "", PLACEMENT_INTRO, ""]
-            + [f"{i}. {placement_cue(r)} → `{r.capability}` ({r.right} of {r.caught})" for i, r in enumerate(taxonomy.placement, 1)]
-            + ["", placement_summary(taxonomy)])
-
-
 def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     lines = [f"# Capability taxonomy: {taxonomy.corpus or 'corpus'}", "",
              f"{len(taxonomy.capabilities)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", "",
@@ -113,7 +80,10 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     if said_once:
         at = lines.index("| capability | share | P1 | P2 | P3 | description |")
         lines[at:at] = [f"P2 and P3 of every capability: {reason[2]}", ""]
-    lines += placement_markdown(taxonomy)
+    if taxonomy.placement:  # imported here: the offline backend loads scikit-learn, which reading a taxonomy needs not
+        from taxonomy.offline.placement import placement_markdown
+
+        lines += placement_markdown(taxonomy)
     for c in taxonomy.capabilities:
         # Offline micro-cluster names are word counts, not a reader's words: listed, they read as what the capability holds.
         members = (f"{len(c.members)} micro-clusters of Stage 1 labels (named from word counts; listed in `taxonomy.json`)"

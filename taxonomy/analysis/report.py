@@ -29,8 +29,8 @@ from matplotlib.figure import Figure
 from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.guidance.principles import WORD
+from taxonomy.offline.placement import PLACEMENT_INTRO, placement_cue, placement_summary
 from taxonomy.schemas import Taxonomy
-from taxonomy.taxonomy_io import PLACEMENT_INTRO, placement_cue, placement_summary
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 MAX_HEATMAP_TASKS = 60

@@ -15,10 +15,11 @@ from __future__ import annotations
 import numpy as np
 
 from taxonomy.offline.openings import Openings
-from taxonomy.offline.phrases import PhraseSpace
-from taxonomy.schemas import PlacementRule
+from taxonomy.offline.phrases import STEM_LETTERS, PhraseSpace
+from taxonomy.schemas import PlacementRule, Taxonomy
 
-__all__ = ["placement_rules", "MAX_RULES", "MIN_PRECISION"]
+__all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "PLACEMENT_INTRO",
+           "MAX_RULES", "MIN_PRECISION"]
 
 MAX_RULES = 20        # a list a reader scans per criterion, not a classifier
 MIN_PRECISION = 0.8   # of the criteria a rule catches, this share goes where it says
@@ -74,3 +75,35 @@ def placement_rules(primary: np.ndarray, names: list[str], openings: Openings, s
         open_[rows] = False
         rules.append(PlacementRule(kind=kind, text=text, capability=names[c], caught=caught, right=right))
     return rules
+
+
+PLACEMENT_INTRO = (f"Go down the list and stop at the first line that fits the criterion: how it opens, or a word or phrase "
+                   f"it uses. Case and punctuation do not count; a word of more than {STEM_LETTERS} letters matches any word "
+                   f"sharing its first {STEM_LETTERS}, a shorter one only itself. "
+                   "Each line says how many of the criteria this taxonomy was built from it caught, after the lines above it, "
+                   "and how many of those the offline tags put where it says.")
+
+
+def placement_cue(rule: PlacementRule) -> str:
+    return f"Opens with “{rule.text} …”" if rule.kind == "opens" else f"Contains “{rule.text}”"
+
+
+def placement_summary(taxonomy: Taxonomy) -> str:
+    """What the list as a whole catches and places, and what it leaves to the descriptions."""
+    rules = taxonomy.placement
+    caught = sum(r.caught for r in rules)
+    right = sum(r.right for r in rules)
+    n = max(taxonomy.n_criteria, caught)
+    rest = (f"The other {n - caught} ({100 * (n - caught) / max(n, 1):.0f}%) fit none of them: place those by the descriptions."
+            if n > caught else "Every criterion fits one of them.")
+    return (f"These {len(rules)} lines catch {caught} of the {n} criteria and place {100 * right / max(caught, 1):.0f}% "
+            f"of those as tagged. {rest}")
+
+
+def placement_markdown(taxonomy: Taxonomy) -> list[str]:
+    """The offline placement rules as a list a reader goes down, with what each one catches."""
+    if not taxonomy.placement:
+        return []
+    return (["", "## Placing a criterion", "", PLACEMENT_INTRO, ""]
+            + [f"{i}. {placement_cue(r)} → `{r.capability}` ({r.right} of {r.caught})" for i, r in enumerate(taxonomy.placement, 1)]
+            + ["", placement_summary(taxonomy)])
