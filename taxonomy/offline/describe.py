@@ -65,16 +65,21 @@ def _quote(text: str, focus: tuple[str, ...] = ()) -> str:
     text = " ".join((text or "").split())
     if len(text) <= QUOTE_CHARS:
         return text
-    head = text[:HEAD_CHARS].rsplit(" ", 1)[0]
+    head = _words_within(text, HEAD_CHARS + 1)
     sentences = [x for x in re.split(r"(?<=[.!?。！？])\s+", text)[1:] if text.find(x) > len(head)]
     own = [x for x in sentences if any(f.lower() in x.lower() for f in focus if f)]
     # no sentence of its own: after a preamble of several sentences, the last one says what is checked
     pick = own[:1] or (sentences[-1:] if len(sentences) >= 2 else [])
     if not pick:
-        return text[: QUOTE_CHARS - 1].rsplit(" ", 1)[0] + "…"
+        return _words_within(text, QUOTE_CHARS) + "…"
     room = QUOTE_CHARS - len(head) - 3
-    tail = pick[0] if len(pick[0]) <= room else pick[0][: room - 1].rsplit(" ", 1)[0] + "…"
+    tail = pick[0] if len(pick[0]) <= room else _words_within(pick[0], room) + "…"
     return f"{head} … {tail}"
+
+
+def _words_within(text: str, limit: int) -> str:
+    """The whole words of `text` that fit in fewer than `limit` characters."""
+    return text[: limit - 1].rsplit(" ", 1)[0]
 
 
 def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int, used: set[str]) -> list[Term]:
