@@ -59,27 +59,33 @@ def principle_mark(value: bool | None) -> str:
 
 
 def taxonomy_markdown(taxonomy: Taxonomy) -> str:
+    # One undecided reason shared by P2 and P3 of every capability (the offline backend's) is said once: a
+    # column of "?" under every capability tells a reader nothing, and readers said so.
+    reasons = {(c.needs_native_inspection, c.needs_domain_conventions, c.needs_native_inspection_reason, c.needs_domain_conventions_reason)
+               for c in taxonomy.capabilities}
+    said_once = len(reasons) == 1 and (reason := next(iter(reasons)))[:2] == (None, None) and reason[2] == reason[3]
     lines = [f"# Capability taxonomy: {taxonomy.corpus or 'corpus'}", "",
-             f"{len(taxonomy.capabilities)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", "",
-             "Design principles (the paper's Section 4): P1 reactive verification applies to every capability; "
-             "P2 = needs native inspection of the artifacts (properties lost when flattened to text or rendered); "
-             "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", "",
-             "| capability | share | P1 | P2 | P3 | description |", "|---|---:|:-:|:-:|:-:|---|"]
-    lines += [f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | ✓ | {principle_mark(c.needs_native_inspection)} | "
-              f"{principle_mark(c.needs_domain_conventions)} | {c.description} |" for c in taxonomy.capabilities]
+             f"{len(taxonomy.capabilities)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", ""]
+    if said_once:
+        lines += ["Design principles (the paper's Section 4): P1 reactive verification applies to every capability. "
+                  "P2 (needs native inspection of the artifacts) and P3 (needs domain conventions absent from the criterion text) "
+                  f"are left out of the table, since every capability has the same answer. {reason[2]}", "",
+                  "| capability | share | description |", "|---|---:|---|"]
+        lines += [f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | {c.description} |"
+                  for c in taxonomy.capabilities]
+    else:
+        lines += ["Design principles (the paper's Section 4): P1 reactive verification applies to every capability; "
+                  "P2 = needs native inspection of the artifacts (properties lost when flattened to text or rendered); "
+                  "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", "",
+                  "| capability | share | P1 | P2 | P3 | description |", "|---|---:|:-:|:-:|:-:|---|"]
+        lines += [f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | ✓ | {principle_mark(c.needs_native_inspection)} | "
+                  f"{principle_mark(c.needs_domain_conventions)} | {c.description} |" for c in taxonomy.capabilities]
     if taxonomy.written_by == "offline":
         lines[4:4] = ["Written by the offline backend, not by a model: each capability's name, title (in brackets) and texts "
                       "are drawn from its criteria: the openings and phrases that set them apart, with the share of its criteria "
                       "that use each, and criteria quoted as they are written.", ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
-    # One undecided reason shared by P2 and P3 of every capability (the offline backend's) is said once, not under each.
-    reasons = {(c.needs_native_inspection, c.needs_domain_conventions, c.needs_native_inspection_reason, c.needs_domain_conventions_reason)
-               for c in taxonomy.capabilities}
-    said_once = len(reasons) == 1 and (reason := next(iter(reasons)))[:2] == (None, None) and reason[2] == reason[3]
-    if said_once:
-        at = lines.index("| capability | share | P1 | P2 | P3 | description |")
-        lines[at:at] = [f"P2 and P3 of every capability: {reason[2]}", ""]
     if taxonomy.placement:  # imported here: the offline backend loads scikit-learn, which reading a taxonomy needs not
         from taxonomy.offline.placement import placement_markdown
 
