@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from functools import partial
 
 import numpy as np
@@ -41,7 +42,7 @@ __all__ = ["describe_offline", "criterion_votes"]
 
 NAME_COVERAGE = 0.5   # a name's phrase occurs in at least this share of the capability's criteria
 TITLE_TERMS = 3
-SAME_TASK = 0.8       # two capabilities with at least this share of their criteria from one task split its topic
+SAME_TASK = 0.8       # a capability with at least this share of its criteria from one task holds its topic (two split it)
 QUOTE_CHARS = 180
 HEAD_CHARS = 60       # of a long criterion, the start kept before its own sentence
 EXAMPLES = 3          # criteria quoted in a description
@@ -307,8 +308,9 @@ def _alike(a: str, b: str) -> bool:
 
 
 def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans: int, n_tasks: int,
-                 examples: list[str], unlike: list[tuple[Opening, float]] = ()) -> str:
-    """What the criteria ask for, in their own openings and phrases, how far they reach, and examples."""
+                 examples: list[str], unlike: list[tuple[Opening, float]] = (), one_task: tuple[str, int] | None = None) -> str:
+    """What the criteria ask for, in their own openings and phrases, how far they reach, and examples;
+    `one_task` (task, count) when most of them come from one task."""
     parts = []
     if openings:
         opened = " or ".join(f"“{o.text} …” ({o.share:.0%})" for o in openings)
@@ -322,6 +324,9 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
         lead += "Few open with " + " or ".join(f"“{o.text} …” ({o.share:.0%}, against {corpus:.0%} of all criteria)"
                                                 for o, corpus in unlike) + ". "
     reach = f"{n_rows} criteria" + (f", {spans} of {n_tasks} tasks" if n_tasks > 1 else "") + ". "
+    if one_task:  # readers took such a group's words for a kind of check, and its name misled them
+        reach += (f"{one_task[1]} of them come from task `{one_task[0]}`, so its openings and phrases may be that task's own wording "
+                  "rather than a kind of check. ")
     quoted = "; ".join(f"“{_quote(t, tuple(x.text for x in shown))}”" for t in examples)
     return lead + reach + (f"Examples: {quoted}" if quoted else "")
 
@@ -452,6 +457,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
 
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
+    leads: list[str | None] = [None] * k
     for c, cap in enumerate(caps):
         rows = np.flatnonzero(result.primary == c)
         shown = titles[c]
@@ -463,22 +469,34 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         if lead is not None:
             said = {stem(w) for w in _opening_words(lead) if w not in NEGATIONS}
             shown = [t for t in shown if not {stem(w) for w in _ascii_words(t.text)} & said]
+        leads[c] = lead.key if lead else None
         cap.title = " · ".join(([f"{lead.text} …"] if lead else []) + [t.text for t in shown]) or cap.name
         cap.share = round(len(rows) / max(n, 1), 6)
         cap.key_phrases, cap.phrase_weights = models[c]
         cap.score_offset = round(float(offsets[c]), 6)
         spans = len({tasks[i] for i in rows})
+        top_task, from_top = Counter(tasks[i] for i in rows).most_common(1)[0] if len(rows) else ("", 0)
         picks = _examples(rows, result.probs[:, c], hits[:, c], opens[c], openings.keys, texts, tasks, EXAMPLES + 1)
         if lead is None and (not shown or shown[0].coverage < NAME_COVERAGE):
             notes.append(f"`{cap.name}`: no phrase occurs in most of its criteria (best: "
                          f"{_phrase_list(shown[:1], True) or 'none'}); its name lists the most telling ones")
         unlike = openings.seldom(rows) if sum(o.share for o in opens[c]) < NAME_COVERAGE else []
         cap.description = _description(opens[c], shown, len(rows), spans, n_tasks,
-                                       [texts[i] for i in picks[:EXAMPLES]], unlike)
+                                       [texts[i] for i in picks[:EXAMPLES]], unlike,
+                                       (top_task, from_top) if n_tasks > 1 and from_top >= SAME_TASK * len(rows) else None)
         near = siblings[c][0] if siblings[c] else None
-        own_rest = [t for t in terms[c] if t.text not in {s.text for s in titles.get(near, [])}][:3] if near is not None else shown
+        # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
+        # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another
+        # capability's title ("code") for a claim on that capability's criteria.
+        stems = lambda t: {stem(w) for w in _ascii_words(t.text)}  # noqa: E731
+        theirs = [stems(t) for j in range(k) if j != c for t in titles[j][:1]] + [stems(t) for t in titles.get(near, [])]
+        own_rest = [t for t in shown if not any(stems(t) <= o for o in theirs)][:2] \
+            or ([t for t in terms[c] if t.text not in {s.text for s in titles.get(near, [])}][:2] if near is not None else shown)
         if near is not None and _by_openings(opens[c], opens[near]):
             cap.diagnostic_signal = f"The criterion opens with {_opening_list(opens[c])}, where `{names[near]}` criteria open with {_opening_list(opens[near])}."
+        elif lead is not None and not shown:  # a title that is its opening alone: the signal is that opening
+            cap.diagnostic_signal = (f"The criterion opens with {_opening_list([lead])}"
+                                     + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
         else:
             cap.diagnostic_signal = (f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}"
                                      + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
@@ -494,7 +512,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
     out.written_by = "offline"
-    out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in titles[c]} for c in range(k)])
+    out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in titles[c]} for c in range(k)], leads)
     out.repairs = _final_names(list(taxonomy.repairs), renamed, member_of) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "
         f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability"

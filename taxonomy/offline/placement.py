@@ -8,7 +8,9 @@ go mostly to one capability, preferring the rule that places the most of them fo
 misplaced, and each rule states how many of the criteria it catches it places as the tagger does.
 A phrase rule uses only a phrase of the capability's own title: a stray word that happens to
 sort criteria ("time", "following") would read as what the capability checks, and readers
-took it so. Criteria no rule fits are left to the descriptions, and the list says how many.
+took it so. After the list comes a line for each opening a capability's title leads with that the
+list left out, when most of what it still catches goes there. Criteria no rule fits are left to the
+descriptions, and the list says how many.
 """
 from __future__ import annotations
 
@@ -44,9 +46,10 @@ def _features(openings: Openings, space: PhraseSpace, least: int) -> list[tuple[
 
 
 def placement_rules(primary: np.ndarray, names: list[str], openings: Openings, space: PhraseSpace,
-                    titles: list[set[str]]) -> list[PlacementRule]:
+                    titles: list[set[str]], leads: list[str | None] = ()) -> list[PlacementRule]:
     """Up to MAX_RULES rules, in the order a reader applies them, for the criteria tagged `primary`;
-    `titles[c]` are the phrases (as `space` writes them) capability c's title shows."""
+    `titles[c]` are the phrases (as `space` writes them) capability c's title shows, and `leads[c]` the
+    key of the opening it leads with, if any (see _lead_rules)."""
     n, k = len(primary), len(names)
     least = max(3, int(np.ceil(MIN_CAUGHT * n)))
     features = _features(openings, space, least)
@@ -74,7 +77,24 @@ def placement_rules(primary: np.ndarray, names: list[str], openings: Openings, s
         kind, text, rows = features[f]
         open_[rows] = False
         rules.append(PlacementRule(kind=kind, text=text, capability=names[c], caught=caught, right=right))
-    return rules
+    return rules + _lead_rules(primary, names, openings, leads, open_, least, {r.text for r in rules})
+
+
+def _lead_rules(primary: np.ndarray, names: list[str], openings: Openings, leads, open_: np.ndarray,
+                least: int, listed: set[str]) -> list[PlacementRule]:
+    """After the list, a line for each opening a title leads with that the list left out for placing
+    under MIN_PRECISION, while most of what it still catches goes where it says: a reader who sees a
+    title lead with "States that …" looks for it in the list, and without it placed those by guess."""
+    out = []
+    for c, key in enumerate(leads):
+        if not key or openings.form[key] in listed:
+            continue
+        rows = np.array([i for i in np.flatnonzero(open_) if any(k == key for k, _ in openings.keys[i])], dtype=int)
+        right = int((primary[rows] == c).sum())
+        if len(rows) >= least and right > len(rows) / 2:
+            open_[rows] = False
+            out.append(PlacementRule(kind="opens", text=openings.form[key], capability=names[c], caught=len(rows), right=right))
+    return out
 
 
 PLACEMENT_INTRO = (f"Go down the list and stop at the first line that fits the criterion: how it opens, or a word or phrase "
