@@ -412,12 +412,11 @@ def test_a_long_criterion_is_quoted_by_its_start_and_the_sentence_that_checks():
     assert {e.split(" … ")[1] for e in examples} == set(checks), examples  # each shows its own check
 
 
-def test_placement_rules_follow_the_tags_and_leave_an_even_opening_unplaced():
-    """Three openings, two tagged consistently and one split evenly: the list places the two, larger first,
-    and leaves the third to the descriptions rather than guess."""
+def _three_openings(notes_to_b):
+    """90 criteria opening "Lists" (40, tagged a), "Warns" (30, tagged b) and "Notes" (20, tagged b where
+    `notes_to_b(i)`), with the arguments placement_rules takes for them."""
     from taxonomy.offline.openings import Openings
     from taxonomy.offline.phrases import PhraseSpace
-    from taxonomy.offline.placement import placement_rules
 
     words = [a + b + "ment" for a in "bcdfghk" for b in "aeiou"]
     texts, tasks, primary = [], [], []
@@ -425,31 +424,31 @@ def test_placement_rules_follow_the_tags_and_leave_an_even_opening_unplaced():
         kind = "Lists" if i < 40 else "Warns" if i < 70 else "Notes"
         texts.append(f"{kind} {words[i % len(words)]} {words[(7 * i + 3) % len(words)]}.")
         tasks.append(f"t{i % 9}")
-        primary.append(0 if kind == "Lists" else 1 if kind == "Warns" else i % 2)
-    rules = placement_rules(np.array(primary), ["check_a_capability", "check_b_capability"],
-                            Openings(texts, tasks), PhraseSpace.fit(texts, tasks), [set(), set()])
+        primary.append(0 if kind == "Lists" else 1 if kind == "Warns" else int(notes_to_b(i)))
+    return (np.array(primary), ["check_a_capability", "check_b_capability"], Openings(texts, tasks),
+            PhraseSpace.fit(texts, tasks), [set(), set()])
+
+
+def test_placement_rules_follow_the_tags_and_leave_an_even_opening_unplaced():
+    """Three openings, two tagged consistently and one split evenly: the list places the two, larger first,
+    and leaves the third to the descriptions rather than guess."""
+    from taxonomy.offline.placement import placement_rules
+
+    rules = placement_rules(*_three_openings(lambda i: i % 2))
     assert [(r.kind, r.text, r.capability, r.caught, r.right) for r in rules[:2]] == [
         ("opens", "Lists", "check_a_capability", 40, 40), ("opens", "Warns", "check_b_capability", 30, 30)]
     assert sum(r.caught for r in rules) < 90 and not any(r.text == "Notes" for r in rules)
+    # even as the opening b's title leads with, a split half and half gets no line
+    assert placement_rules(*_three_openings(lambda i: i % 2), [None, "notes"]) == rules
 
 
 def test_an_opening_a_title_leads_with_gets_a_line_after_the_list_while_most_of_it_goes_there():
     """"Notes …" is tagged b 14 times of 20, under the list's bar: it gets a line, last, only when b's title
     leads with it and only for b, never for a capability that holds the minority of it."""
-    from taxonomy.offline.openings import Openings
-    from taxonomy.offline.phrases import PhraseSpace
     from taxonomy.offline.placement import MIN_PRECISION, placement_rules
 
-    words = [a + b + "ment" for a in "bcdfghk" for b in "aeiou"]
-    texts, tasks, primary = [], [], []
-    for i in range(90):
-        kind = "Lists" if i < 40 else "Warns" if i < 70 else "Notes"
-        texts.append(f"{kind} {words[i % len(words)]} {words[(7 * i + 3) % len(words)]}.")
-        tasks.append(f"t{i % 9}")
-        primary.append(0 if kind == "Lists" else 1 if kind == "Warns" else int(i % 10 < 7))
+    args = _three_openings(lambda i: i % 10 < 7)
     assert 14 / 20 < MIN_PRECISION
-    args = (np.array(primary), ["check_a_capability", "check_b_capability"], Openings(texts, tasks),
-            PhraseSpace.fit(texts, tasks), [set(), set()])
     plain = placement_rules(*args)
     assert not any(r.text == "Notes" for r in plain)
     led = placement_rules(*args, [None, "notes"])
