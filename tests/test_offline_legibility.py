@@ -455,3 +455,20 @@ def test_an_opening_a_title_leads_with_gets_a_line_after_the_list_while_most_of_
     assert led[:-1] == plain and (led[-1].text, led[-1].capability, led[-1].caught, led[-1].right) == (
         "Notes", "check_b_capability", 20, 14)
     assert placement_rules(*args, ["notes", None]) == plain  # a's title may lead with it; the list does not say so
+
+
+def test_a_signal_in_a_spaceless_script_speaks_in_its_title_phrases():
+    """Three kinds that open alike ("回答中应当明确地说明…") and differ by what follows: each signal quotes its own
+    title's phrases, in the corpus's script, not other words."""
+    kinds = {"check_dose_capability": ["药物剂量", "服用次数"], "check_risk_capability": ["风险因素", "潜在危害"],
+             "check_diet_capability": ["饮食建议", "运动计划"]}
+    rows = [(f"t{t}", f"回答中应当明确地说明{kinds[label][j % 2]}和第{t}{j}项的细节。", label)
+            for t in range(8) for label in kinds for j in range(4)]
+    out, _ = _describe(rows, min_caps=3, max_share=0.6)
+    uses = 0
+    for cap in out.capabilities:
+        signal = cap.diagnostic_signal.split(", where")[0]
+        if signal.startswith("The criterion uses"):
+            uses += 1
+            assert set(_QUOTED.findall(signal)) <= set(cap.title.split(" · ")), (cap.diagnostic_signal, cap.title)
+    assert uses == 3

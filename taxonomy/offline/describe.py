@@ -488,7 +488,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
         # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another
         # capability's title ("code") for a claim on that capability's criteria.
-        stems = lambda t: {stem(w) for w in _ascii_words(t.text)}  # noqa: E731
+        stems = lambda t: {stem(w) for w in _ascii_words(t.text)} or {t.text}  # noqa: E731  (a phrase in another script is its own key)
         theirs = [stems(t) for j in range(k) if j != c for t in titles[j][:1]] + [stems(t) for t in titles.get(near, [])]
         own_rest = [t for t in shown if not any(stems(t) <= o for o in theirs)][:2] \
             or ([t for t in terms[c] if t.text not in {s.text for s in titles.get(near, [])}][:2] if near is not None else shown)
