@@ -36,7 +36,7 @@ def _features(openings: Openings, space: PhraseSpace, least: int) -> list[tuple[
         for key, _ in keys:
             if key in starts:
                 starts[key].append(i)
-    out = [("opens", openings.form[key], np.asarray(rows)) for key, rows in sorted(starts.items())]
+    out = [("opens", openings.form[key], np.asarray(rows, dtype=int)) for key, rows in sorted(starts.items())]
     x = space.x.tocsc()
     for j, surface in enumerate(space.surface):
         rows = x.indices[x.indptr[j]:x.indptr[j + 1]]
@@ -77,23 +77,27 @@ def placement_rules(primary: np.ndarray, names: list[str], openings: Openings, s
         kind, text, rows = features[f]
         open_[rows] = False
         rules.append(PlacementRule(kind=kind, text=text, capability=names[c], caught=caught, right=right))
-    return rules + _lead_rules(primary, names, openings, leads, open_, least, {r.text for r in rules})
+    opening_rows = {text: rows for kind, text, rows in features if kind == "opens"}
+    return rules + _lead_rules(primary, names, [openings.form[key] if key else None for key in leads],
+                               opening_rows, open_, least, {r.text for r in rules})
 
 
-def _lead_rules(primary: np.ndarray, names: list[str], openings: Openings, leads, open_: np.ndarray,
-                least: int, listed: set[str]) -> list[PlacementRule]:
-    """After the list, a line for each opening a title leads with that the list left out for placing
-    under MIN_PRECISION, while most of what it still catches goes where it says: a reader who sees a
-    title lead with "States that …" looks for it in the list, and without it placed those by guess."""
+def _lead_rules(primary: np.ndarray, names: list[str], leads: list[str | None], opening_rows: dict[str, np.ndarray],
+                open_: np.ndarray, least: int, listed: set[str]) -> list[PlacementRule]:
+    """After the list, a line for each opening a title leads with (`leads[c]`, as written) that the list
+    left out for placing under MIN_PRECISION, while most of what it still catches goes where it says: a
+    reader who sees a title lead with "States that …" looks for it in the list, and without it placed those
+    by guess. An opening too rare to be among `opening_rows` is too rare for a line."""
     out = []
-    for c, key in enumerate(leads):
-        if not key or openings.form[key] in listed:
+    for c, text in enumerate(leads):
+        if not text or text in listed or text not in opening_rows:
             continue
-        rows = np.array([i for i in np.flatnonzero(open_) if any(k == key for k, _ in openings.keys[i])], dtype=int)
+        rows = opening_rows[text]
+        rows = rows[open_[rows]]
         right = int((primary[rows] == c).sum())
         if len(rows) >= least and right > len(rows) / 2:
             open_[rows] = False
-            out.append(PlacementRule(kind="opens", text=openings.form[key], capability=names[c], caught=len(rows), right=right))
+            out.append(PlacementRule(kind="opens", text=text, capability=names[c], caught=len(rows), right=right))
     return out
 
 
