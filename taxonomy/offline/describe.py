@@ -59,6 +59,12 @@ def _ascii_words(text: str) -> list[str]:
     return [w for w in "".join(ch if ch.isalpha() else " " for ch in plain).split() if len(w) >= 2]
 
 
+def _stems(text: str) -> set[str]:
+    """What two phrases are compared by: their Latin words' stems, or the phrase itself in a script
+    without them (an empty set would be part of every other phrase)."""
+    return {stem(w) for w in _ascii_words(text)} or {text}
+
+
 def _quote(text: str, focus: tuple[str, ...] = ()) -> str:
     """The criterion as written, up to QUOTE_CHARS. A longer one keeps its start and, when a later
     sentence holds one of the `focus` phrases (the capability's own), that sentence: long rubric items
@@ -139,7 +145,7 @@ def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewher
     if best < NAME_COVERAGE and _telling(opening.share, opening.lift) > (_telling(best, title_terms[0].lift) if title_terms else 0.0):
         return True
     words = _ascii_words(opening.text)
-    lead = {stem(w) for w in _ascii_words(title_terms[0].text)} if title_terms else set()
+    lead = _stems(title_terms[0].text) if title_terms else set()
     return bool(NEGATIONS & set(words)) and (opening.share >= NAME_COVERAGE or bool(lead & {stem(w) for w in words if w not in NEGATIONS}))
 
 
@@ -468,7 +474,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
                                            or (top.share >= NAME_COVERAGE and not overlaps(top.key, elsewhere(c)))) else None
         if lead is not None:
             said = {stem(w) for w in _opening_words(lead) if w not in NEGATIONS}
-            shown = [t for t in shown if not {stem(w) for w in _ascii_words(t.text)} & said]
+            shown = [t for t in shown if not _stems(t.text) & said]
         leads[c] = lead.key if lead else None
         cap.title = " · ".join(([f"{lead.text} …"] if lead else []) + [t.text for t in shown]) or cap.name
         cap.share = round(len(rows) / max(n, 1), 6)
@@ -488,18 +494,16 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
         # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another
         # capability's title ("code") for a claim on that capability's criteria.
-        stems = lambda t: {stem(w) for w in _ascii_words(t.text)} or {t.text}  # noqa: E731  (a phrase in another script is its own key)
-        theirs = [stems(t) for j in range(k) if j != c for t in titles[j][:1]] + [stems(t) for t in titles.get(near, [])]
-        own_rest = [t for t in shown if not any(stems(t) <= o for o in theirs)][:2] \
+        theirs = [_stems(t.text) for j in range(k) if j != c for t in titles[j][:1]] + [_stems(t.text) for t in titles.get(near, [])]
+        own_rest = [t for t in shown if not any(_stems(t.text) <= o for o in theirs)][:2] \
             or ([t for t in terms[c] if t.text not in {s.text for s in titles.get(near, [])}][:2] if near is not None else shown)
+        against = f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."
         if near is not None and _by_openings(opens[c], opens[near]):
             cap.diagnostic_signal = f"The criterion opens with {_opening_list(opens[c])}, where `{names[near]}` criteria open with {_opening_list(opens[near])}."
         elif lead is not None and not shown:  # a title that is its opening alone: the signal is that opening
-            cap.diagnostic_signal = (f"The criterion opens with {_opening_list([lead])}"
-                                     + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
+            cap.diagnostic_signal = f"The criterion opens with {_opening_list([lead])}{against}"
         else:
-            cap.diagnostic_signal = (f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}"
-                                     + (f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."))
+            cap.diagnostic_signal = f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}{against}"
         # one more criterion than the description quotes; a group of one template still shows another run of it
         extra = picks[EXAMPLES:] or sorted((int(i) for i in rows if int(i) not in picks),
                                            key=lambda i: (-round(float(result.probs[i, c]), 1), len(texts[i]), i))[:1] or picks[-1:]
