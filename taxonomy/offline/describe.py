@@ -240,21 +240,26 @@ def _largest_pair(lead: dict[int, int], match, n: int, max_share: float) -> tupl
     return (a, b) if lead[a] >= lead[b] else (b, a)
 
 
+def _one_task(tasks, rows: np.ndarray) -> tuple[str, int] | None:
+    """(task, how many) when at least SAME_TASK of the criteria `rows` come from one task: such a group
+    holds that task's topic or template more than a kind of check."""
+    if not len(rows):
+        return None
+    task, count = Counter(tasks[i] for i in rows).most_common(1)[0]
+    return (task, count) if count >= SAME_TASK * len(rows) else None
+
+
 def _same_task(tasks: list[str], max_share: float):
     """Two capabilities that each draw most of their criteria from one and the same task split that
     task's topic, not two kinds of check (PaperBench: one paper's runs cut by optimizer); a reader
     cannot tell them apart."""
-    task_arr = np.asarray(tasks, dtype=object)
-
     def find(primary: np.ndarray, k: int):
         top: dict[int, str] = {}
         size: dict[int, int] = {}
         for c in range(k):
             rows = np.flatnonzero(primary == c)
-            if len(rows):
-                names, counts = np.unique(task_arr[rows], return_counts=True)
-                if counts.max() >= SAME_TASK * len(rows):
-                    top[c], size[c] = names[counts.argmax()], len(rows)
+            if one := _one_task(tasks, rows):
+                top[c], size[c] = one[0], len(rows)
         found = _largest_pair(size, lambda a, b: top[a] == top[b], len(primary), max_share)
         return found and (*found, f"both drew at least {SAME_TASK:.0%} of their criteria from task `{top[found[0]]}`, "
                                    "so they split one task's topic rather than two kinds of check")
@@ -481,7 +486,6 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         cap.key_phrases, cap.phrase_weights = models[c]
         cap.score_offset = round(float(offsets[c]), 6)
         spans = len({tasks[i] for i in rows})
-        top_task, from_top = Counter(tasks[i] for i in rows).most_common(1)[0] if len(rows) else ("", 0)
         picks = _examples(rows, result.probs[:, c], hits[:, c], opens[c], openings.keys, texts, tasks, EXAMPLES + 1)
         if lead is None and (not shown or shown[0].coverage < NAME_COVERAGE):
             notes.append(f"`{cap.name}`: no phrase occurs in most of its criteria (best: "
@@ -489,7 +493,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         unlike = openings.seldom(rows) if sum(o.share for o in opens[c]) < NAME_COVERAGE else []
         cap.description = _description(opens[c], shown, len(rows), spans, n_tasks,
                                        [texts[i] for i in picks[:EXAMPLES]], unlike,
-                                       (top_task, from_top) if n_tasks > 1 and from_top >= SAME_TASK * len(rows) else None)
+                                       _one_task(tasks, rows) if n_tasks > 1 else None)
         near = siblings[c][0] if siblings[c] else None
         # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
         # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another
