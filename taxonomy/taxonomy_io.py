@@ -69,17 +69,18 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     if said_once:
         lines += ["Design principles (the paper's Section 4): P1 reactive verification applies to every capability. "
                   "P2 (needs native inspection of the artifacts) and P3 (needs domain conventions absent from the criterion text) "
-                  f"are left out of the table, since every capability has the same answer. {reason[2]}", "",
-                  "| capability | share | description |", "|---|---:|---|"]
-        lines += [f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | {c.description} |"
-                  for c in taxonomy.capabilities]
+                  f"are left out of the table, since every capability has the same answer. {reason[2]}", ""]
     else:
         lines += ["Design principles (the paper's Section 4): P1 reactive verification applies to every capability; "
                   "P2 = needs native inspection of the artifacts (properties lost when flattened to text or rendered); "
-                  "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", "",
-                  "| capability | share | P1 | P2 | P3 | description |", "|---|---:|:-:|:-:|:-:|---|"]
-        lines += [f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | ✓ | {principle_mark(c.needs_native_inspection)} | "
-                  f"{principle_mark(c.needs_domain_conventions)} | {c.description} |" for c in taxonomy.capabilities]
+                  "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", ""]
+    columns = [] if said_once else ["P1", "P2", "P3"]
+    lines += ["| capability | share | " + "".join(f"{col} | " for col in columns) + "description |",
+              "|---|---:|" + ":-:|" * len(columns) + "---|"]
+    for c in taxonomy.capabilities:
+        marks = [] if said_once else ["✓", principle_mark(c.needs_native_inspection), principle_mark(c.needs_domain_conventions)]
+        lines.append(f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | "
+                     + "".join(f"{m} | " for m in marks) + f"{c.description} |")
     if taxonomy.written_by == "offline":
         lines[4:4] = ["Written by the offline backend, not by a model: each capability's name, title (in brackets) and texts "
                       "are drawn from its criteria: the openings and phrases that set them apart, with the share of its criteria "
