@@ -81,9 +81,10 @@ def _placed(rules: list[dict], crit: pl.DataFrame) -> tuple[float, float]:
     for text, primary in zip(crit["text"].to_list(), crit["primary"].to_list()):
         words = _cut(text)
         for r in rules:
-            want = _cut(r["text"])
-            at = [0] if r["kind"] == "opens" else range(len(words) - len(want) + 1)
-            if any(words[i:i + len(want)] == want for i in at):
+            # an opening family is written "A / B": the criterion opens with one of its words
+            wants = [_cut(alt) for alt in r["text"].split(" / ")] if r["kind"] == "opens" else [_cut(r["text"])]
+            at = [0] if r["kind"] == "opens" else range(len(words) - len(wants[0]) + 1)
+            if any(words[i:i + len(want)] == want for want in wants for i in at):
                 caught += 1
                 right += r["capability"] == primary
                 break

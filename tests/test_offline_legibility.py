@@ -472,3 +472,4 @@ def test_a_signal_in_a_spaceless_script_speaks_in_its_title_phrases():
             uses += 1
             assert set(_QUOTED.findall(signal)) <= set(cap.title.split(" · ")), (cap.diagnostic_signal, cap.title)
     assert uses == 3
+

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.guidance.principles import WORD
-from taxonomy.offline.placement import PLACEMENT_INTRO, placement_cue, placement_summary
+from taxonomy.offline.placement import placement_cue, placement_intro, placement_summary
 from taxonomy.schemas import Taxonomy
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -77,7 +77,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
     return {
         "header": _header(manifest, taxonomy, criteria),
         "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
-        "placement": {"intro": PLACEMENT_INTRO, "summary": placement_summary(taxonomy),
+        "placement": {"intro": placement_intro(taxonomy), "summary": placement_summary(taxonomy),
                       "rules": [{"cue": placement_cue(r), "capability": r.capability, "right": r.right, "caught": r.caught}
                                 for r in taxonomy.placement]} if taxonomy.placement else None,
         "has_stage3": joined is not None,

@@ -32,6 +32,7 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
+from taxonomy.offline.families import opening_families
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
 from taxonomy.offline.placement import placement_rules
@@ -418,7 +419,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     tasks = criteria["task_id"].cast(pl.Utf8).to_list()
     by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
     votes = criterion_votes(taxonomy, [list(by_id.get(i) or []) for i in ids])
-    openings = Openings(texts, tasks)
+    openings = Openings(texts, tasks, opening_families(texts, tasks))
     merged = []
     for pair in (_same_task(tasks, cfg.merge.max_share), _both_negated(openings, cfg.merge.max_share)):
         taxonomy, votes, siblings, notes = _fold(taxonomy, votes, siblings, cfg.merge.min_caps, pair)

@@ -7,7 +7,9 @@ label names its fine kind by the check-language words most over-represented in i
 many tasks, not piled up in a few, not so common that every criterion has them, never a
 function word); kinds whose words agree up to order take their next word, so no two labels are
 paraphrases. Scripts without Latin letters get a stable letter code of their characters
-(labels are [a-z_] by rule).
+(labels are [a-z_] by rule). A criterion that opens with a word of an opening family (families.py:
+"Advises / Recommends / Suggests") carries the family's label instead of its fine kind's, so the
+merge never splits one check by the verb it was written with.
 
 Nothing here reads the corpus's `category` or any gold field. The rationale quotes the
 criterion, so it passes the same grounding validator an LLM's does.
@@ -25,6 +27,7 @@ from sklearn.cluster import MiniBatchKMeans
 from threadpoolctl import threadpool_limits
 
 from taxonomy.config import LabelRules
+from taxonomy.offline.families import Families, first_word, opening_families
 from taxonomy.offline.features import CriterionSpace, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS, label_gist, label_problems
 
@@ -167,12 +170,13 @@ def kind_names(space: CriterionSpace, kinds: np.ndarray, rules: LabelRules) -> d
     return out
 
 
-def _distinct_labels(names: dict[int, list[str]], rules: LabelRules) -> dict[int, str]:
+def _distinct_labels(names: dict[int, list[str]], rules: LabelRules, taken: set | None = None) -> dict[int, str]:
     """One label per kind from its first PREDICATE_WORDS words. Two kinds whose labels would agree
     up to word order and inflection (a paraphrase to the Stage 1 validator, and one label to
-    Stage 2) take their next ranked word instead; only when none is left do they share a label."""
+    Stage 2) take their next ranked word instead; only when none is left do they share a label.
+    `taken`: gists already used (the opening families' labels)."""
     out: dict[int, str] = {}
-    taken: set[tuple[str, ...]] = set()
+    taken = set(taken or ())
     for k in sorted(names):
         words = names[k]
         head = words[:PREDICATE_WORDS]
@@ -182,6 +186,18 @@ def _distinct_labels(names: dict[int, list[str]], rules: LabelRules) -> dict[int
         label = label or (labels[0] if labels else None) or _fit_label(["unmarked"], rules)
         taken.add(label_gist(label, rules))
         out[k] = label
+    return out
+
+
+def _family_labels(families: Families, rules: LabelRules) -> dict[str, str]:
+    """A label for each opening family, from its two commonest words ("check_advises_recommends_capability"):
+    criteria that open with any of its words check one thing in several wordings, so they share a label
+    whatever else their words say, and Stage 2 cannot split the family into capabilities by its verbs."""
+    out: dict[str, str] = {}
+    for head, words in families.members.items():
+        label = next((lab for lab in (_fit_label([_ascii(w) for w in words[:n]], rules) for n in (2, 1)) if lab), None)
+        if label and label_gist(label, rules) not in {label_gist(v, rules) for v in out.values()}:
+            out[head] = label
     return out
 
 
@@ -197,10 +213,14 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules, space: CriterionSpa
         space = CriterionSpace.fit(texts, frame["task_id"].cast(pl.Utf8).to_list())
     kinds = fine_kinds(space, n_kinds, seed=SEED)
     names = kind_names(space, kinds, rules)
-    kind_label = _distinct_labels(names, rules)
+    families = opening_families(texts, frame["task_id"].cast(pl.Utf8).to_list())
+    family_label = _family_labels(families, rules)
+    kind_label = _distinct_labels(names, rules, {label_gist(label, rules) for label in family_label.values()})
     rows = []
     for text, k in zip(texts, kinds.tolist()):
-        rows.append(([kind_label[k]], _rationale(text, rules)))
+        first = first_word(text)
+        family = families.of(first[0]) if first else None
+        rows.append(([family_label.get(family) or kind_label[k]], _rationale(text, rules)))
     return pl.DataFrame(
         {
             "criterion_id": frame["criterion_id"].cast(pl.Utf8),

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from taxonomy.offline.families import Families
 from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
@@ -40,8 +41,9 @@ class Opening:
     lift: float = 1.0  # share / its share of the whole corpus
 
 
-def _keys(text: str) -> tuple[tuple[str, str], ...]:
-    """(key, surface) of the openings of a criterion, shortest first."""
+def _keys(text: str, families: Families = Families()) -> tuple[tuple[str, str], ...]:
+    """(key, surface) of the openings of a criterion, shortest first; an opening word of a family
+    (families.py) is keyed and written as its family ("advises", “Advises / Recommends / Suggests”)."""
     text = (text or "").strip()
     found = list(WORD.finditer(text))
     if not found:
@@ -57,6 +59,10 @@ def _keys(text: str) -> tuple[tuple[str, str], ...]:
         if any(is_spaceless(w) for w in lead):
             break
         # "The …" or "For …" says nothing of the check; "Does not …" does
+        family = families.of(lead[0])
+        if family:  # its family is the opening: "Notes that …" beside "States / Mentions / Notes …" would say it twice
+            out.append((family, families.written(family)))
+            break
         if any(w.lower() not in FUNCTION_WORDS or w.lower() in NEGATIONS for w in lead):
             # shown as written, numbers and punctuation between the words included ("Step 1: Does the")
             out.append((" ".join(lead).lower(), text[:found[n - 1].end()]))
@@ -92,8 +98,8 @@ def _extends(longer: str, shorter: str) -> bool:
 class Openings:
     """The openings of a corpus, counted once, and the ones that set a group apart."""
 
-    def __init__(self, texts: list[str], tasks: list[str]):
-        self.keys = [_keys(t) for t in texts]
+    def __init__(self, texts: list[str], tasks: list[str], families: Families = Families()):
+        self.keys = [_keys(t, families) for t in texts]
         self.total = Counter(k for ks in self.keys for k, _ in ks)
         self.n = max(len(texts), 1)
         spread: dict[str, set[str]] = {}

@@ -20,7 +20,7 @@ from taxonomy.offline.openings import Openings
 from taxonomy.offline.phrases import STEM_LETTERS, PhraseSpace
 from taxonomy.schemas import PlacementRule, Taxonomy
 
-__all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "PLACEMENT_INTRO",
+__all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "placement_intro",
            "MAX_RULES", "MIN_PRECISION"]
 
 MAX_RULES = 20        # a list a reader scans per criterion, not a classifier
@@ -106,6 +106,13 @@ PLACEMENT_INTRO = (f"Go down the list and stop at the first line that fits the c
                    f"sharing its first {STEM_LETTERS}, a shorter one only itself. "
                    "Each line says how many of the criteria this taxonomy was built from it caught, after the lines above it, "
                    "and how many of those the offline tags put where it says.")
+FAMILY_NOTE = "“A / B …” is one opening written several ways: the criterion opens with A or with B."
+
+
+def placement_intro(taxonomy: Taxonomy) -> str:
+    """The list's reading instructions, with what “A / B …” means when a line has an opening family."""
+    families = any(r.kind == "opens" and " / " in r.text for r in taxonomy.placement)
+    return PLACEMENT_INTRO + (" " + FAMILY_NOTE if families else "")
 
 
 def placement_cue(rule: PlacementRule) -> str:
@@ -128,6 +135,6 @@ def placement_markdown(taxonomy: Taxonomy) -> list[str]:
     """The offline placement rules as a list a reader goes down, with what each one catches."""
     if not taxonomy.placement:
         return []
-    return (["", "## Placing a criterion", "", PLACEMENT_INTRO, ""]
+    return (["", "## Placing a criterion", "", placement_intro(taxonomy), ""]
             + [f"{i}. {placement_cue(r)} → `{r.capability}` ({r.right} of {r.caught})" for i, r in enumerate(taxonomy.placement, 1)]
             + ["", placement_summary(taxonomy)])
