@@ -473,3 +473,23 @@ def test_a_signal_in_a_spaceless_script_speaks_in_its_title_phrases():
             assert set(_QUOTED.findall(signal)) <= set(cap.title.split(" · ")), (cap.diagnostic_signal, cap.title)
     assert uses == 3
 
+
+def test_an_opening_half_the_corpus_shares_gives_way_to_the_group_own_longer_one():
+    """"Code has been …" starts half the corpus: a group that mostly goes on "Code has been written to …" is told by
+    that, even when a fifth of it goes on otherwise, so its title does not block the other "Code has been …" groups'."""
+    from taxonomy.offline.openings import Openings
+
+    texts, tasks = [], []
+    for t in range(10):
+        texts += [f"Code has been written to {verb} item {t}." for verb in ("plot", "save", "load", "parse", "log", "sort", "zip")]
+        texts += [f"Code has been executed such that run {t}{w} ends." for w in "abcd"]
+        texts += [f"Code has been run for case {t}{w}." for w in "ab"]
+        texts += [f"Results show that model {t}{w} wins." for w in "abcdefghijk"]
+        tasks += [f"t{t}"] * 24
+    opens = Openings(texts, tasks)
+    written = [i for i, text in enumerate(texts) if text.startswith(("Code has been written", "Code has been run"))]
+    told = [o.text for o in opens.distinctive(written)]
+    assert told[0] == "Code has been written to" and "Code has been" not in told, told
+    executed = [i for i, text in enumerate(texts) if "executed" in text]
+    assert [o.text for o in opens.distinctive(executed)] == ["Code has been executed such that"]
+

@@ -29,6 +29,7 @@ CHARS = 10         # longest opening, in characters, of a script written without
 MIN_TASKS = 3      # an opening begins criteria of at least this many of the corpus's tasks
 COMMON = 0.15      # an opening of this share of the whole corpus is one a reader expects everywhere ...
 SELDOM = 1 / 3     # ... and a group using it at most this fraction as often is told apart by its absence
+LEAD_LIFT = 2.0    # ... and a group using it less than this many times as often shows a longer opening of its own instead
 # English negations: a name or text that drops one from "Does not mention …" says the opposite.
 NEGATIONS = frozenset("not no never without nor cannot doesn don isn aren wasn weren didn won shouldn".split())
 
@@ -144,9 +145,18 @@ class Openings:
                 forms.setdefault(key, Counter())[form] += 1
         m = len(rows)
 
-        def ok(key: str) -> bool:
+        def telling(key: str) -> bool:
             share = counts[key] / m
-            return share >= MIN_SHARE and share >= MIN_LIFT * self.total[key] / self.n and key in self.general
+            return share >= MIN_SHARE and share >= MIN_LIFT * self.total[key] / self.n
+
+        def ok(key: str) -> bool:
+            # An opening a reader expects everywhere, not much commoner in the group ("Code has been …": 45% of
+            # PaperBench, 83% of a group) gives way to a longer one the group has ("Code has been written to …"):
+            # shown, it would overlap the other groups' openings and tell none apart.
+            corpus = self.total[key] / self.n
+            common = corpus >= COMMON and counts[key] / m < LEAD_LIFT * corpus and \
+                any(k != key and _extends(k, key) and telling(k) for k in counts)
+            return telling(key) and key in self.general and not common
 
         ranked = sorted((k for k in counts if ok(k)), key=lambda k: (-counts[k], k))
         chosen: list[str] = []
