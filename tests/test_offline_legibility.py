@@ -493,3 +493,28 @@ def test_an_opening_half_the_corpus_shares_gives_way_to_the_group_own_longer_one
     executed = [i for i, text in enumerate(texts) if "executed" in text]
     assert [o.text for o in opens.distinctive(executed)] == ["Code has been executed such that"]
 
+
+def test_a_capability_of_penalties_says_so_from_the_corpus_weights(offline_env, tmp_path):
+    """The weight's sign is the corpus's own word on a criterion: a capability whose criteria are penalties says so,
+    and one that has none says that too when the corpus has many; a corpus of rewards only says nothing."""
+    from tests.test_opening_families import _rows
+
+    rows = _rows()
+    weights = [-2.0 if text.startswith(("Fails", "Uses")) else 1.0 for _, text in rows]
+    for name, w in (("signed", weights), ("rewards", [abs(x) for x in weights])):
+        pl.DataFrame({"task_id": [r[0] for r in rows], "text": [r[1] for r in rows], "weight": w}).write_csv(tmp_path / f"{name}.csv")
+        (tmp_path / f"{name}.toml").write_text(f'name = "{name}"\n[corpus]\npath = "{name}.csv"\nformat = "table"\n'
+                                               '[cluster]\nk = 20\n[merge]\nmin_caps = 3\nmax_caps = 6\n')
+        invoke("run", tmp_path / f"{name}.toml", "--run-dir", tmp_path / name, "-q", "--no-report")
+    tax, d = _load(tmp_path / "signed")
+    share = sum(w < 0 for w in weights) / len(weights)
+    for cap in tax.capabilities:
+        here = (d.filter(pl.col("primary") == cap.name)["weight"] < 0).mean()
+        said = re.search(r"(\d+)% of them are penalties \(negative weight,? against (\d+)% of all criteria\)", cap.description)
+        if here >= 0.8 or here <= share / 10:
+            assert said and int(said.group(1)) == round(100 * here) and int(said.group(2)) == round(100 * share), cap.description
+        else:
+            assert not said, cap.description
+    assert any("the work loses points when they hold" in c.description for c in tax.capabilities)
+    rewards, _ = _load(tmp_path / "rewards")
+    assert not any("penalties" in c.description for c in rewards.capabilities)

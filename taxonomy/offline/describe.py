@@ -49,6 +49,7 @@ HEAD_CHARS = 60       # of a long criterion, the start kept before its own sente
 EXAMPLES = 3          # criteria quoted in a description
 ALIKE = 0.6           # examples sharing this share of their words show one template twice
 SHORT = 150           # examples this short are preferred: a reader takes in a short criterion at a glance
+PENALTIES = 0.8       # a capability with this share of negative-weight criteria is said to be penalties
 # Openings that say something is absent: the negations and the English verbs of omission.
 OMISSIONS = NEGATIONS | {"fails", "lacks", "omits", "neglects"}
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
@@ -320,9 +321,11 @@ def _alike(a: str, b: str) -> bool:
 
 
 def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans: int, n_tasks: int,
-                 examples: list[str], unlike: list[tuple[Opening, float]] = (), one_task: tuple[str, int] | None = None) -> str:
+                 examples: list[str], unlike: list[tuple[Opening, float]] = (), one_task: tuple[str, int] | None = None,
+                 penalties: tuple[float, float] | None = None) -> str:
     """What the criteria ask for, in their own openings and phrases, how far they reach, and examples;
-    `one_task` (task, count) when most of them come from one task."""
+    `one_task` (task, count) when most of them come from one task; `penalties` (share here, share in the corpus)
+    of criteria with a negative weight."""
     parts = []
     if openings:
         opened = " or ".join(f"“{o.text} …” ({o.share:.0%})" for o in openings)
@@ -339,8 +342,19 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
     if one_task:  # readers took such a group's words for a kind of check, and its name misled them
         reach += (f"{one_task[1]} of them come from task `{one_task[0]}`, so its openings and phrases may be that task's own wording "
                   "rather than a kind of check. ")
+    reach += _penalty_sentence(*penalties) if penalties else ""
     quoted = "; ".join(f"“{_quote(t, tuple(x.text for x in shown))}”" for t in examples)
     return lead + reach + (f"Examples: {quoted}" if quoted else "")
+
+
+def _penalty_sentence(here: float, corpus: float) -> str:
+    """The weight's sign, when it sets the capability apart: a reader told that its criteria are penalties
+    knows they name what the work must not do (the corpus's own weights say so, not the words)."""
+    if here >= PENALTIES:
+        return f"{here:.0%} of them are penalties (negative weight, against {corpus:.0%} of all criteria): the work loses points when they hold. "
+    if corpus >= PENALTIES / 4 and here <= corpus / 10:
+        return f"{here:.0%} of them are penalties (negative weight, against {corpus:.0%} of all criteria). "
+    return ""
 
 
 def _opening_list(openings: list[Opening]) -> str:
@@ -420,6 +434,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
     votes = criterion_votes(taxonomy, [list(by_id.get(i) or []) for i in ids])
     openings = Openings(texts, tasks, opening_families(texts, tasks))
+    penalty = (criteria["direction"] == "penalty").fill_null(False).to_numpy() if "direction" in criteria.columns \
+        else np.zeros(len(texts), bool)
     merged = []
     for pair in (_same_task(tasks, cfg.merge.max_share), _both_negated(openings, cfg.merge.max_share)):
         taxonomy, votes, siblings, notes = _fold(taxonomy, votes, siblings, cfg.merge.min_caps, pair)
@@ -494,7 +510,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         unlike = openings.seldom(rows) if sum(o.share for o in opens[c]) < NAME_COVERAGE else []
         cap.description = _description(opens[c], shown, len(rows), spans, n_tasks,
                                        [texts[i] for i in picks[:EXAMPLES]], unlike,
-                                       _one_task(tasks, rows) if n_tasks > 1 else None)
+                                       _one_task(tasks, rows) if n_tasks > 1 else None,
+                                       (float(penalty[rows].mean()), float(penalty.mean())) if penalty.any() and len(rows) else None)
         near = siblings[c][0] if siblings[c] else None
         # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
         # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another
