@@ -134,10 +134,11 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
 class PlacementRule(BaseModel):
     """One step of the offline backend's placement list: a criterion that opens with (or uses) `text`
     goes to `capability`; of the `caught` criteria it caught in the corpus it was learned on
-    (after the rules before it), `right` were tagged so."""
+    (after the rules before it), `right` were tagged so. The last step may be `rest` (no text): the
+    capability most of the criteria no line caught are tagged with."""
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["opens", "uses"]
+    kind: Literal["opens", "uses", "rest"]
     text: str
     capability: str
     caught: int

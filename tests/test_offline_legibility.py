@@ -138,8 +138,10 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
 
 
 def _placement_follows_the_tags(tax, d, md):
-    """A reader who goes down the placement list, matching words as written, places most criteria as tagged."""
-    rules = tax.placement
+    """A reader who goes down the placement list, matching words as written, places most criteria as tagged,
+    and is told where the tags put most of the criteria no line fits."""
+    rules = [r for r in tax.placement if r.kind != "rest"]
+    assert tax.placement[:len(rules)] == rules  # the rest step comes last, once
     learned = [r for r in rules if r.right >= 0.8 * r.caught]
     assert 5 <= len(learned) <= 20 and rules[:len(learned)] == learned
     listed = md.split("## Placing a criterion", 1)[1].split("\n## ", 1)[0]
@@ -151,15 +153,23 @@ def _placement_follows_the_tags(tax, d, md):
         verb = "Opens with" if r.kind == "opens" else "Contains"
         assert f"\n{i}. {verb} “{r.text}" in listed and f"`{r.capability}` ({r.right} of {r.caught})" in listed
     caught = right = 0
+    left = Counter()
     for text, primary in zip(d["text"], d["primary"]):
         rule = next((r for r in rules if (_opens(text, r.text) if r.kind == "opens" else _says(text, r.text))), None)
         if rule is not None:
             caught += 1
             right += rule.capability == primary
+        else:
+            left[primary] += 1
     assert caught >= 0.5 * d.height and right >= 0.85 * caught, (caught, right)
     stated = sum(r.caught for r in rules)
     assert abs(caught - stated) <= 0.05 * d.height, (caught, stated)  # the reader's matching is near the tagger's
     assert f"These {len(rules)} lines catch {stated} of the {d.height} criteria" in " ".join(listed.split())
+    # what fits no line: the capability the tags put most of it in, as the reader's own matching finds it
+    rest = tax.placement[-1]
+    assert rest.kind == "rest" and rest.caught == d.height - stated and rest.capability == left.most_common(1)[0][0], (rest, left)
+    assert abs(rest.right - left[rest.capability]) <= 0.05 * d.height, (rest, left)
+    assert f"Of those, the tags put the most in `{rest.capability}` ({rest.right} of {rest.caught})" in " ".join(listed.split())
 
 
 def test_frozen_offline_taxonomy_gives_the_run_own_tags(offline_env, tmp_path):
@@ -433,11 +443,12 @@ def test_placement_rules_follow_the_tags_and_leave_an_even_opening_unplaced():
     """Three openings, two tagged consistently and one split evenly: the list places the two, larger first,
     and leaves the third to the descriptions rather than guess."""
     from taxonomy.offline.placement import placement_rules
+    from taxonomy.schemas import PlacementRule
 
     rules = placement_rules(*_three_openings(lambda i: i % 2))
     assert [(r.kind, r.text, r.capability, r.caught, r.right) for r in rules[:2]] == [
         ("opens", "Lists", "check_a_capability", 40, 40), ("opens", "Warns", "check_b_capability", 30, 30)]
-    assert sum(r.caught for r in rules) < 90 and not any(r.text == "Notes" for r in rules)
+    assert rules[2:] == [PlacementRule(kind="rest", text="", capability="check_a_capability", caught=20, right=10)], rules
     # even as the opening b's title leads with, a split half and half gets no line
     assert placement_rules(*_three_openings(lambda i: i % 2), [None, "notes"]) == rules
 
@@ -451,9 +462,10 @@ def test_an_opening_a_title_leads_with_gets_a_line_after_the_list_while_most_of_
     assert 14 / 20 < MIN_PRECISION
     plain = placement_rules(*args)
     assert not any(r.text == "Notes" for r in plain)
+    assert (plain[-1].kind, plain[-1].capability, plain[-1].caught, plain[-1].right) == ("rest", "check_b_capability", 20, 14)
     led = placement_rules(*args, [None, "notes"])
-    assert led[:-1] == plain and (led[-1].text, led[-1].capability, led[-1].caught, led[-1].right) == (
-        "Notes", "check_b_capability", 20, 14)
+    assert led[:-1] == plain[:-1] and (led[-1].text, led[-1].capability, led[-1].caught, led[-1].right) == (
+        "Notes", "check_b_capability", 20, 14)  # and nothing is left for a rest step
     assert placement_rules(*args, ["notes", None]) == plain  # a's title may lead with it; the list does not say so
 
 

@@ -10,7 +10,8 @@ A phrase rule uses only a phrase of the capability's own title: a stray word tha
 sort criteria ("time", "following") would read as what the capability checks, and readers
 took it so. After the list comes a line for each opening a capability's title leads with that the
 list left out, when most of what it still catches goes there. Criteria no rule fits are left to the
-descriptions, and the list says how many.
+descriptions, and the list says how many and which capability the tags put most of them in (the
+`rest` step), as a default for a criterion no description fits better either.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from taxonomy.offline.openings import Openings
 from taxonomy.offline.phrases import STEM_LETTERS, PhraseSpace
 from taxonomy.schemas import PlacementRule, Taxonomy
 
-__all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "placement_intro",
+__all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "placement_intro", "lines",
            "MAX_RULES", "MIN_PRECISION"]
 
 MAX_RULES = 20        # a list a reader scans per criterion, not a classifier
@@ -78,8 +79,25 @@ def placement_rules(primary: np.ndarray, names: list[str], openings: Openings, s
         open_[rows] = False
         rules.append(PlacementRule(kind=kind, text=text, capability=names[c], caught=caught, right=right))
     opening_rows = {text: rows for kind, text, rows in features if kind == "opens"}
-    return rules + _lead_rules(primary, names, [openings.form[key] if key else None for key in leads],
-                               opening_rows, open_, least, {r.text for r in rules})
+    rules += _lead_rules(primary, names, [openings.form[key] if key else None for key in leads],
+                         opening_rows, open_, least, {r.text for r in rules})
+    return rules + _rest_rule(primary, names, open_)
+
+
+def _rest_rule(primary: np.ndarray, names: list[str], open_: np.ndarray) -> list[PlacementRule]:
+    """Where the criteria no line caught mostly go: readers with a criterion that fits no line asked for a
+    default, and the tags say which capability takes most of them (and how many of them that is)."""
+    rest = primary[open_]
+    if len(rest) == 0:
+        return []
+    counts = np.bincount(rest, minlength=len(names))
+    c = int(counts.argmax())
+    return [PlacementRule(kind="rest", text="", capability=names[c], caught=len(rest), right=int(counts[c]))]
+
+
+def lines(taxonomy: Taxonomy) -> list[PlacementRule]:
+    """The list's lines a reader matches a criterion against (the `rest` step is said after them)."""
+    return [r for r in taxonomy.placement if r.kind != "rest"]
 
 
 def _lead_rules(primary: np.ndarray, names: list[str], leads: list[str | None], opening_rows: dict[str, np.ndarray],
@@ -111,7 +129,7 @@ FAMILY_NOTE = "“A / B …” is one opening written several ways: the criterio
 
 def placement_intro(taxonomy: Taxonomy) -> str:
     """The list's reading instructions, with what “A / B …” means when a line has an opening family."""
-    families = any(r.kind == "opens" and " / " in r.text for r in taxonomy.placement)
+    families = any(r.kind == "opens" and " / " in r.text for r in lines(taxonomy))
     return PLACEMENT_INTRO + (" " + FAMILY_NOTE if families else "")
 
 
@@ -119,14 +137,19 @@ def placement_cue(rule: PlacementRule) -> str:
     return f"Opens with “{rule.text} …”" if rule.kind == "opens" else f"Contains “{rule.text}”"
 
 
-def placement_summary(taxonomy: Taxonomy) -> str:
-    """What the list as a whole catches and places, and what it leaves to the descriptions."""
-    rules = taxonomy.placement
+def placement_summary(taxonomy: Taxonomy, code=lambda name: f"`{name}`") -> str:
+    """What the list as a whole catches and places, and what it leaves to the descriptions; `code` marks up a
+    capability's name (Markdown by default)."""
+    rules = lines(taxonomy)
     caught = sum(r.caught for r in rules)
     right = sum(r.right for r in rules)
     n = max(taxonomy.n_criteria, caught)
     rest = (f"The other {n - caught} ({100 * (n - caught) / max(n, 1):.0f}%) fit none of them: place those by the descriptions."
             if n > caught else "Every criterion fits one of them.")
+    fallback = next((r for r in taxonomy.placement if r.kind == "rest"), None)
+    if fallback is not None and n > caught:
+        rest += (f" Of those, the tags put the most in {code(fallback.capability)} ({fallback.right} of {fallback.caught}): "
+                 "a criterion that fits no description better goes there.")
     return (f"These {len(rules)} lines catch {caught} of the {n} criteria and place {100 * right / max(caught, 1):.0f}% "
             f"of those as tagged. {rest}")
 
@@ -136,5 +159,5 @@ def placement_markdown(taxonomy: Taxonomy) -> list[str]:
     if not taxonomy.placement:
         return []
     return (["", "## Placing a criterion", "", placement_intro(taxonomy), ""]
-            + [f"{i}. {placement_cue(r)} → `{r.capability}` ({r.right} of {r.caught})" for i, r in enumerate(taxonomy.placement, 1)]
+            + [f"{i}. {placement_cue(r)} → `{r.capability}` ({r.right} of {r.caught})" for i, r in enumerate(lines(taxonomy), 1)]
             + ["", placement_summary(taxonomy)])
