@@ -47,7 +47,6 @@ class Families:
     head: dict[str, str] = field(default_factory=dict)
     members: dict[str, list[str]] = field(default_factory=dict)
     forms: dict[str, str] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
 
     def of(self, word: str) -> str | None:
         return self.head.get(word.lower())
@@ -115,4 +114,4 @@ def _families(texts: list[str], tasks: list[str]) -> Families:
         members[group[0]] = group
         head.update({w: group[0] for w in group})
     forms = {w: written[w].most_common(1)[0][0] for w in head}
-    return Families(head, members, forms, {w: count[w] for w in head})
+    return Families(head, members, forms)
