@@ -54,16 +54,15 @@ def _keys(text: str, families: Families = Families()) -> tuple[tuple[str, str], 
         # No spaces mark where a word ends, so every length is a candidate; distinctive() keeps the
         # longest that most of a shorter one's criteria continue with ("回答中准确说明了 …", not "回答中准 …").
         return tuple((first[:n], first[:n]) for n in range(2, min(CHARS, len(first)) + 1))
+    family = families.of(first)
+    if family:  # its family is the opening: "Notes that …" beside "States / Mentions / Notes …" would say it twice
+        return ((family, families.written(family)),)
     out = []
     for n in range(1, min(WORDS, len(found)) + 1):
         lead = [m.group() for m in found[:n]]
         if any(is_spaceless(w) for w in lead):
             break
         # "The …" or "For …" says nothing of the check; "Does not …" does
-        family = families.of(lead[0])
-        if family:  # its family is the opening: "Notes that …" beside "States / Mentions / Notes …" would say it twice
-            out.append((family, families.written(family)))
-            break
         if any(w.lower() not in FUNCTION_WORDS or w.lower() in NEGATIONS for w in lead):
             # shown as written, numbers and punctuation between the words included ("Step 1: Does the")
             out.append((" ".join(lead).lower(), text[:found[n - 1].end()]))
