@@ -194,10 +194,12 @@ def _family_labels(families: Families, rules: LabelRules) -> dict[str, str]:
     criteria that open with any of its words check one thing in several wordings, so they share a label
     whatever else their words say, and Stage 2 cannot split the family into capabilities by its verbs."""
     out: dict[str, str] = {}
+    gists: set = set()
     for head, words in families.members.items():
         label = next((lab for lab in (_fit_label([_ascii(w) for w in words[:n]], rules) for n in (2, 1)) if lab), None)
-        if label and label_gist(label, rules) not in {label_gist(v, rules) for v in out.values()}:
+        if label and label_gist(label, rules) not in gists:
             out[head] = label
+            gists.add(label_gist(label, rules))
     return out
 
 
@@ -209,11 +211,12 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules, space: CriterionSpa
                      n_kinds: int = FINE_KINDS) -> pl.DataFrame:
     """Stage-1 table (criterion_id, labels, rationale) for every row of a criterion frame."""
     texts = [t or "" for t in frame["text"].to_list()]
+    tasks = frame["task_id"].cast(pl.Utf8).to_list()
     if space is None:
-        space = CriterionSpace.fit(texts, frame["task_id"].cast(pl.Utf8).to_list())
+        space = CriterionSpace.fit(texts, tasks)
     kinds = fine_kinds(space, n_kinds, seed=SEED)
     names = kind_names(space, kinds, rules)
-    families = opening_families(texts, frame["task_id"].cast(pl.Utf8).to_list())
+    families = opening_families(texts, tasks)
     family_label = _family_labels(families, rules)
     kind_label = _distinct_labels(names, rules, {label_gist(label, rules) for label in family_label.values()})
     rows = []
