@@ -80,7 +80,9 @@ def _placed(rules: list[dict], crit: pl.DataFrame) -> tuple[float, float]:
     caught = right = 0
     for text, primary in zip(crit["text"].to_list(), crit["primary"].to_list()):
         words = _cut(text)
-        for r in (r for r in rules if r["kind"] != "rest"):  # the rest step says where the uncaught go; it catches nothing
+        for r in rules:
+            if r["kind"] == "rest":  # says where the uncaught go; it catches nothing
+                continue
             # an opening family is written "A / B": the criterion opens with one of its words
             wants = [_cut(alt) for alt in r["text"].split(" / ")] if r["kind"] == "opens" else [_cut(r["text"])]
             at = [0] if r["kind"] == "opens" else range(len(words) - len(wants[0]) + 1)
