@@ -84,7 +84,8 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     if taxonomy.written_by == "offline":
         lines[4:4] = ["Written by the offline backend, not by a model: each capability's name, title (in brackets) and texts "
                       "are drawn from its criteria: the openings and phrases that set them apart, with the share of its criteria "
-                      "that use each, and criteria quoted as they are written.", ""]
+                      "that use each, the form most of them are written in (the words they share, in order, “…” where they "
+                      "differ), and criteria quoted as they are written.", ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
     if taxonomy.placement:  # imported here: the offline backend loads scikit-learn, which reading a taxonomy needs not

@@ -126,6 +126,7 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
             assert any(_quotes(ex, t) for t in texts), ex
     assert sum(coverage) / len(coverage) >= 0.8 and min(coverage) >= 0.5, coverage
     assert bordered >= len(tax.capabilities)
+    _forms_hold(tax, d)
     # No sentence is a template shared by every capability.
     sentences = Counter(s.strip() for cap in tax.capabilities for s in re.split(r"(?<=[.!?])\s", cap.description))
     assert not [s for s, n in sentences.items() if n == len(tax.capabilities)]
@@ -135,6 +136,29 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
     assert d["score"].n_unique() > 20 and d["score"].min() < 0.9
     assert (d["tags"].list.first() == d["primary"]).all()
     _placement_follows_the_tags(tax, d, md)
+
+
+def _forms_hold(tax, d):
+    """DevAI is written from templates, so most capabilities show the form their criteria take, and the share
+    stated is the share whose words follow the form's, in order (single letters aside, they only widen it)."""
+    shown = 0
+    for cap in tax.capabilities:
+        said = re.search(r"Typically written as “([^”]+)” \((\d+)% of them\)", cap.description)
+        if not said:
+            continue
+        shown += 1
+        form = [w for w in _WORD.findall(said.group(1).lower())]
+        assert "…" in said.group(1) or len(form) >= 2, said.group(0)
+        long = [w for w in form if len(w) > 1]
+
+        def follows(text: str) -> bool:
+            it = iter(w for w in _WORD.findall(text.lower()) if len(w) > 1)
+            return all(any(w == x for x in it) for w in long)
+        texts = d.filter(pl.col("primary") == cap.name)["text"].to_list()
+        share = sum(follows(t) for t in texts) / len(texts)
+        assert share >= 0.25 and (share + 0.006 >= int(said.group(2)) / 100 if len(long) < len(form)
+                                  else abs(share - int(said.group(2)) / 100) <= 0.006), (said.group(0), share)
+    assert shown >= len(tax.capabilities) // 2, shown
 
 
 def _placement_follows_the_tags(tax, d, md):

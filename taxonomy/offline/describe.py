@@ -7,8 +7,9 @@ through their distinctive phrases (assign.py), and every text a reader sees is d
   inflected) in most of its criteria; the title beside it lists them in the corpus's own words
   and script, chosen to cover as many of its criteria as possible;
 - the description: how its criteria typically open, when that sets them apart ("Fails to …",
-  openings.py), the phrases they use, each with the share of its criteria, how many criteria and
-  tasks it spans, and three representative criteria quoted (sure of it, short, different tasks);
+  openings.py), the phrases they use, each with the share of its criteria, the form most of them are
+  written in (forms.py), how many criteria and tasks it spans, and three representative criteria
+  quoted (sure of it, short, different tasks);
 - the diagnostic signal: the openings or phrases that set it apart from its nearest sibling;
 - the boundaries: against each nearest sibling, "if the criterion opens with <the sibling's
   openings> rather than <its own>, prefer `sibling`", or by phrases when either has no telling
@@ -33,6 +34,8 @@ import polars as pl
 from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
 from taxonomy.offline.families import opening_families
+from taxonomy.offline.forms import Form, typical_form, word_lists
+from taxonomy.offline.features import WORD
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
 from taxonomy.offline.placement import placement_rules
@@ -322,10 +325,10 @@ def _alike(a: str, b: str) -> bool:
 
 def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans: int, n_tasks: int,
                  examples: list[str], unlike: list[tuple[Opening, float]] = (), one_task: tuple[str, int] | None = None,
-                 penalties: tuple[float, float] | None = None) -> str:
-    """What the criteria ask for, in their own openings and phrases, how far they reach, and examples;
-    `one_task` (task, count) when most of them come from one task; `penalties` (share here, share in the corpus)
-    of criteria with a negative weight."""
+                 penalties: tuple[float, float] | None = None, form: Form | None = None) -> str:
+    """What the criteria ask for, in their own openings and phrases, the form they are written in, how far
+    they reach, and examples; `one_task` (task, count) when most of them come from one task; `penalties`
+    (share here, share in the corpus) of criteria with a negative weight."""
     parts = []
     if openings:
         opened = " or ".join(f"“{o.text} …” ({o.share:.0%})" for o in openings)
@@ -338,6 +341,8 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
     if unlike:  # a group with no opening of its own is known by the common ones it lacks
         lead += "Few open with " + " or ".join(f"“{o.text} …” ({o.share:.0%}, against {corpus:.0%} of all criteria)"
                                                 for o, corpus in unlike) + ". "
+    if form:
+        lead += f"Typically written as “{form.text}” ({form.share:.0%} of them). "
     reach = f"{n_rows} criteria" + (f", {spans} of {n_tasks} tasks" if n_tasks > 1 else "") + ". "
     if one_task:  # readers took such a group's words for a kind of check, and its name misled them
         reach += (f"{one_task[1]} of them come from task `{one_task[0]}`, so its openings and phrases may be that task's own wording "
@@ -345,6 +350,14 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
     reach += _penalty_sentence(*penalties) if penalties else ""
     quoted = "; ".join(f"“{_quote(t, tuple(x.text for x in shown))}”" for t in examples)
     return lead + reach + (f"Examples: {quoted}" if quoted else "")
+
+
+def _new_form(form: Form | None, openings: list[Opening]) -> Form | None:
+    """The form, unless every word it keeps beyond function words is in the openings already shown
+    ("Code has been written …" under “Code has been written to …”), or it elides nothing: one criterion
+    written alike many times, which the examples quote."""
+    said = {w.lower() for o in openings for w in WORD.findall(o.text)}
+    return form if form and "…" in form.text and {w for w in form.words if w not in FUNCTION_WORDS} - said else None
 
 
 def _penalty_sentence(here: float, corpus: float) -> str:
@@ -434,6 +447,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
     votes = criterion_votes(taxonomy, [list(by_id.get(i) or []) for i in ids])
     openings = Openings(texts, tasks, opening_families(texts, tasks))
+    words = word_lists(texts)
     penalty = (criteria["direction"] == "penalty").fill_null(False).to_numpy() if "direction" in criteria.columns \
         else np.zeros(len(texts), bool)
     merged = []
@@ -511,7 +525,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         cap.description = _description(opens[c], shown, len(rows), spans, n_tasks,
                                        [texts[i] for i in picks[:EXAMPLES]], unlike,
                                        _one_task(tasks, rows) if n_tasks > 1 else None,
-                                       (float(penalty[rows].mean()), float(penalty.mean())) if penalty.any() and len(rows) else None)
+                                       (float(penalty[rows].mean()), float(penalty.mean())) if penalty.any() and len(rows) else None,
+                                       _new_form(typical_form(texts, words, rows), opens[c]))
         near = siblings[c][0] if siblings[c] else None
         # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
         # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another

@@ -1,0 +1,125 @@
+"""The form a group's criteria are written in: the words most of them use, in their order, the rest elided.
+
+Readers of offline taxonomies asked, every round, what a capability's criteria have in common beyond
+a list of phrases. A rubric is written from templates ("The … dataset is loaded in
+`src/data_loader.py`", "… is saved as `results/figures/….png`"), so the words a group's criteria share,
+kept in the order they are written and with what varies elided, show the check and leave out the
+objects it is applied to. The form is read from the group alone: a word is its own when a share of its
+criteria use it; a form is a criterion of the group cut down to those words, and the one shown is the
+one the most criteria follow (weighed by how much it says). Scripts written without spaces have no
+words to keep or elide, so they get no form.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from taxonomy.offline.features import WORD, is_spaceless
+from taxonomy.validate import FUNCTION_WORDS
+
+__all__ = ["Form", "typical_form", "word_lists"]
+
+OWN = 0.3          # a word is the group's when at least this share of its criteria use it
+CORE = 0.5         # ... and a form is also tried with only the words this share uses
+MIN_SHARE = 0.25   # a form shown is followed by at least this share of the group's criteria
+MIN_CONTENT = 2    # ... and has at least this many words that are not function words
+MAX_WORDS = 12     # a longer form is one template quoted, not a form
+CANDIDATES = 40    # the commonest cut-down criteria tried as forms
+SAMPLE = 1500      # a bigger group is read through a fixed sample of its criteria
+_QUOTES = re.compile(r"[\"'“”‘’`]")
+_ALONE = re.compile(r"\s?\w[\s,.;:)]?", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Form:
+    text: str                  # as one criterion writes it, what varies elided: "… is implemented in src/model.py"
+    share: float               # share of the group's criteria whose words follow it, in order
+    words: tuple[str, ...]     # its words, lower case
+
+
+def _found(text: str) -> list[re.Match]:
+    """The words of `text`; a single letter only when it stands alone ("A model …"), since one joined
+    to digits or an apostrophe is a piece of a number, formula or contraction ("1e-3", "user's")."""
+    return [m for m in WORD.finditer(text) if len(m.group()) > 1 or _ALONE.fullmatch(text[max(m.start() - 1, 0):m.end() + 1])]
+
+
+def word_lists(texts: list[str]) -> list[list[str]]:
+    """Each criterion's words, lower case."""
+    return [[m.group().lower() for m in _found(t or "")] for t in texts]
+
+
+def _follows(form: tuple[str, ...], words: list[str]) -> bool:
+    it = iter(words)
+    return all(any(w == x for x in it) for w in form)
+
+
+def _content(form: tuple[str, ...]) -> int:
+    return sum(w not in FUNCTION_WORDS for w in form)
+
+
+def _trimmed(form) -> tuple[str, ...]:
+    form = list(dict.fromkeys(form))  # a word repeated in one criterion is kept where it first appears
+    while form and form[-1] in FUNCTION_WORDS:
+        form.pop()
+    return tuple(form)
+
+
+def typical_form(texts: list[str], words: list[list[str]], rows: np.ndarray) -> Form | None:
+    """The form most of `rows` follow, or None when no form reaches MIN_SHARE or the group is written
+    without spaces. `words` is word_lists(texts) for the whole corpus."""
+    if len(rows) == 0:
+        return None
+    rows = np.sort(rows)
+    if len(rows) > SAMPLE:  # fixed, so a rerun shows the same form
+        rows = np.sort(np.random.default_rng(0).choice(rows, SAMPLE, replace=False))
+    if sum(any(is_spaceless(w) for w in words[i]) for i in rows) * 2 > len(rows):
+        return None
+    n = len(rows)
+    use = Counter(w for i in rows for w in set(words[i]))
+    cut = Counter(_trimmed(w for w in words[i] if use[w] >= OWN * n) for i in rows)
+    tried: set[tuple[str, ...]] = set()
+    best: tuple[float, float, tuple[str, ...]] | None = None
+    for form, _ in cut.most_common(CANDIDATES):
+        for f in (form, _trimmed(w for w in form if use[w] >= CORE * n), form[:MAX_WORDS]):
+            f = _trimmed(f)
+            if f in tried or len(f) > MAX_WORDS or _content(f) < MIN_CONTENT:
+                continue
+            tried.add(f)
+            share = sum(_follows(f, words[i]) for i in rows) / n
+            score = share * min(_content(f), 6) ** 0.5  # a form that says more may be followed by fewer
+            if share >= MIN_SHARE and (best is None or (score, share) > best[:2]):
+                best = (score, share, f)
+    if best is None:
+        return None
+    _, share, form = best
+    shortest = min((i for i in rows if _follows(form, words[i])), key=lambda i: (len(texts[i]), i))
+    return Form(_written(texts[shortest], form), round(share, 3), form)
+
+
+def _written(text: str, form: tuple[str, ...]) -> str:
+    """`text` cut down to the words of `form`, each gap an ellipsis that keeps the punctuation at its
+    edges ("results/figures/….png"); quotes are dropped, since a gap may fall between a pair."""
+    found = _found(text)
+    out: list[str] = []
+    j, last, gap = 0, None, False
+    for m in found:
+        if j < len(form) and m.group().lower() == form[j]:
+            if last is None:
+                out.append("… " if gap else "")
+            else:
+                between = text[last.end():m.start()]
+                if gap or re.search(r"\d", between):
+                    lead, tail = re.match(r"[^\w\s]*", between).group(), re.search(r"[^\w\s]*$", between).group()
+                    out.append(" … " if re.search(r"\s", between) else f"{lead}…{tail}")
+                else:
+                    out.append(between)
+            out.append(m.group())
+            last, gap, j = m, False, j + 1
+        else:
+            gap = True
+    if gap:
+        out.append(" …")
+    return " ".join(_QUOTES.sub("", "".join(out)).split())
