@@ -34,7 +34,7 @@ import polars as pl
 from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
 from taxonomy.offline.families import opening_families
-from taxonomy.offline.forms import Form, typical_form, word_lists
+from taxonomy.offline.forms import Form, Forms
 from taxonomy.offline.features import WORD
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
@@ -447,7 +447,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
     votes = criterion_votes(taxonomy, [list(by_id.get(i) or []) for i in ids])
     openings = Openings(texts, tasks, opening_families(texts, tasks))
-    words = word_lists(texts)
+    forms = Forms(texts, tasks)
     penalty = (criteria["direction"] == "penalty").fill_null(False).to_numpy() if "direction" in criteria.columns \
         else np.zeros(len(texts), bool)
     merged = []
@@ -526,7 +526,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
                                        [texts[i] for i in picks[:EXAMPLES]], unlike,
                                        _one_task(tasks, rows) if n_tasks > 1 else None,
                                        (float(penalty[rows].mean()), float(penalty.mean())) if penalty.any() and len(rows) else None,
-                                       _new_form(typical_form(texts, words, rows), opens[c]))
+                                       _new_form(forms.of(rows), opens[c]))
         near = siblings[c][0] if siblings[c] else None
         # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
         # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another

@@ -4,10 +4,12 @@ Readers of offline taxonomies asked, every round, what a capability's criteria h
 a list of phrases. A rubric is written from templates ("The … dataset is loaded in
 `src/data_loader.py`", "… is saved as `results/figures/….png`"), so the words a group's criteria share,
 kept in the order they are written and with what varies elided, show the check and leave out the
-objects it is applied to. The form is read from the group alone: a word is its own when a share of its
-criteria use it; a form is a criterion of the group cut down to those words, and the one shown is the
-one the most criteria follow (weighed by how much it says). Scripts written without spaces have no
-words to keep or elide, so they get no form.
+objects it is applied to. A word is the group's own when a share of its criteria use it; a form is a
+criterion of the group cut down to those words, and the one shown is the one the most criteria follow,
+weighed by how much it says: its words that are neither function words nor in most of the corpus's
+criteria (the corpus's grammar in any language, or its usual subject). A form most of whose followers
+come from one task is that task's template, not a kind of check, and is not shown. Scripts written
+without spaces have no words to keep or elide, so they get no form.
 """
 from __future__ import annotations
 
@@ -20,13 +22,16 @@ import numpy as np
 from taxonomy.offline.features import WORD, is_spaceless
 from taxonomy.validate import FUNCTION_WORDS
 
-__all__ = ["Form", "typical_form", "word_lists"]
+__all__ = ["Form", "Forms", "word_lists"]
 
 OWN = 0.3          # a word is the group's when at least this share of its criteria use it
 CORE = 0.5         # ... and a form is also tried with only the words this share uses
 MIN_SHARE = 0.25   # a form shown is followed by at least this share of the group's criteria
-MIN_CONTENT = 2    # ... and has at least this many words that are not function words
+MIN_CONTENT = 2    # ... and has at least this many words that are neither function words nor common ones
+COMMON = 0.4       # a word in this share of all criteria is the corpus's grammar or its usual subject ("code",
+                   # "src"; or "de", "la" in a language the function-word list does not cover), not a check
 MAX_WORDS = 12     # a longer form is one template quoted, not a form
+ONE_TASK = 0.5     # a form at least this share of whose followers come from one task is that task's template
 CANDIDATES = 40    # the commonest cut-down criteria tried as forms
 SAMPLE = 1500      # a bigger group is read through a fixed sample of its criteria
 _QUOTES = re.compile(r"[\"'“”‘’`]")
@@ -56,10 +61,6 @@ def _follows(form: tuple[str, ...], words: list[str]) -> bool:
     return all(any(w == x for x in it) for w in form)
 
 
-def _content(form: tuple[str, ...]) -> int:
-    return sum(w not in FUNCTION_WORDS for w in form)
-
-
 def _trimmed(form) -> tuple[str, ...]:
     form = list(dict.fromkeys(form))  # a word repeated in one criterion is kept where it first appears
     while form and form[-1] in FUNCTION_WORDS:
@@ -67,36 +68,53 @@ def _trimmed(form) -> tuple[str, ...]:
     return tuple(form)
 
 
-def typical_form(texts: list[str], words: list[list[str]], rows: np.ndarray) -> Form | None:
-    """The form most of `rows` follow, or None when no form reaches MIN_SHARE or the group is written
-    without spaces. `words` is word_lists(texts) for the whole corpus."""
-    if len(rows) == 0:
-        return None
-    rows = np.sort(rows)
-    if len(rows) > SAMPLE:  # fixed, so a rerun shows the same form
-        rows = np.sort(np.random.default_rng(0).choice(rows, SAMPLE, replace=False))
-    if sum(any(is_spaceless(w) for w in words[i]) for i in rows) * 2 > len(rows):
-        return None
-    n = len(rows)
-    use = Counter(w for i in rows for w in set(words[i]))
-    cut = Counter(_trimmed(w for w in words[i] if use[w] >= OWN * n) for i in rows)
-    tried: set[tuple[str, ...]] = set()
-    best: tuple[float, float, tuple[str, ...]] | None = None
-    for form, _ in cut.most_common(CANDIDATES):
-        for f in (form, _trimmed(w for w in form if use[w] >= CORE * n), form[:MAX_WORDS]):
-            f = _trimmed(f)
-            if f in tried or len(f) > MAX_WORDS or _content(f) < MIN_CONTENT:
-                continue
-            tried.add(f)
-            share = sum(_follows(f, words[i]) for i in rows) / n
-            score = share * min(_content(f), 6) ** 0.5  # a form that says more may be followed by fewer
-            if share >= MIN_SHARE and (best is None or (score, share) > best[:2]):
-                best = (score, share, f)
-    if best is None:
-        return None
-    _, share, form = best
-    shortest = min((i for i in rows if _follows(form, words[i])), key=lambda i: (len(texts[i]), i))
-    return Form(_written(texts[shortest], form), round(share, 3), form)
+class Forms:
+    """The forms of groups of one corpus's criteria."""
+
+    def __init__(self, texts: list[str], tasks: list[str]):
+        self.texts, self.tasks = texts, tasks
+        self.many_tasks = len(set(tasks)) > 2
+        self.words = word_lists(texts)
+        use = Counter(w for ws in self.words for w in set(ws))
+        self.common = FUNCTION_WORDS | {w for w, k in use.items() if k >= COMMON * len(texts)}
+
+    def _content(self, form: tuple[str, ...]) -> int:
+        return sum(w not in self.common for w in form)
+
+    def of(self, rows: np.ndarray) -> Form | None:
+        """The form most of `rows` follow, or None when no form reaches MIN_SHARE or the group is written
+        without spaces."""
+        words = self.words
+        if len(rows) == 0:
+            return None
+        rows = np.sort(rows)
+        if len(rows) > SAMPLE:  # fixed, so a rerun shows the same form
+            rows = np.sort(np.random.default_rng(0).choice(rows, SAMPLE, replace=False))
+        if sum(any(is_spaceless(w) for w in words[i]) for i in rows) * 2 > len(rows):
+            return None
+        n = len(rows)
+        use = Counter(w for i in rows for w in set(words[i]))
+        cut = Counter(_trimmed(w for w in words[i] if use[w] >= OWN * n) for i in rows)
+        tried: set[tuple[str, ...]] = set()
+        best: tuple[float, float, tuple[str, ...]] | None = None
+        for form, _ in cut.most_common(CANDIDATES):
+            for f in (form, _trimmed(w for w in form if use[w] >= CORE * n), form[:MAX_WORDS]):
+                f = _trimmed(f)
+                if f in tried or len(f) > MAX_WORDS or self._content(f) < MIN_CONTENT:
+                    continue
+                tried.add(f)
+                followers = [i for i in rows if _follows(f, words[i])]
+                share = len(followers) / n
+                if self.many_tasks and followers and Counter(self.tasks[i] for i in followers).most_common(1)[0][1] >= ONE_TASK * len(followers):
+                    continue
+                score = share * min(self._content(f), 6) ** 0.5  # a form that says more may be followed by fewer
+                if share >= MIN_SHARE and (best is None or (score, share) > best[:2]):
+                    best = (score, share, f)
+        if best is None:
+            return None
+        _, share, form = best
+        shortest = min((i for i in rows if _follows(form, words[i])), key=lambda i: (len(self.texts[i]), i))
+        return Form(_written(self.texts[shortest], form), round(share, 3), form)
 
 
 def _written(text: str, form: tuple[str, ...]) -> str:
