@@ -127,6 +127,7 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
     assert sum(coverage) / len(coverage) >= 0.8 and min(coverage) >= 0.5, coverage
     assert bordered >= len(tax.capabilities)
     _forms_hold(tax, d)
+    _catch_all_is_named(tax, d)
     # No sentence is a template shared by every capability.
     sentences = Counter(s.strip() for cap in tax.capabilities for s in re.split(r"(?<=[.!?])\s", cap.description))
     assert not [s for s, n in sentences.items() if n == len(tax.capabilities)]
@@ -159,6 +160,20 @@ def _forms_hold(tax, d):
         assert share >= 0.25 and (share + 0.006 >= int(said.group(2)) / 100 if len(long) < len(form)
                                   else abs(share - int(said.group(2)) / 100) <= 0.006), (said.group(0), share)
     assert shown >= len(tax.capabilities) // 2, shown
+
+
+def _catch_all_is_named(tax, d):
+    """DevAI's leftovers mostly go to one capability; its description says first that it is where they go, with
+    counts a reader can check against the placement list's last step, and no other capability says so."""
+    rest = next(r for r in tax.placement if r.kind == "rest")
+    size = d.filter(pl.col("primary") == rest.capability).height
+    for cap in tax.capabilities:
+        said = re.match(r"The catch-all: (\d+) of its (\d+) criteria have none of the openings or phrases", cap.description)
+        if cap.name == rest.capability and rest.right >= 0.5 * size:
+            assert said and (int(said.group(1)), int(said.group(2))) == (rest.right, size), cap.description
+        else:
+            assert not said and "catch-all" not in cap.description, cap.description
+    assert rest.right >= 0.5 * size  # DevAI's check_for_src_capability: the case the sentence is for
 
 
 def _placement_follows_the_tags(tax, d, md):

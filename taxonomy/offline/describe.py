@@ -53,6 +53,7 @@ EXAMPLES = 3          # criteria quoted in a description
 ALIKE = 0.6           # examples sharing this share of their words show one template twice
 SHORT = 150           # examples this short are preferred: a reader takes in a short criterion at a glance
 PENALTIES = 0.8       # a capability with this share of negative-weight criteria is said to be penalties
+CATCH_ALL = 0.5       # a capability with this share of its criteria caught by no placement line is said to be the catch-all
 # Openings that say something is absent: the negations and the English verbs of omission.
 OMISSIONS = NEGATIONS | {"fails", "lacks", "omits", "neglects"}
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
@@ -360,6 +361,21 @@ def _new_form(form: Form | None, openings: list[Opening]) -> Form | None:
     return form if form and "…" in form.text and {w for w in form.words if w not in FUNCTION_WORDS} - said else None
 
 
+def _say_catch_all(caps: list, placement: list, primary: np.ndarray) -> None:
+    """Readers called a capability that holds what no opening or phrase claims a grab-bag whose name says
+    nothing, and asked for a named home for leftovers: when most of its criteria fit no placement line,
+    its description says first that it is that home."""
+    rest = next((r for r in placement if r.kind == "rest"), None)
+    if rest is None:
+        return
+    c = next(j for j, cap in enumerate(caps) if cap.name == rest.capability)
+    size = int((primary == c).sum())
+    if size and rest.right >= CATCH_ALL * size:
+        caps[c].description = (f"The catch-all: {rest.right} of its {size} criteria have none of the openings or phrases this "
+                               f"taxonomy places criteria by, and a criterion that fits no other description better goes here. "
+                               + caps[c].description)
+
+
 def _penalty_sentence(here: float, corpus: float) -> str:
     """The weight's sign, when it sets the capability apart: a reader told that its criteria are penalties
     knows they name what the work must not do (the corpus's own weights say so, not the words)."""
@@ -554,6 +570,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out.capabilities = caps
     out.written_by = "offline"
     out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in titles[c]} for c in range(k)], leads)
+    _say_catch_all(caps, out.placement, result.primary)
     out.repairs = _final_names(list(taxonomy.repairs), renamed, member_of) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "
         f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability"
