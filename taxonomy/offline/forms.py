@@ -96,7 +96,7 @@ class Forms:
         use = Counter(w for i in rows for w in set(words[i]))
         cut = Counter(_trimmed(w for w in words[i] if use[w] >= OWN * n) for i in rows)
         tried: set[tuple[str, ...]] = set()
-        best: tuple[float, float, tuple[str, ...]] | None = None
+        best: tuple[float, float, tuple[str, ...], list[int]] | None = None
         for form, _ in cut.most_common(CANDIDATES):
             for f in (form, _trimmed(w for w in form if use[w] >= CORE * n), form[:MAX_WORDS]):
                 f = _trimmed(f)
@@ -109,11 +109,11 @@ class Forms:
                     continue
                 score = share * min(self._content(f), 6) ** 0.5  # a form that says more may be followed by fewer
                 if share >= MIN_SHARE and (best is None or (score, share) > best[:2]):
-                    best = (score, share, f)
+                    best = (score, share, f, followers)
         if best is None:
             return None
-        _, share, form = best
-        shortest = min((i for i in rows if _follows(form, words[i])), key=lambda i: (len(self.texts[i]), i))
+        _, share, form, followers = best
+        shortest = min(followers, key=lambda i: (len(self.texts[i]), i))
         return Form(_written(self.texts[shortest], form), round(share, 3), form)
 
 
