@@ -53,6 +53,8 @@ EXAMPLES = 3          # criteria quoted in a description
 ALIKE = 0.6           # examples sharing this share of their words show one template twice
 SHORT = 150           # examples this short are preferred: a reader takes in a short criterion at a glance
 PENALTIES = 0.8       # a capability with this share of negative-weight criteria is said to be penalties
+TIE_MIN = 5           # criteria with both sides' phrases a boundary needs before it says where they go ...
+TIE_CLEAR = 0.6       # ... and the share of them one side must take
 CATCH_ALL = 0.5       # a capability with this share of its criteria caught by no placement line is said to be the catch-all
 # Openings that say something is absent: the negations and the English verbs of omission.
 OMISSIONS = NEGATIONS | {"fails", "lacks", "omits", "neglects"}
@@ -397,13 +399,15 @@ def _by_openings(a: list[Opening], b: list[Opening]) -> bool:
 
 
 def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term], other: list[Term], other_name: str,
-              border: str | None = None) -> str:
+              border: str | None = None, tie: tuple[str, int, int] | None = None) -> str:
     """Against a sibling: by how their criteria open when both have a telling opening, else by phrases;
-    with the sibling's criterion nearest to this capability, to show where the line runs."""
+    with the sibling's criterion nearest to this capability, to show where the line runs, and, for phrases,
+    `tie` (the capability, count, of how many) the tags take a criterion with both sides' phrases to."""
     case = f" Even “{_quote(border, tuple(t.text for t in other))}” goes there." if border else ""
     if _by_openings(own_open, other_open):
         return f"if the criterion opens with {_opening_list(other_open)} rather than {_opening_list(own_open[:1])}, prefer `{other_name}`.{case}"
-    return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`.{case}"
+    both = f" A criterion with phrases of both goes to `{tie[0]}` ({tie[1]} of {tie[2]} here)." if tie else ""
+    return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`.{case}{both}"
 
 
 def _border(rows: np.ndarray, closeness: np.ndarray, texts: list[str], follows) -> str | None:
@@ -513,6 +517,19 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
             return typical and not opened(openings.keys[i], opens[c][:1])
         return typical and has(i, titles[s][:1]) and not has(i, own[:1])
 
+    def tie(c: int, s: int) -> tuple[str, int, int] | None:
+        """Readers met criteria with both sides' phrases and found each boundary sending them to the other:
+        where the tags put those of the two capabilities' criteria, when there are enough to say. The pair's
+        title phrases decide "both" either way round, so the two boundaries never disagree."""
+        if _by_openings(opens[c], opens[s]) or not titles.get(c) or not titles.get(s):
+            return None
+        rows = [i for i in np.flatnonzero((result.primary == c) | (result.primary == s)) if has(i, titles[c][:2]) and has(i, titles[s][:2])]
+        if len(rows) < TIE_MIN:
+            return None
+        here = sum(int(result.primary[i] == c) for i in rows)
+        win, k = (names[c], here) if here * 2 >= len(rows) else (names[s], len(rows) - here)
+        return (win, k, len(rows)) if k >= TIE_CLEAR * len(rows) else None  # a near split sets no rule
+
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
     leads: list[str | None] = [None] * k
@@ -563,7 +580,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         cap.example_pattern = f"“{_quote(texts[extra[0]], tuple(t.text for t in titles[c]))}”" if extra else ""
         cap.non_examples = [_boundary(opens[c], opens[s], shown or titles[c], titles[s], names[s],
                                       _border(np.flatnonzero(result.primary == s), result.probs[:, c], texts,
-                                              partial(follows, c, s, shown or titles[c])))
+                                              partial(follows, c, s, shown or titles[c])),
+                                      tie(c, s))
                             for s in siblings[c][:2] if titles.get(s) or opens[s]] \
             or ([f"if the criterion fits another capability better, prefer `{names[siblings[c][0]]}`."] if siblings[c] else [])
     out = taxonomy.model_copy(deep=True)
