@@ -501,14 +501,17 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     merged_notes = [f"offline: `{renamed.get(kept) or member_of[kept]}` {what}" for kept, what in merged]
 
     notes = []
-    used: dict[str, np.ndarray] = {}  # each phrase's presence over the criteria, read once
+    used: dict[tuple[str, ...], np.ndarray] = {}  # which criteria use any of some phrases, read once per set
+
+    def having(phrases: list[Term]) -> np.ndarray:
+        key = tuple(t.text for t in phrases)
+        if key not in used:
+            cols = [j for j in (space.column(t) for t in key) if j is not None]
+            used[key] = np.asarray(space.x[:, cols].sum(axis=1)).ravel() > 0 if cols else np.zeros(n, bool)
+        return used[key]
 
     def has(i: int, phrases: list[Term]) -> bool:
-        for t in phrases:
-            if t.text not in used:
-                j = space.column(t.text)
-                used[t.text] = (space.x[:, [j]].toarray().ravel() > 0) if j is not None else np.zeros(n, bool)
-        return any(used[t.text][i] for t in phrases)
+        return bool(having(phrases)[i])
 
     def follows(c: int, s: int, own: list[Term], i: int) -> bool:
         """Criterion i reads as the boundary against sibling s says: its opening or phrase, not c's."""
@@ -523,12 +526,13 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         title phrases decide "both" either way round, so the two boundaries never disagree."""
         if _by_openings(opens[c], opens[s]) or not titles.get(c) or not titles.get(s):
             return None
-        rows = [i for i in np.flatnonzero((result.primary == c) | (result.primary == s)) if has(i, titles[c][:2]) and has(i, titles[s][:2])]
-        if len(rows) < TIE_MIN:
+        both = having(titles[c][:2]) & having(titles[s][:2])
+        here, there = int((both & (result.primary == c)).sum()), int((both & (result.primary == s)).sum())
+        total = here + there
+        if total < TIE_MIN:
             return None
-        here = sum(int(result.primary[i] == c) for i in rows)
-        win, k = (names[c], here) if here * 2 >= len(rows) else (names[s], len(rows) - here)
-        return (win, k, len(rows)) if k >= TIE_CLEAR * len(rows) else None  # a near split sets no rule
+        win, k = (names[c], here) if here >= there else (names[s], there)
+        return (win, k, total) if k >= TIE_CLEAR * total else None  # a near split sets no rule
 
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
