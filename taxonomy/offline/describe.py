@@ -355,12 +355,13 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
     return lead + reach + (f"Examples: {quoted}" if quoted else "")
 
 
-def _new_form(form: Form | None, openings: list[Opening]) -> Form | None:
-    """The form, unless every word it keeps beyond function words is in the openings already shown
-    ("Code has been written …" under “Code has been written to …”), or it elides nothing: one criterion
-    written alike many times, which the examples quote."""
+def _new_form(form: Form | None, openings: list[Opening], common: frozenset | set = FUNCTION_WORDS) -> Form | None:
+    """The form, unless every word it keeps beyond `common` ones (the words Forms does not count: function
+    words and the corpus's commonest) is in the openings already shown ("Code has been written …" under
+    “Code has been written to …”), or it elides nothing: one criterion written alike many times, which the
+    examples quote."""
     said = {w.lower() for o in openings for w in WORD.findall(o.text)}
-    return form if form and "…" in form.text and {w for w in form.words if w not in FUNCTION_WORDS} - said else None
+    return form if form and "…" in form.text and {w for w in form.words if w not in common} - said else None
 
 
 def _say_catch_all(caps: list, placement: list, primary: np.ndarray) -> None:
@@ -563,7 +564,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
                                        [texts[i] for i in picks[:EXAMPLES]], unlike,
                                        _one_task(tasks, rows) if n_tasks > 1 else None,
                                        (float(penalty[rows].mean()), float(penalty.mean())) if penalty.any() and len(rows) else None,
-                                       _new_form(forms.of(rows), opens[c]))
+                                       _new_form(forms.of(rows), opens[c], forms.common))
         near = siblings[c][0] if siblings[c] else None
         # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
         # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another
