@@ -596,3 +596,17 @@ def test_a_capability_of_penalties_says_so_from_the_corpus_weights(offline_env, 
     assert any("the work loses points when they hold" in c.description for c in tax.capabilities)
     rewards, _ = _load(tmp_path / "rewards")
     assert not any("penalties" in c.description for c in rewards.capabilities)
+
+
+def test_a_later_phrase_most_criteria_lack_never_names_a_group_whose_lead_a_name_cannot_spell():
+    """A Chinese lead phrase has no [a-z] word; the Latin fragment behind it ("ios", in 12% of the group)
+    names a few of its criteria, so the group takes an ordinal name, and its title carries its words."""
+    from taxonomy.config import LabelRules
+    from taxonomy.offline.describe import _name
+    from taxonomy.offline.phrases import Term
+
+    lead, fragment = Term("提到", 0.5, 3.0, 1.0), Term("ios", 0.12, 4.0, 0.6)
+    name = _name([lead, fragment], LabelRules(), set(), 4)
+    assert "ios" not in name and name.endswith("_kind_capability"), name
+    assert _name([lead, Term("ios", 0.6, 4.0, 0.6)], LabelRules(), set(), 4) == "check_for_ios_capability"
+    assert _name([Term("ios", 0.12, 4.0, 0.6)], LabelRules(), set(), 4) == "check_for_ios_capability"  # the lead itself may

@@ -168,8 +168,10 @@ def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening
         words = [w for w in _opening_words(opening) if w in NEGATIONS or w not in banned][: min(room, 4)]
     if words and set(words) <= NEGATIONS:  # "Does not …": what is not done comes from its phrases
         words += [w for w in (_ascii_words(title_terms[0].text) if title_terms else []) if w not in banned][: min(room, 4) - len(words)]
-    for t in ([] if words else title_terms):
-        if words and t.coverage < NAME_COVERAGE:
+    for i, t in enumerate([] if words else title_terms):
+        # Only the title's lead phrase may name the group below NAME_COVERAGE: a later one that most of its
+        # criteria lack would name a few of them ("ios" under a lead of "提到" that a name cannot spell).
+        if (words or i) and t.coverage < NAME_COVERAGE:
             break
         add = [w for w in _ascii_words(t.text) if w not in banned and w not in words]
         if len(words) + len(add) > min(room, 4):
