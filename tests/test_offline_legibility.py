@@ -579,7 +579,8 @@ def test_a_capability_of_penalties_says_so_from_the_corpus_weights(offline_env, 
 
     rows = _rows()
     weights = [-2.0 if text.startswith(("Fails", "Uses")) else 1.0 for _, text in rows]
-    for name, w in (("signed", weights), ("rewards", [abs(x) for x in weights])):
+    spread = [-2.0 if i % 5 == 0 else 1.0 for i in range(len(rows))]  # a penalty of every kind of check
+    for name, w in (("signed", weights), ("rewards", [abs(x) for x in weights]), ("spread", spread)):
         pl.DataFrame({"task_id": [r[0] for r in rows], "text": [r[1] for r in rows], "weight": w}).write_csv(tmp_path / f"{name}.csv")
         (tmp_path / f"{name}.toml").write_text(f'name = "{name}"\n[corpus]\npath = "{name}.csv"\nformat = "table"\n'
                                                '[cluster]\nk = 20\n[merge]\nmin_caps = 3\nmax_caps = 6\n')
@@ -596,6 +597,21 @@ def test_a_capability_of_penalties_says_so_from_the_corpus_weights(offline_env, 
     assert any("the work loses points when they hold" in c.description for c in tax.capabilities)
     rewards, _ = _load(tmp_path / "rewards")
     assert not any("penalties" in c.description for c in rewards.capabilities)
+    # Penalties in capabilities of their own, or none at all: nothing is said of where penalties go.
+    for run in (tax, rewards):
+        assert not [r for r in run.placement if r.kind == "penalties"] and "penalties (negative weight) are spread" not in \
+            (tmp_path / run.corpus / "taxonomy.md").read_text()
+    # Penalties of every kind: the placement section says the tags place them by the check they name, with the
+    # capability that holds the most, as the reader's own count of the tags finds it.
+    spread_tax, spread_d = _load(tmp_path / "spread")
+    steps = [r for r in spread_tax.placement if r.kind == "penalties"]
+    held = Counter(spread_d.filter(pl.col("weight") < 0)["primary"].to_list())
+    assert len(steps) == 1 and steps[0] == spread_tax.placement[-1], spread_tax.placement
+    assert (steps[0].caught, steps[0].right) == (sum(held.values()), max(held.values())), (steps, held)
+    assert held[steps[0].capability] == steps[0].right, (steps, held)
+    md = " ".join((tmp_path / "spread" / "taxonomy.md").read_text().split())
+    assert (f"The {steps[0].caught} penalties (negative weight) are spread over the capabilities, at most {steps[0].right} "
+            f"of them in `{steps[0].capability}`: place a penalty by the check it names, as a reward.") in md
 
 
 def test_a_later_phrase_most_criteria_lack_never_names_a_group_whose_lead_a_name_cannot_spell():

@@ -367,6 +367,8 @@ def test_offline_run_report_says_unknown(offline_run):
     for rule in placement:
         if rule["kind"] == "rest":  # said after the list: where most of what no line fits is tagged
             assert f"put the most in {rule['capability']} ({rule['right']} of {rule['caught']})" in text, rule
+        elif rule["kind"] == "penalties":
+            assert f"at most {rule['right']} of them in {rule['capability']}: place a penalty" in text, rule
         else:
             assert f"→ {rule['capability']} ({rule['right']} of {rule['caught']})" in text, rule
 

@@ -21,7 +21,7 @@ from taxonomy.offline.openings import Openings
 from taxonomy.offline.phrases import STEM_LETTERS, PhraseSpace
 from taxonomy.schemas import PlacementRule, Taxonomy
 
-__all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "placement_intro", "lines",
+__all__ = ["placement_rules", "penalty_spread", "placement_markdown", "placement_cue", "placement_summary", "placement_intro", "lines",
            "MAX_RULES", "MIN_PRECISION"]
 
 MAX_RULES = 20        # a list a reader scans per criterion, not a classifier
@@ -96,8 +96,8 @@ def _rest_rule(primary: np.ndarray, names: list[str], open_: np.ndarray) -> list
 
 
 def lines(taxonomy: Taxonomy) -> list[PlacementRule]:
-    """The list's lines a reader matches a criterion against (the `rest` step is said after them)."""
-    return [r for r in taxonomy.placement if r.kind != "rest"]
+    """The list's lines a reader matches a criterion against (the `rest` and `penalties` steps are said after them)."""
+    return [r for r in taxonomy.placement if r.kind not in ("rest", "penalties")]
 
 
 def _lead_rules(primary: np.ndarray, names: list[str], leads: list[str | None], opening_rows: dict[str, np.ndarray],
@@ -117,6 +117,23 @@ def _lead_rules(primary: np.ndarray, names: list[str], leads: list[str | None], 
             open_[rows] = False
             out.append(PlacementRule(kind="opens", text=text, capability=names[c], caught=len(rows), right=right))
     return out
+
+
+SPREAD_PENALTIES = 5  # negative-weight criteria a corpus needs before their spread is worth a sentence
+
+
+def penalty_spread(primary: np.ndarray, penalty: np.ndarray, names: list[str]) -> PlacementRule | None:
+    """Readers of a corpus whose penalties sit in no capability of their own asked where a penalty goes:
+    when no capability holds most of them and none is mostly penalties, a `penalties` step says so, with
+    the capability holding the most."""
+    if penalty.sum() < SPREAD_PENALTIES:
+        return None
+    counts = np.bincount(primary[penalty], minlength=len(names))
+    sizes = np.bincount(primary, minlength=len(names))
+    top = int(counts.argmax())
+    if counts[top] * 2 > penalty.sum() or np.any(counts * 2 > sizes):
+        return None
+    return PlacementRule(kind="penalties", text="", capability=names[top], caught=int(penalty.sum()), right=int(counts[top]))
 
 
 PLACEMENT_INTRO = (f"Go down the list and stop at the first line that fits the criterion: how it opens, or a word or phrase "
@@ -150,6 +167,10 @@ def placement_summary(taxonomy: Taxonomy, code=lambda name: f"`{name}`") -> str:
     if fallback is not None and n > caught:
         rest += (f" Of those, the tags put the most in {code(fallback.capability)} ({fallback.right} of {fallback.caught}): "
                  "a criterion that fits no description better goes there.")
+    spread = next((r for r in taxonomy.placement if r.kind == "penalties"), None)
+    if spread is not None:
+        rest += (f" The {spread.caught} penalties (negative weight) are spread over the capabilities, at most {spread.right} "
+                 f"of them in {code(spread.capability)}: place a penalty by the check it names, as a reward.")
     return (f"These {len(rules)} lines catch {caught} of the {n} criteria and place {100 * right / max(caught, 1):.0f}% "
             f"of those as tagged. {rest}")
 
