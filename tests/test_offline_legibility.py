@@ -626,3 +626,21 @@ def test_a_later_phrase_most_criteria_lack_never_names_a_group_whose_lead_a_name
     assert "ios" not in name and name.endswith("_kind_capability"), name
     assert _name([lead, Term("ios", 0.6, 4.0, 0.6)], LabelRules(), set(), 4) == "check_for_ios_capability"
     assert _name([Term("ios", 0.12, 4.0, 0.6)], LabelRules(), set(), 4) == "check_for_ios_capability"  # the lead itself may
+
+
+def test_a_signal_names_the_opening_a_title_leads_with_when_it_is_the_stronger_cue():
+    """“Notes that …” opens two thirds of a group and “change” is in the other third: the signal sends the
+    reader after the opening, not after the weaker word the title also shows."""
+    objects = [a + b for a in ("sal", "mor", "ket", "dun", "pav", "lor", "bix", "tam", "quo", "zen")
+               for b in ("ba", "co", "di", "fu", "ga", "he")]  # each used once: no phrase but the opening and "change"
+    rows = []
+    for t in range(10):
+        rows += [(f"t{t}", f"The change in {objects[6 * t + j]} is plain." if j < 2 else f"Notes that {objects[6 * t + j]}.",
+                  "check_notes_capability") for j in range(6)]
+        # siblings told by phrases, not openings (an object opens each), so the signal is not drawn opening against opening
+        rows += [(f"t{t}", f"{objects[(6 * t + j + 20) % 60].title()} uses plain words.", "check_plain_words_capability") for j in range(3)]
+        rows += [(f"t{t}", f"{objects[(6 * t + j + 40) % 60].title()} has a risk score.", "check_risk_score_capability") for j in range(3)]
+    out, _ = _describe(rows, min_caps=3, max_share=0.8)
+    cap = next(c for c in out.capabilities if c.members == ["check_notes_capability"])
+    assert cap.title.startswith("Notes") and "change" in cap.title, cap.title
+    assert cap.diagnostic_signal.startswith("The criterion opens with “Notes"), cap.diagnostic_signal

@@ -577,7 +577,9 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         against = f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."
         if near is not None and _by_openings(opens[c], opens[near]):
             cap.diagnostic_signal = f"The criterion opens with {_opening_list(opens[c])}, where `{names[near]}` criteria open with {_opening_list(opens[near])}."
-        elif lead is not None and not shown:  # a title that is its opening alone: the signal is that opening
+        elif lead is not None and (not shown or lead.share >= max(t.coverage for t in own_rest or shown[:1])):
+            # the title's opening is the strongest cue it has: a reader told "uses “change”" (10%) under a title
+            # "Notes / States … · change" (52% open so) was sent after the weaker one
             cap.diagnostic_signal = f"The criterion opens with {_opening_list([lead])}{against}"
         else:
             cap.diagnostic_signal = f"The criterion uses {_phrase_list(own_rest[:2] or shown[:2], False)}{against}"
