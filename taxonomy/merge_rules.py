@@ -386,9 +386,12 @@ class _Solver:
         big, small = sorted(parts, key=lambda p: (-self.w[p].sum(), min(p)))
         a, b = _Group(big, g.card), _Group(small)
         why = f"above the {_pct(self.cfg.max_share)} maximum" if not need_min_share else f"fewer than {self.cfg.min_caps} capabilities"
+        # The half without the card is named as cards() will name it: its largest micro-cluster's name, or the next
+        # free one when the card holds that name, so the note never names both halves alike.
+        b_label = _unique_valid_name([self.micro[i].name for i in self.ranked(b.members)], {self.label(a)}, self.rules)
         self.repairs.append(
             f"split `{self.label(g)}` ({self.share(g):.1%}, {why}) along its micro-clusters into "
-            f"`{self.label(a)}` ({self.share(a):.1%}) and `{self.label(b)}` ({self.share(b):.1%})"
+            f"`{self.label(a)}` ({self.share(a):.1%}) and `{b_label}` ({self.share(b):.1%})"
         )
         at = groups.index(g)
         groups[at:at + 1] = [a, b]
@@ -438,14 +441,16 @@ class _Solver:
         """One card per group; names are settled in the model's order (first holder keeps a
         duplicated name), the result is listed by descending share."""
         used: set[str] = set()
+        carded = {g.card.name for g in groups if g.card is not None}
         out = []
         for g in groups:
             ranked = self.ranked(g.members)
             top = self.micro[ranked[0]]
             if g.card is None:
-                # Micro non_examples name micro siblings that no longer exist; boundaries are redone below.
+                # Micro non_examples name micro siblings that no longer exist; boundaries are redone below. A group
+                # the solver formed never had a name to rename: it takes its first member name no card holds.
                 card = MergedCapability(
-                    name=top.name, description=top.description, diagnostic_signal=top.diagnostic_signal,
+                    name=_unique_valid_name([self.micro[i].name for i in ranked], used | carded, self.rules), description=top.description, diagnostic_signal=top.diagnostic_signal,
                     example_pattern=top.example_pattern, non_examples=[], member_input_names=[],
                 )
             else:

@@ -1,6 +1,8 @@
 """Stage 2c: the merge-constraint checker and the deterministic repair solver."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -209,3 +211,18 @@ def test_hard_violations_name_each_broken_constraint():
     one = [cap("audit_everything_at_once_capability", [m.name for m in micro])]
     assert hard_violations(one, micro, CFG) == ["capability count 8-10: the taxonomy has 1",
                                                "max share 40%: `audit_everything_at_once_capability` holds 100.0% of criteria"]
+
+
+def test_a_split_names_its_two_halves_apart_and_as_they_end_up():
+    """The card of a capability over the limit is named after the member that falls in the smaller half: the
+    note names that half as the solver then names it, not by the card's name again, and renames nothing."""
+    micro, cents = make_micro()
+    start = [cap("trace_revenue_sources_capability", [micro[0].name, micro[1].name])]
+    start += [cap(f"audit_{t}_topic_capability", [micro[2 * i].name, micro[2 * i + 1].name]) for i, t in enumerate(TOPICS) if i]
+    proposal, repairs = solve_merge(micro, cents, MergeConfig(min_caps=8, max_caps=12, max_share=0.4), RULES, start=start)
+    note = next(r for r in repairs if r.startswith("split `trace_revenue_sources_capability`"))
+    halves = re.findall(r"into `([a-z_]+)` \(30\.0%\) and `([a-z_]+)` \(25\.0%\)", note)
+    assert halves and halves[0][0] != halves[0][1], note
+    names = {c.name for c in proposal}
+    assert set(halves[0]) <= names, (halves, names)
+    assert not [r for r in repairs if r.startswith("renamed `trace_revenue_sources_capability`")], repairs
