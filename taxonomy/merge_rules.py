@@ -450,7 +450,8 @@ class _Solver:
                 # Micro non_examples name micro siblings that no longer exist; boundaries are redone below. A group
                 # the solver formed never had a name to rename: it takes its first member name no card holds.
                 card = MergedCapability(
-                    name=_unique_valid_name([self.micro[i].name for i in ranked], used | carded, self.rules), description=top.description, diagnostic_signal=top.diagnostic_signal,
+                    name=_unique_valid_name([self.micro[i].name for i in ranked], used | carded, self.rules),
+                    description=top.description, diagnostic_signal=top.diagnostic_signal,
                     example_pattern=top.example_pattern, non_examples=[], member_input_names=[],
                 )
             else:

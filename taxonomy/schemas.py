@@ -134,10 +134,10 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
 class PlacementRule(BaseModel):
     """One step of the offline backend's placement list: a criterion that opens with (or uses) `text`
     goes to `capability`; of the `caught` criteria it caught in the corpus it was learned on
-    (after the rules before it), `right` were tagged so. The last step may be `rest` (no text): the
-    capability most of the criteria no line caught are tagged with. A `penalties` step (no text) says that
-    the `caught` negative-weight criteria are spread over the capabilities, `right` of them at most in
-    `capability`; neither step is a line a reader matches."""
+    (after the rules before it), `right` were tagged so. After the lines may come a `rest` step (no text):
+    the capability most of the criteria no line caught are tagged with; and last a `penalties` step (no
+    text): the `caught` negative-weight criteria are spread over the capabilities, at most `right` of them
+    in `capability`. Neither step is a line a reader matches."""
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["opens", "uses", "rest", "penalties"]
