@@ -45,6 +45,7 @@ from taxonomy.validate import FUNCTION_WORDS, label_problems
 __all__ = ["describe_offline", "criterion_votes"]
 
 NAME_COVERAGE = 0.5   # a name's phrase occurs in at least this share of the capability's criteria
+NAME_FLOOR = 0.15     # ... and the lead phrase, when none reaches NAME_COVERAGE, in at least this share
 TITLE_TERMS = 3
 SAME_TASK = 0.8       # a capability with at least this share of its criteria from one task holds its topic (two split it)
 QUOTE_CHARS = 180
@@ -170,8 +171,10 @@ def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening
         words += [w for w in (_ascii_words(title_terms[0].text) if title_terms else []) if w not in banned][: min(room, 4) - len(words)]
     for i, t in enumerate([] if words else title_terms):
         # Only the title's lead phrase may name the group below NAME_COVERAGE: a later one that most of its
-        # criteria lack would name a few of them ("ios" under a lead of "提到" that a name cannot spell).
-        if (words or i) and t.coverage < NAME_COVERAGE:
+        # criteria lack would name a few of them ("ios" under a lead of "提到" that a name cannot spell). Nor
+        # does a lead under NAME_FLOOR ("english" in 6% of a catch-all was read as its check): an ordinal
+        # claims nothing, and the title still lists the group's phrases.
+        if t.coverage < (NAME_COVERAGE if words or i else NAME_FLOOR):
             break
         add = [w for w in _ascii_words(t.text) if w not in banned and w not in words]
         if len(words) + len(add) > min(room, 4):
@@ -559,8 +562,10 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         spans = len({tasks[i] for i in rows})
         picks = _examples(rows, result.probs[:, c], hits[:, c], opens[c], openings.keys, texts, tasks, EXAMPLES + 1)
         if lead is None and (not shown or shown[0].coverage < NAME_COVERAGE):
+            named = set(cap.name.split("_")) & {w for t in shown for w in _ascii_words(t.text)}
             notes.append(f"`{cap.name}`: no phrase occurs in most of its criteria (best: "
-                         f"{_phrase_list(shown[:1], True) or 'none'}); its name lists the most telling ones")
+                         f"{_phrase_list(shown[:1], True) or 'none'}); its title lists the most telling ones"
+                         + ("" if named else ", and its name, an ordinal, none"))
         unlike = openings.seldom(rows) if sum(o.share for o in opens[c]) < NAME_COVERAGE else []
         cap.description = _description(opens[c], shown, len(rows), spans, n_tasks,
                                        [texts[i] for i in picks[:EXAMPLES]], unlike,
