@@ -231,6 +231,8 @@ def _placement_follows_the_tags(tax, d, md):
     stated = sum(r.caught for r in rules)
     assert abs(caught - stated) <= 0.05 * d.height, (caught, stated)  # the reader's matching is near the tagger's
     assert f"These {len(rules)} lines catch {stated} of the {d.height} criteria" in " ".join(listed.split())
+    # readers found a line and a boundary below sending one criterion two ways: the list says which comes first
+    assert "A line that fits settles the criterion before any description or boundary below does." in " ".join(listed.split())
     # what fits no line: the capability the tags put most of it in, as the reader's own matching finds it
     rest = tax.placement[-1]
     assert rest.kind == "rest" and rest.caught == d.height - stated and rest.capability == left.most_common(1)[0][0], (rest, left)

@@ -140,7 +140,8 @@ PLACEMENT_INTRO = (f"Go down the list and stop at the first line that fits the c
                    f"it uses. Case and punctuation do not count; a word of more than {STEM_LETTERS} letters matches any word "
                    f"sharing its first {STEM_LETTERS}, a shorter one only itself. "
                    "Each line says how many of the criteria this taxonomy was built from it caught, after the lines above it, "
-                   "and how many of those the offline tags put where it says.")
+                   "and how many of those the offline tags put where it says. A line that fits settles the criterion before "
+                   "any description or boundary below does.")
 FAMILY_NOTE = "“A / B …” is one opening written several ways: the criterion opens with A or with B."
 
 
