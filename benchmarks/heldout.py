@@ -15,9 +15,9 @@ corpus file's columns are detected by name, and no stage takes that one), scored
 benchmarks/quality.py: NMI of the Stage 3 primary against the gold kind, the same for KMeans(k) on
 TF-IDF + SVD (mean of 3 seeds), topic leak (AMI of the primary against the task), the largest
 capability's share, the share of criteria the placement list catches, and NMI of the primary
-against the criterion's script (CJK or not: near 0 when capabilities do not split by language,
-0.3 on zh_en_writing today, where the two largest are one language each). NMI of the Stage 1
-labels (about 80 fine kinds) against the gold kind, and of the best merge of those labels (each
+against the criterion's script (CJK or not: near 0 when capabilities do not split by language;
+0.3 on zh_en_writing today, where the largest holds most English criteria and the next is
+Chinese). NMI of the Stage 1 labels (about 80 fine kinds) against the gold kind, and of the best merge of those labels (each
 to its label's majority gold kind, which only gold allows), say how much of the signal the merge
 into 8-10 capabilities keeps.
 """
