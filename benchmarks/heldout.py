@@ -17,9 +17,9 @@ TF-IDF + SVD (mean of 3 seeds), topic leak (AMI of the primary against the task)
 capability's share, the share of criteria the placement list catches, and NMI of the primary
 against the criterion's script (CJK or not: near 0 when capabilities do not split by language;
 0.3 on zh_en_writing today, where the largest holds most English criteria and the next is
-Chinese). NMI of the Stage 1 labels (about 80 fine kinds) against the gold kind, and of the best merge of those labels (each
-to its label's majority gold kind, which only gold allows), say how much of the signal the merge
-into 8-10 capabilities keeps.
+Chinese). NMI of the Stage 1 labels (about 80 fine kinds) against the gold kind, and of the best
+merge of those labels (each to its label's majority gold kind, which only gold allows), say how
+much of the signal the merge into 8-10 capabilities keeps.
 """
 from __future__ import annotations
 
