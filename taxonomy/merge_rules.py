@@ -228,6 +228,7 @@ def _mapping_problems(proposal: list[MergedCapability], micro: list[MicroCapabil
 class _Group:
     members: list[int]  # micro indices
     card: MergedCapability | None = None  # the model's card while the group is still the model's
+    name: str = ""  # without a card: the name the solver gave it when it cut it off, kept by every later note
 
 
 class _Solver:
@@ -252,7 +253,7 @@ class _Solver:
         return sorted(members, key=lambda i: (-self.w[i], i))
 
     def label(self, g: _Group) -> str:
-        return g.card.name if g.card else self.micro[self.ranked(g.members)[0]].name
+        return g.card.name if g.card else g.name or self.micro[self.ranked(g.members)[0]].name
 
     def note_once(self, key: tuple, message: str) -> None:
         if key not in self._reported:
@@ -384,14 +385,15 @@ class _Solver:
         if parts is None:
             return False
         big, small = sorted(parts, key=lambda p: (-self.w[p].sum(), min(p)))
-        a, b = _Group(big, g.card), _Group(small)
+        a = _Group(big, g.card, g.name)
+        # The half without the card is named once, here: its largest micro-cluster's name, or the next one no other
+        # group goes by (the card may hold that name), so no note names two groups alike and cards() keeps it.
+        taken = {self.label(x) for x in groups if x is not g} | {self.label(a)}
+        b = _Group(small, name=_unique_valid_name([self.micro[i].name for i in self.ranked(small)], taken, self.rules))
         why = f"above the {_pct(self.cfg.max_share)} maximum" if not need_min_share else f"fewer than {self.cfg.min_caps} capabilities"
-        # The half without the card is named as cards() will name it: its largest micro-cluster's name, or the next
-        # free one when the card holds that name, so the note never names both halves alike.
-        b_label = _unique_valid_name([self.micro[i].name for i in self.ranked(b.members)], {self.label(a)}, self.rules)
         self.repairs.append(
             f"split `{self.label(g)}` ({self.share(g):.1%}, {why}) along its micro-clusters into "
-            f"`{self.label(a)}` ({self.share(a):.1%}) and `{b_label}` ({self.share(b):.1%})"
+            f"`{self.label(a)}` ({self.share(a):.1%}) and `{self.label(b)}` ({self.share(b):.1%})"
         )
         at = groups.index(g)
         groups[at:at + 1] = [a, b]
@@ -448,9 +450,10 @@ class _Solver:
             top = self.micro[ranked[0]]
             if g.card is None:
                 # Micro non_examples name micro siblings that no longer exist; boundaries are redone below. A group
-                # the solver formed never had a name to rename: it takes its first member name no card holds.
+                # the solver formed never had a name to rename: it keeps the one it was cut off with, else takes its
+                # first member name no card holds.
                 card = MergedCapability(
-                    name=_unique_valid_name([self.micro[i].name for i in ranked], used | carded, self.rules),
+                    name=_unique_valid_name([g.name] * bool(g.name) + [self.micro[i].name for i in ranked], used | carded, self.rules),
                     description=top.description, diagnostic_signal=top.diagnostic_signal,
                     example_pattern=top.example_pattern, non_examples=[], member_input_names=[],
                 )
