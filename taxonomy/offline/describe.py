@@ -38,7 +38,7 @@ from taxonomy.offline.features import WORD
 from taxonomy.offline.forms import Form, Forms
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
-from taxonomy.offline.placement import penalty_spread, placement_rules
+from taxonomy.offline.placement import placement_rules
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
 
@@ -601,10 +601,9 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
     out.written_by = "offline"
-    out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in titles[c]} for c in range(k)], leads)
+    out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in titles[c]} for c in range(k)], leads,
+                                    penalty)
     _say_catch_all(caps, out.placement, result.primary)
-    spread = penalty_spread(result.primary, penalty, names) if out.placement else None
-    out.placement += [spread] if spread else []
     out.repairs = _final_names(list(taxonomy.repairs), renamed, member_of) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "
         f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability"

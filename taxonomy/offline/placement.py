@@ -21,7 +21,7 @@ from taxonomy.offline.openings import Openings
 from taxonomy.offline.phrases import STEM_LETTERS, PhraseSpace
 from taxonomy.schemas import PlacementRule, Taxonomy
 
-__all__ = ["placement_rules", "penalty_spread", "placement_markdown", "placement_cue", "placement_summary", "placement_intro", "lines",
+__all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "placement_intro", "lines",
            "MAX_RULES", "MIN_PRECISION"]
 
 MAX_RULES = 20        # a list a reader scans per criterion, not a classifier
@@ -47,10 +47,11 @@ def _features(openings: Openings, space: PhraseSpace, least: int) -> list[tuple[
 
 
 def placement_rules(primary: np.ndarray, names: list[str], openings: Openings, space: PhraseSpace,
-                    titles: list[set[str]], leads: list[str | None] = ()) -> list[PlacementRule]:
+                    titles: list[set[str]], leads: list[str | None] = (), penalty: np.ndarray | None = None) -> list[PlacementRule]:
     """Up to MAX_RULES rules, in the order a reader applies them, for the criteria tagged `primary`;
     `titles[c]` are the phrases (as `space` writes them) capability c's title shows, and `leads[c]` the
-    key of the opening it leads with, if any (see _lead_rules)."""
+    key of the opening it leads with, if any (see _lead_rules); then the `rest` step, and the `penalties`
+    step when the negative-weight criteria (`penalty`) are spread (see _penalty_rule)."""
     n, k = len(primary), len(names)
     least = max(3, int(np.ceil(MIN_CAUGHT * n)))
     features = _features(openings, space, least)
@@ -81,7 +82,8 @@ def placement_rules(primary: np.ndarray, names: list[str], openings: Openings, s
     opening_rows = {text: rows for kind, text, rows in features if kind == "opens"}
     rules += _lead_rules(primary, names, [openings.form[key] if key else None for key in leads],
                          opening_rows, open_, least, {r.text for r in rules})
-    return rules + _rest_rule(primary, names, open_)
+    rules += _rest_rule(primary, names, open_)
+    return rules + (_penalty_rule(primary, penalty, names) if rules and penalty is not None else [])
 
 
 def _rest_rule(primary: np.ndarray, names: list[str], open_: np.ndarray) -> list[PlacementRule]:
@@ -122,18 +124,18 @@ def _lead_rules(primary: np.ndarray, names: list[str], leads: list[str | None], 
 SPREAD_PENALTIES = 5  # negative-weight criteria a corpus needs before their spread is worth a sentence
 
 
-def penalty_spread(primary: np.ndarray, penalty: np.ndarray, names: list[str]) -> PlacementRule | None:
+def _penalty_rule(primary: np.ndarray, penalty: np.ndarray, names: list[str]) -> list[PlacementRule]:
     """Readers of a corpus whose penalties sit in no capability of their own asked where a penalty goes:
     when no capability holds most of them and none is mostly penalties, a `penalties` step says so, with
     the capability holding the most."""
     if penalty.sum() < SPREAD_PENALTIES:
-        return None
+        return []
     counts = np.bincount(primary[penalty], minlength=len(names))
     sizes = np.bincount(primary, minlength=len(names))
     top = int(counts.argmax())
     if counts[top] * 2 > penalty.sum() or np.any(counts * 2 > sizes):
-        return None
-    return PlacementRule(kind="penalties", text="", capability=names[top], caught=int(penalty.sum()), right=int(counts[top]))
+        return []
+    return [PlacementRule(kind="penalties", text="", capability=names[top], caught=int(penalty.sum()), right=int(counts[top]))]
 
 
 PLACEMENT_INTRO = (f"Go down the list and stop at the first line that fits the criterion: how it opens, or a word or phrase "
