@@ -15,15 +15,14 @@ corpus file's columns are detected by name, and no stage takes that one), scored
 benchmarks/quality.py: NMI of the Stage 3 primary against the gold kind, the same for KMeans(k) on
 TF-IDF + SVD (mean of 3 seeds), topic leak (AMI of the primary against the task), the largest
 capability's share, the share of criteria the placement list catches, and NMI of the primary
-against the criterion's script (CJK or not: near 0 when capabilities do not split by language;
-0.3 on zh_en_writing today, where the largest holds most English criteria and the next is
-Chinese). NMI of the Stage 1 labels (about 80 fine kinds) against the gold kind, and of the best
+against the criterion's script (written without spaces or not, as the offline features read it:
+near 0 when capabilities do not split by language; 0.3 on zh_en_writing today, where the largest
+holds most English criteria and the next is Chinese). NMI of the Stage 1 labels (about 80 fine kinds) against the gold kind, and of the best
 merge of those labels (each to its label's majority gold kind, which only gold allows), say how
 much of the signal the merge into 8-10 capabilities keeps.
 """
 from __future__ import annotations
 
-import re
 import sys
 import tempfile
 from collections import Counter
@@ -38,13 +37,13 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.quality import kmeans_tfidf_svd, topic_leak  # noqa: E402
 from taxonomy.corpus.detect import detect  # noqa: E402
+from taxonomy.offline.features import is_spaceless  # noqa: E402
 from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
 from taxonomy.pipeline_toml import config_for_corpus  # noqa: E402
 from taxonomy.taxonomy_io import load_taxonomy  # noqa: E402
 
 CORPORA = sorted((ROOT / "benchmarks" / "heldout").glob("*.csv"))
 BASELINE_SEEDS = 3
-CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 
 def score(path: Path, work: Path) -> dict:
@@ -70,7 +69,7 @@ def score(path: Path, work: Path) -> dict:
             "best_merge_nmi": round(normalized_mutual_info_score(kinds, [majority[b] for b in label]), 3),
             "leak": round(topic_leak(x["task_id"].cast(str).to_list(), primary), 3),
             "largest": round(max(Counter(primary).values()) / x.height, 3), "placed": round(caught / x.height, 3),
-            "script_nmi": round(normalized_mutual_info_score([bool(CJK.search(t)) for t in x["text"].to_list()], primary), 3)}
+            "script_nmi": round(normalized_mutual_info_score([is_spaceless(t) for t in x["text"].to_list()], primary), 3)}
 
 
 def main() -> list[dict]:
