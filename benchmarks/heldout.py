@@ -1,10 +1,12 @@
-"""How the offline backend groups corpora it was never tuned on: two synthetic rubric corpora in
+"""How the offline backend groups corpora it was never tuned on: synthetic rubric corpora in
 other domains and languages, each criterion with a gold kind of check.
 
     .venv/bin/python benchmarks/heldout.py
 
-`benchmarks/heldout/` holds them. A model wrote both for this benchmark, criteria and gold kinds
+`benchmarks/heldout/` holds them. A model wrote them for this benchmark, criteria and gold kinds
 alike, in the styles of different rubric authors (facts in them are unchecked):
+  es_support.csv       299 Spanish criteria for customer-support replies, 8 tasks, 7 kinds (coverage,
+                       facts, policy, actions taken, tone, format, privacy and safety), 11% penalties
   report_writing.csv   400 English criteria for research reports, 10 tasks, 8 kinds
                        (content coverage, factual accuracy, citation, structure, audience, analysis,
                        quantitative work, recommendations), 10% penalties

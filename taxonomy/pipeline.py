@@ -69,7 +69,7 @@ class Session:
     def notice(self) -> str:
         if self.runner is None:
             return (
-                "Backend: offline (no LLM: kinds of check induced from the corpus by classical NLP, no word lists). "
+                "Backend: offline (no LLM: kinds of check induced from the corpus by classical NLP, no domain word lists). "
                 "For the LLM pipeline set GEMINI_API_KEY, or pass --provider gemini | vertex | openai."
             )
         return f"Backend: {self.backend} (model {self.cfg.llm.model}); answers are cached in {self.cache.path}."

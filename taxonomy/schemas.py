@@ -160,6 +160,8 @@ class Taxonomy(BaseModel):
     violations: list[str] = []
     # "offline" when the names and texts were drawn from the corpus by the offline backend, not written by a model.
     written_by: str = ""
+    # The offline backend's: the languages whose function words name nothing (English always, others as detected).
+    function_words_of: list[str] = []
     # The offline backend's ordered rules for placing a criterion by hand; empty once an edit changed the tags.
     placement: list[PlacementRule] = []
     # The content hash the placement counts were taken under: a taxonomy edited by hand since no longer places so.

@@ -58,6 +58,14 @@ def principle_mark(value: bool | None) -> str:
     return "?" if value is None else "✓" if value else "–"
 
 
+def _function_words(taxonomy: Taxonomy) -> str:
+    langs = taxonomy.function_words_of
+    if not langs:
+        return ""
+    said = langs[0] if len(langs) == 1 else ", ".join(langs[:-1]) + " and " + langs[-1]
+    return f" Function words of {said} (“the”, “of”) name nothing."
+
+
 def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     # One undecided reason shared by P2 and P3 of every capability (the offline backend's) is said once: a
     # column of "?" under every capability tells a reader nothing, and readers said so.
@@ -85,7 +93,7 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
         lines[4:4] = ["Written by the offline backend, not by a model: each capability's name, title (in brackets) and texts "
                       "are drawn from its criteria: the openings and phrases that set them apart, with the share of its criteria "
                       "that use each, the form most of them are written in (the words they share, in order, “…” where they "
-                      "differ), and criteria quoted as they are written.", ""]
+                      "differ), and criteria quoted as they are written." + _function_words(taxonomy), ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
     if taxonomy.placement:  # imported here: the offline backend loads scikit-learn, which reading a taxonomy needs not

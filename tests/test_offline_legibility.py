@@ -671,3 +671,29 @@ def test_a_signal_names_the_opening_a_title_leads_with_when_it_is_the_stronger_c
     cap = next(c for c in out.capabilities if c.members == ["check_notes_capability"])
     assert cap.title.startswith("Notes") and "change" in cap.title, cap.title
     assert cap.diagnostic_signal.startswith("The criterion opens with “Notes"), cap.diagnostic_signal
+
+
+def test_a_corpus_in_another_language_is_named_without_its_function_words(offline_env, tmp_path):
+    """benchmarks/heldout's Spanish support rubric through the CLI: before the corpus's language was detected its
+    capabilities were `check_for_el_capability`, `check_for_que_capability`, `check_de_la_capability`. No name and
+    no title phrase may now hold a Spanish stop word, and taxonomy.md says whose function words it left out."""
+    import unicodedata
+
+    from stop_words import get_stop_words
+
+    from tests.conftest import ROOT
+
+    def fold(w: str) -> str:
+        return unicodedata.normalize("NFKD", w).encode("ascii", "ignore").decode().lower()
+
+    spanish = {fold(w) for w in get_stop_words("es")}
+    run_dir = tmp_path / "es"
+    invoke("run", ROOT / "benchmarks" / "heldout" / "es_support.csv", "--run-dir", run_dir, "-q", "--no-report")
+    tax, _ = _load(run_dir)
+    assert tax.function_words_of == ["English", "Spanish"]
+    for cap in tax.capabilities:
+        words = cap.name.removesuffix("_capability").split("_")[1:]
+        assert not set(words[1:] if words[0] == "for" else words) & spanish, cap.name
+        phrases = [p for p in cap.title.split(" · ") if not p.endswith("…")]  # an opening is quoted as criteria begin
+        assert not {fold(w) for p in phrases for w in p.split()} & spanish, cap.title
+    assert "Function words of English and Spanish (“the”, “of”) name nothing." in (run_dir / "taxonomy.md").read_text()

@@ -37,6 +37,7 @@ from taxonomy.offline.families import opening_families
 from taxonomy.offline.features import WORD
 from taxonomy.offline.forms import Form, Forms
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
+from taxonomy.offline.languages import corpus_languages, language_name
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
 from taxonomy.offline.placement import placement_rules
 from taxonomy.schemas import Taxonomy
@@ -131,9 +132,10 @@ def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int
     return chosen
 
 
-def _opening_words(opening: Opening) -> list[str]:
-    """What of an opening a name keeps: its content words and its negation ("Does not mention" -> not mention)."""
-    return [w for w in _ascii_words(opening.text) if w in NEGATIONS or w not in FUNCTION_WORDS]
+def _opening_words(opening: Opening, function: frozenset[str] = FUNCTION_WORDS) -> list[str]:
+    """What of an opening a name keeps: its content words and its negation ("Does not mention" -> not mention);
+    `function`: the corpus's function words (`Openings.function`)."""
+    return [w for w in _ascii_words(opening.text) if w in NEGATIONS or w not in function]
 
 
 def _telling(share: float, lift: float) -> float:
@@ -143,12 +145,13 @@ def _telling(share: float, lift: float) -> float:
     return share * (1.0 - 1.0 / max(lift, 1.0))
 
 
-def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewhere: set[str] = frozenset()) -> bool:
+def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewhere: set[str] = frozenset(),
+                      function: frozenset[str] = FUNCTION_WORDS) -> bool:
     """The capability is named by its top opening, when no other capability opens that way (`elsewhere`),
     if no phrase covers most of its criteria and the opening tells more (`_telling`), or if the opening is
     negated and starts most of its criteria or its best phrase is the opening's word without the negation
     ("mentions" for "Does not mention …"): a name without the negation would name the opposite check."""
-    if opening is None or not _opening_words(opening) or overlaps(opening.key, elsewhere):
+    if opening is None or not _opening_words(opening, function) or overlaps(opening.key, elsewhere):
         return False
     best = title_terms[0].coverage if title_terms else 0.0
     if best < NAME_COVERAGE and _telling(opening.share, opening.lift) > (_telling(best, title_terms[0].lift) if title_terms else 0.0):
@@ -159,14 +162,14 @@ def _named_by_opening(opening: Opening | None, title_terms: list[Term], elsewher
 
 
 def _name(title_terms: list[Term], rules, taken: set[str], ordinal: int, opening: Opening | None = None,
-          elsewhere: set[str] = frozenset(), reserved: set[str] = frozenset()) -> str:
+          elsewhere: set[str] = frozenset(), reserved: set[str] = frozenset(), function: frozenset[str] = FUNCTION_WORDS) -> str:
     """`taken`: the names of larger capabilities; `reserved`: other names it must not take (another's members)."""
     suffix_words = [w for w in rules.suffix.split("_") if w]
     room = rules.max_words - len(suffix_words) - 1
-    banned = set(rules.agent_verbs) | {"check", "capability"} | FUNCTION_WORDS
+    banned = set(rules.agent_verbs) | {"check", "capability"} | function
     words: list[str] = []
-    if _named_by_opening(opening, title_terms, elsewhere):
-        words = [w for w in _opening_words(opening) if w in NEGATIONS or w not in banned][: min(room, 4)]
+    if _named_by_opening(opening, title_terms, elsewhere, function):
+        words = [w for w in _opening_words(opening, function) if w in NEGATIONS or w not in banned][: min(room, 4)]
     if words and set(words) <= NEGATIONS:  # "Does not …": what is not done comes from its phrases
         words += [w for w in (_ascii_words(title_terms[0].text) if title_terms else []) if w not in banned][: min(room, 4) - len(words)]
     for i, t in enumerate([] if words else title_terms):
@@ -498,7 +501,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         titles[c] = _cover_terms(space, rows, terms[c], TITLE_TERMS, {t[0].text for t in titles.values() if t})
         # nor may it be another capability's member: a reader would take that member for this capability
         others = {m for j, cap in enumerate(caps) if j != c for m in cap.members}
-        caps[c].name = _name(titles[c], cfg.labels, taken, rank, opens[c][0] if opens[c] else None, elsewhere(c), others)
+        caps[c].name = _name(titles[c], cfg.labels, taken, rank, opens[c][0] if opens[c] else None, elsewhere(c), others,
+                             openings.function)
         taken.add(caps[c].name)
     names = [cap.name for cap in caps]
     renamed = {before.name: after.name for before, after in zip(taxonomy.capabilities, caps)}
@@ -549,10 +553,10 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         top = opens[c][0] if opens[c] else None
         # The title leads with an opening of its own that names it or starts most of its criteria, as written
         # ("Fails to …", not "fails"), and drops the phrases that repeat it (or contradict it, without its negation).
-        lead = top if top is not None and (_named_by_opening(top, shown, elsewhere(c))
+        lead = top if top is not None and (_named_by_opening(top, shown, elsewhere(c), openings.function)
                                            or (top.share >= NAME_COVERAGE and not overlaps(top.key, elsewhere(c)))) else None
         if lead is not None:
-            said = {stem(w) for w in _opening_words(lead) if w not in NEGATIONS}
+            said = {stem(w) for w in _opening_words(lead, openings.function) if w not in NEGATIONS}
             shown = [t for t in shown if not _stems(t.text) & said]
         leads[c] = lead.key if lead else None
         cap.title = " · ".join(([f"{lead.text} …"] if lead else []) + [t.text for t in shown]) or cap.name
@@ -601,6 +605,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
     out.written_by = "offline"
+    out.function_words_of = ["English"] + [language_name(c) for c in corpus_languages(texts) if c != "en"]
     out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in titles[c]} for c in range(k)], leads,
                                     penalty)
     _say_catch_all(caps, out.placement, result.primary)

@@ -29,7 +29,8 @@ from threadpoolctl import threadpool_limits
 from taxonomy.config import LabelRules
 from taxonomy.offline.families import Families, first_word, opening_families
 from taxonomy.offline.features import CriterionSpace, is_spaceless
-from taxonomy.validate import FUNCTION_WORDS, label_gist, label_problems
+from taxonomy.offline.languages import function_words
+from taxonomy.validate import label_gist, label_problems
 
 __all__ = ["discover_offline", "broad_kinds", "fine_kinds", "label_vectors"]
 
@@ -129,11 +130,11 @@ def _ward_tree(space: CriterionSpace, seed: int) -> tuple[np.ndarray, np.ndarray
     return space.memo[key]
 
 
-def kind_names(space: CriterionSpace, kinds: np.ndarray, rules: LabelRules) -> dict[int, list[str]]:
+def kind_names(space: CriterionSpace, kinds: np.ndarray, rules: LabelRules, function: frozenset[str]) -> dict[int, list[str]]:
     """Words naming each fine kind: the check-language words (predicate positions count) most
     over-represented in its criteria against the corpus."""
     # Function words name no check ("check_both_have"); the corpus decides every other word.
-    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | FUNCTION_WORDS
+    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | function
     x = space.counts
     n = x.shape[0]
     base = np.asarray(x.sum(axis=0)).ravel() / max(n, 1)
@@ -215,7 +216,7 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules, space: CriterionSpa
     if space is None:
         space = CriterionSpace.fit(texts, tasks)
     kinds = fine_kinds(space, n_kinds, seed=SEED)
-    names = kind_names(space, kinds, rules)
+    names = kind_names(space, kinds, rules, function_words(texts))
     families = opening_families(texts, tasks)
     family_label = _family_labels(families, rules)
     kind_label = _distinct_labels(names, rules, {label_gist(label, rules) for label in family_label.values()})

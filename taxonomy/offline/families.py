@@ -25,7 +25,7 @@ from scipy.cluster.hierarchy import fcluster, linkage
 from sklearn.preprocessing import normalize
 
 from taxonomy.offline.features import WORD, is_spaceless
-from taxonomy.validate import FUNCTION_WORDS
+from taxonomy.offline.languages import function_words
 
 __all__ = ["Families", "opening_families", "first_word"]
 
@@ -79,9 +79,10 @@ def _families(texts: list[str], tasks: list[str]) -> Families:
     written: dict[str, Counter] = defaultdict(Counter)
     in_tasks: dict[str, set[str]] = defaultdict(set)
     context: dict[str, Counter] = defaultdict(Counter)
+    function = function_words(texts)
     for text, task in zip(texts, tasks):
         first = first_word(text)
-        if first is None or first[0] in FUNCTION_WORDS:
+        if first is None or first[0] in function:
             continue
         word = first[0]
         count[word] += 1

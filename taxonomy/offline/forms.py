@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from taxonomy.offline.features import WORD, is_spaceless
-from taxonomy.validate import FUNCTION_WORDS
+from taxonomy.offline.languages import function_words
 
 __all__ = ["Form", "Forms", "word_lists"]
 
@@ -61,9 +61,9 @@ def _follows(form: tuple[str, ...], words: list[str]) -> bool:
     return all(any(w == x for x in it) for w in form)
 
 
-def _trimmed(form) -> tuple[str, ...]:
+def _trimmed(form, function: frozenset[str]) -> tuple[str, ...]:
     form = list(dict.fromkeys(form))  # a word repeated in one criterion is kept where it first appears
-    while form and form[-1] in FUNCTION_WORDS:
+    while form and form[-1] in function:
         form.pop()
     return tuple(form)
 
@@ -76,7 +76,8 @@ class Forms:
         self.many_tasks = len(set(tasks)) > 2
         self.words = word_lists(texts)
         use = Counter(w for ws in self.words for w in set(ws))
-        self.common = FUNCTION_WORDS | {w for w, k in use.items() if k >= COMMON * len(texts)}
+        self.function = function_words(texts)
+        self.common = self.function | {w for w, k in use.items() if k >= COMMON * len(texts)}
 
     def _content(self, form: tuple[str, ...]) -> int:
         return sum(w not in self.common for w in form)
@@ -94,12 +95,12 @@ class Forms:
             return None
         n = len(rows)
         use = Counter(w for i in rows for w in set(words[i]))
-        cut = Counter(_trimmed(w for w in words[i] if use[w] >= OWN * n) for i in rows)
+        cut = Counter(_trimmed((w for w in words[i] if use[w] >= OWN * n), self.function) for i in rows)
         tried: set[tuple[str, ...]] = set()
         best: tuple[float, float, tuple[str, ...], list[int]] | None = None
         for form, _ in cut.most_common(CANDIDATES):
-            for f in (form, _trimmed(w for w in form if use[w] >= CORE * n), form[:MAX_WORDS]):
-                f = _trimmed(f)
+            for f in (form, _trimmed((w for w in form if use[w] >= CORE * n), self.function), form[:MAX_WORDS]):
+                f = _trimmed(f, self.function)
                 if f in tried or len(f) > MAX_WORDS or self._content(f) < MIN_CONTENT:
                     continue
                 tried.add(f)

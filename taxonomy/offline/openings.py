@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from taxonomy.offline.families import Families
 from taxonomy.offline.features import WORD, is_spaceless
-from taxonomy.validate import FUNCTION_WORDS
+from taxonomy.offline.languages import function_words
 
 __all__ = ["Opening", "Openings", "opened", "overlaps", "NEGATIONS"]
 
@@ -42,7 +42,7 @@ class Opening:
     lift: float = 1.0  # share / its share of the whole corpus
 
 
-def _keys(text: str, families: Families = Families()) -> tuple[tuple[str, str], ...]:
+def _keys(text: str, families: Families, function: frozenset[str]) -> tuple[tuple[str, str], ...]:
     """(key, surface) of the openings of a criterion, shortest first; an opening word of a family
     (families.py) is keyed and written as its family ("advises", “Advises / Recommends / Suggests”)."""
     text = (text or "").strip()
@@ -63,7 +63,7 @@ def _keys(text: str, families: Families = Families()) -> tuple[tuple[str, str], 
         if any(is_spaceless(w) for w in lead):
             break
         # "The …" or "For …" says nothing of the check; "Does not …" does
-        if any(w.lower() not in FUNCTION_WORDS or w.lower() in NEGATIONS for w in lead):
+        if any(w.lower() not in function or w.lower() in NEGATIONS for w in lead):
             # shown as written, numbers and punctuation between the words included ("Step 1: Does the")
             out.append((" ".join(lead).lower(), text[:found[n - 1].end()]))
     return tuple(out)
@@ -99,7 +99,8 @@ class Openings:
     """The openings of a corpus, counted once, and the ones that set a group apart."""
 
     def __init__(self, texts: list[str], tasks: list[str], families: Families = Families()):
-        self.keys = [_keys(t, families) for t in texts]
+        self.function = function_words(texts)  # the corpus's function words, which open no check
+        self.keys = [_keys(t, families, self.function) for t in texts]
         self.total = Counter(k for ks in self.keys for k, _ in ks)
         self.n = max(len(texts), 1)
         spread: dict[str, set[str]] = {}

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from taxonomy.offline.features import WORD, is_spaceless
-from taxonomy.validate import FUNCTION_WORDS
+from taxonomy.offline.languages import function_words
 
 __all__ = ["PhraseSpace", "Term", "distinctive_terms", "stem"]
 
@@ -43,8 +43,8 @@ def stem(word: str) -> str:
     return word[:STEM_LETTERS] if len(word) > STEM_LETTERS and not is_spaceless(word) else word
 
 
-def _terms(text: str) -> dict[str, str]:
-    """key -> surface form of every term in one criterion."""
+def _terms(text: str, function: frozenset[str]) -> dict[str, str]:
+    """key -> surface form of every term in one criterion; `function`: the corpus's function words."""
     out: dict[str, str] = {}
     words = WORD.findall(text.lower())
     latin: list[str] = []
@@ -53,7 +53,7 @@ def _terms(text: str) -> dict[str, str]:
         for n in range(1, MAX_WORDS + 1):
             for i in range(len(latin) - n + 1):
                 gram = latin[i:i + n]
-                if gram[0] in FUNCTION_WORDS or gram[-1] in FUNCTION_WORDS or len(gram[0]) < 2 or len(gram[-1]) < 2:
+                if gram[0] in function or gram[-1] in function or len(gram[0]) < 2 or len(gram[-1]) < 2:
                     continue
                 out.setdefault(" ".join(stem(w) for w in gram), " ".join(gram))
         latin.clear()
@@ -107,8 +107,9 @@ class PhraseSpace:
     def _fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
         rows, cols, forms = [], [], defaultdict(Counter)
         index: dict[str, int] = {}
+        function = function_words(texts)
         for r, text in enumerate(texts):
-            for key, form in _terms(text or "").items():
+            for key, form in _terms(text or "", function).items():
                 j = index.setdefault(key, len(index))
                 rows.append(r)
                 cols.append(j)
