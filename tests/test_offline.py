@@ -258,3 +258,17 @@ def test_one_run_fits_the_phrase_space_once_and_another_corpus_gets_its_own():
     assert PhraseSpace.fit(list(texts), list(tasks)) is first
     assert PhraseSpace.fit(texts[:-1] + ["回答使用表格"], tasks) is not first
     assert PhraseSpace.fit(texts, tasks[:-1] + ["another"]) is not first
+
+
+def test_a_frozen_taxonomy_tags_words_with_accents_by_its_cards():
+    """A criterion whose only word in common with a card is accented (“información”) goes to that card's
+    capability; an ASCII word pattern dropped the word, and the tie went to the first capability."""
+    def cap(name: str, text: str) -> TaxonomyCapability:
+        return TaxonomyCapability(name=name, description=text, diagnostic_signal=text, example_pattern=text, non_examples=[], members=[])
+
+    taxonomy = Taxonomy(capabilities=[cap("check_tone_kind_capability", "Criterios sobre el tono."),
+                                      cap("check_info_kind_capability", "Criterios sobre la información dada.")])
+    frame = pl.DataFrame({"criterion_id": ["1", "2"], "text": ["Da información.", "Cuida el tono."], "task_id": ["t", "t"]})
+    empty = pl.DataFrame(schema={"criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8)})
+    out = tag_offline(frame, empty, taxonomy, None, 1)
+    assert out["primary"].to_list() == ["check_info_kind_capability", "check_tone_kind_capability"]

@@ -697,3 +697,13 @@ def test_a_corpus_in_another_language_is_named_without_its_function_words(offlin
         phrases = [p for p in cap.title.split(" · ") if not p.endswith("…")]  # an opening is quoted as criteria begin
         assert not {fold(w) for p in phrases for w in p.split()} & spanish, cap.title
     assert "Function words of English and Spanish (“the”, “of”) name nothing." in (run_dir / "taxonomy.md").read_text()
+    # A phrase is in a second, smaller capability's title only when none of that one's others is used by 30% of it
+    # (readers took “correo”, in two titles, for a check of both).
+    larger: set[str] = set()
+    for cap in sorted(tax.capabilities, key=lambda c: -c.share):
+        phrases = [p for p in cap.title.split(" · ") if not p.endswith("…")]
+        # the description gives each phrase's share (a phrase it writes as an opening, “Explica …”, too)
+        shares = {m[1].removesuffix(" …").lower(): int(m[2]) for m in re.finditer(r"“([^”]+)” \((\d+)%\)", cap.description)}
+        if set(phrases) & larger:
+            assert all(shares[p] < 30 for p in phrases if p not in larger), (cap.name, cap.title, shares)
+        larger |= set(phrases)

@@ -36,8 +36,8 @@ from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signat
 from taxonomy.offline.families import opening_families
 from taxonomy.offline.features import WORD
 from taxonomy.offline.forms import Form, Forms
-from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.languages import corpus_languages, language_name
+from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, stem
 from taxonomy.offline.placement import placement_rules
 from taxonomy.schemas import Taxonomy
@@ -102,8 +102,9 @@ def _words_within(text: str, limit: int) -> str:
 def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int, used: set[str]) -> list[Term]:
     """Up to k of the distinctive terms (k + 1 while k speak for under half of the criteria), the most
     telling first, each next one the term that adds the most criteria not yet covered (so the title
-    speaks for as many of the criteria as it can). A term that already leads a larger capability's
-    title leads this one only when nothing else can."""
+    speaks for as many of the criteria as it can). A term already in a larger capability's title is in
+    this one only when no other term covers NAME_COVERAGE * 0.6 of its criteria: readers took a phrase
+    in two titles (“correo”) for a check of both."""
     fresh = [t for t in terms if t.text not in used]
     if fresh and max(t.coverage for t in fresh) >= NAME_COVERAGE * 0.6:
         terms = fresh
@@ -498,7 +499,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     titles: dict[int, list[Term]] = {}
     for rank, c in enumerate(order):
         rows = np.flatnonzero(result.primary == c)
-        titles[c] = _cover_terms(space, rows, terms[c], TITLE_TERMS, {t[0].text for t in titles.values() if t})
+        titles[c] = _cover_terms(space, rows, terms[c], TITLE_TERMS, {t.text for ts in titles.values() for t in ts})
         # nor may it be another capability's member: a reader would take that member for this capability
         others = {m for j, cap in enumerate(caps) if j != c for m in cap.members}
         caps[c].name = _name(titles[c], cfg.labels, taken, rank, opens[c][0] if opens[c] else None, elsewhere(c), others,

@@ -29,7 +29,7 @@ CORE = 0.5         # ... and a form is also tried with only the words this share
 MIN_SHARE = 0.25   # a form shown is followed by at least this share of the group's criteria
 MIN_CONTENT = 2    # ... and has at least this many words that are neither function words nor common ones
 COMMON = 0.4       # a word in this share of all criteria is the corpus's grammar or its usual subject ("code",
-                   # "src"; or "de", "la" in a language the function-word list does not cover), not a check
+                   # "src"; or the articles of a language no function-word list covers), not a check
 MAX_WORDS = 12     # a longer form is one template quoted, not a form
 ONE_TASK = 0.5     # a form at least this share of whose followers come from one task is that task's template
 CANDIDATES = 40    # the commonest cut-down criteria tried as forms

@@ -53,12 +53,13 @@ def _cap_documents(taxonomy: Taxonomy, micro_labels: dict[str, list[str]] | None
 
 
 def _card_similarity(queries: list[str], taxonomy: Taxonomy, micro_labels) -> np.ndarray:
-    """(len(queries), k): TF-IDF cosine of each query to each capability's card (0 where no Latin word)."""
+    """(len(queries), k): TF-IDF cosine of each query to each capability's card (0 where they share no word).
+    Words are runs of letters of any script: an ASCII pattern dropped every word with an accent ("información")."""
     docs = _cap_documents(taxonomy, micro_labels)
-    vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[a-zA-Z][a-zA-Z]+\b", stop_words="english")
+    vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[^\W\d_]{2,}\b", stop_words="english")
     try:
         vec.fit(docs + queries)
-    except ValueError:  # no Latin word anywhere
+    except ValueError:  # no word anywhere
         return np.zeros((len(queries), len(docs)))
     return (vec.transform(queries) @ vec.transform(docs).T).toarray()
 
