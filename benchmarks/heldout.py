@@ -5,6 +5,9 @@ other domains and languages, each criterion with a gold kind of check.
 
 `benchmarks/heldout/` holds them. A model wrote them for this benchmark, criteria and gold kinds
 alike, in the styles of different rubric authors (facts in them are unchecked):
+  de_analysis.csv      300 German criteria for data analyses done with code, 8 tasks, 7 kinds (data
+                       handling, numeric results, method, code execution, plots, interpretation,
+                       report format), 11% penalties
   es_support.csv       299 Spanish criteria for customer-support replies, 8 tasks, 7 kinds (coverage,
                        facts, policy, actions taken, tone, format, privacy and safety), 11% penalties
   report_writing.csv   400 English criteria for research reports, 10 tasks, 8 kinds

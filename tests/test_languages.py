@@ -16,6 +16,7 @@ def _criteria(name: str) -> list[str]:
 
 def test_each_held_out_corpus_is_read_in_its_own_languages():
     assert corpus_languages(_criteria("es_support.csv")) == ("es",)
+    assert corpus_languages(_criteria("de_analysis.csv")) == ("de",)
     assert corpus_languages(_criteria("report_writing.csv")) == ("en",)
     # Chinese criteria are read as characters and count for no language: only the English ones do
     assert corpus_languages(_criteria("zh_en_writing.csv")) == ("en",)
