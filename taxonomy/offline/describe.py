@@ -416,8 +416,12 @@ def _boundary(own_open: list[Opening], other_open: list[Opening], own: list[Term
     case = f" Even “{_quote(border, tuple(t.text for t in other))}” goes there." if border else ""
     if _by_openings(own_open, other_open):
         return f"if the criterion opens with {_opening_list(other_open)} rather than {_opening_list(own_open[:1])}, prefer `{other_name}`.{case}"
+    # A title that is its opening alone is told by that opening: a phrase it does not show would read as a claim of its own.
+    own_side = _phrase_list(own[:1], False) if own else f"opening with {_opening_list(own_open[:1])}"
+    if not other:
+        return f"if the criterion opens with {_opening_list(other_open)} rather than {'being about ' if own else ''}{own_side}, prefer `{other_name}`.{case}"
     both = f" A criterion with phrases of both goes to `{tie[0]}` ({tie[1]} of {tie[2]} here)." if tie else ""
-    return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {_phrase_list(own[:1], False)}, prefer `{other_name}`.{case}{both}"
+    return f"if the criterion is about {_phrase_list(other[:2], False)} rather than {own_side}, prefer `{other_name}`.{case}{both}"
 
 
 def _border(rows: np.ndarray, closeness: np.ndarray, texts: list[str], follows) -> str | None:
@@ -529,15 +533,17 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         typical = not opens[s] or opened(openings.keys[i], opens[s])  # opens as the sibling's criteria do
         if _by_openings(opens[c], opens[s]):
             return typical and not opened(openings.keys[i], opens[c][:1])
-        return typical and has(i, titles[s][:1]) and not has(i, own[:1])
+        # the sibling's title phrase, as its boundary quotes it; a title that is its opening alone has only that
+        return typical and (has(i, shown_of[s][:1]) if shown_of[s] else True) and \
+            not (has(i, own[:1]) if own else opened(openings.keys[i], opens[c][:1]))
 
     def tie(c: int, s: int) -> tuple[str, int, int] | None:
         """Readers met criteria with both sides' phrases and found each boundary sending them to the other:
         where the tags put those of the two capabilities' criteria, when there are enough to say. The pair's
         title phrases decide "both" either way round, so the two boundaries never disagree."""
-        if _by_openings(opens[c], opens[s]) or not titles.get(c) or not titles.get(s):
+        if _by_openings(opens[c], opens[s]) or not shown_of[c] or not shown_of[s]:
             return None
-        both = having(titles[c][:2]) & having(titles[s][:2])
+        both = having(shown_of[c][:2]) & having(shown_of[s][:2])
         here, there = int((both & (result.primary == c)).sum()), int((both & (result.primary == s)).sum())
         total = here + there
         if total < TIE_MIN:
@@ -547,19 +553,20 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
 
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
-    leads: list[str | None] = [None] * k
-    for c, cap in enumerate(caps):
-        rows = np.flatnonzero(result.primary == c)
-        shown = titles[c]
+    lead_of: dict[int, Opening | None] = {}
+    shown_of: dict[int, list[Term]] = {}  # the phrases each title shows after its lead opening
+    for c in range(k):
         top = opens[c][0] if opens[c] else None
         # The title leads with an opening of its own that names it or starts most of its criteria, as written
         # ("Fails to …", not "fails"), and drops the phrases that repeat it (or contradict it, without its negation).
-        lead = top if top is not None and (_named_by_opening(top, shown, elsewhere(c), openings.function)
+        lead = top if top is not None and (_named_by_opening(top, titles[c], elsewhere(c), openings.function)
                                            or (top.share >= NAME_COVERAGE and not overlaps(top.key, elsewhere(c)))) else None
-        if lead is not None:
-            said = {stem(w) for w in _opening_words(lead, openings.function) if w not in NEGATIONS}
-            shown = [t for t in shown if not _stems(t.text) & said]
-        leads[c] = lead.key if lead else None
+        said = {stem(w) for w in _opening_words(lead, openings.function) if w not in NEGATIONS} if lead else set()
+        lead_of[c], shown_of[c] = lead, [t for t in titles[c] if not _stems(t.text) & said]
+    leads = [lead_of[c].key if lead_of[c] else None for c in range(k)]
+    for c, cap in enumerate(caps):
+        rows = np.flatnonzero(result.primary == c)
+        lead, shown = lead_of[c], shown_of[c]
         cap.title = " · ".join(([f"{lead.text} …"] if lead else []) + [t.text for t in shown]) or cap.name
         cap.share = round(len(rows) / max(n, 1), 6)
         cap.key_phrases, cap.phrase_weights = models[c]
@@ -597,9 +604,9 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         extra = picks[EXAMPLES:] or sorted((int(i) for i in rows if int(i) not in picks),
                                            key=lambda i: (-round(float(result.probs[i, c]), 1), len(texts[i]), i))[:1] or picks[-1:]
         cap.example_pattern = f"“{_quote(texts[extra[0]], tuple(t.text for t in titles[c]))}”" if extra else ""
-        cap.non_examples = [_boundary(opens[c], opens[s], shown or titles[c], titles[s], names[s],
+        cap.non_examples = [_boundary(opens[c], opens[s], shown, shown_of[s], names[s],
                                       _border(np.flatnonzero(result.primary == s), result.probs[:, c], texts,
-                                              partial(follows, c, s, shown or titles[c])),
+                                              partial(follows, c, s, shown)),
                                       tie(c, s))
                             for s in siblings[c][:2] if titles.get(s) or opens[s]] \
             or ([f"if the criterion fits another capability better, prefer `{names[siblings[c][0]]}`."] if siblings[c] else [])
