@@ -715,3 +715,27 @@ def test_a_corpus_in_another_language_is_named_without_its_function_words(offlin
         if set(phrases) & larger:
             assert all(shares[p] < 30 for p in phrases if p not in larger), (cap.name, cap.title, shares)
         larger |= set(phrases)
+
+
+def test_signals_and_placement_lines_name_a_capability_as_its_title_shows_it(offline_env, tmp_path):
+    """benchmarks/heldout's report rubric through the CLI: a signal's “where `sibling` …” and a placement line's
+    phrase quote what that capability's title shows. A title that leads with its opening drops the phrases that
+    repeat it, and a signal quoting one (“discusses” under “Discusses …”) named a phrase the reader never saw."""
+    from tests.conftest import ROOT
+
+    run_dir = tmp_path / "report"
+    invoke("run", ROOT / "benchmarks" / "heldout" / "report_writing.csv", "--run-dir", run_dir, "-q", "--no-report")
+    tax, _ = _load(run_dir)
+    by_name = {c.name: c for c in tax.capabilities}
+    compared = 0
+    for cap in tax.capabilities:
+        m = re.search(r", where `([a-z_]+)` (would use|criteria open with) (.*)$", cap.diagnostic_signal)
+        # (openings against openings list every opening of both: those are checked by the DevAI test)
+        if m and (m[2] == "would use" or cap.diagnostic_signal.startswith("The criterion uses")):
+            shown = by_name[m[1]].title.split(" · ")
+            assert set(_QUOTED.findall(m[3])) <= set(shown), (cap.diagnostic_signal, by_name[m[1]].title)
+            compared += 1
+    assert compared
+    for rule in tax.placement:
+        if rule.kind == "uses":
+            assert rule.text in by_name[rule.capability].title.split(" · "), (rule, by_name[rule.capability].title)

@@ -540,7 +540,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     def tie(c: int, s: int) -> tuple[str, int, int] | None:
         """Readers met criteria with both sides' phrases and found each boundary sending them to the other:
         where the tags put those of the two capabilities' criteria, when there are enough to say. The pair's
-        title phrases decide "both" either way round, so the two boundaries never disagree."""
+        title phrases as shown decide "both" either way round, so the two boundaries never disagree."""
         if _by_openings(opens[c], opens[s]) or not shown_of[c] or not shown_of[s]:
             return None
         both = having(shown_of[c][:2]) & having(shown_of[s][:2])
@@ -591,7 +591,9 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         theirs = [_stems(t.text) for j in range(k) if j != c for t in titles[j][:1]] + [_stems(t.text) for t in titles.get(near, [])]
         own_rest = [t for t in shown if not any(_stems(t.text) <= o for o in theirs)][:2] \
             or ([t for t in terms[c] if t.text not in {s.text for s in titles.get(near, [])}][:2] if near is not None else shown)
-        against = f", where `{names[near]}` would use {_phrase_list(titles[near][:2], False)}." if near is not None and titles[near] else "."
+        # the sibling as its title shows it, as the boundaries name it: by its phrases, or by its opening when that is all
+        against = "." if near is None else f", where `{names[near]}` would use {_phrase_list(shown_of[near][:2], False)}." \
+            if shown_of[near] else f", where `{names[near]}` criteria open with {_opening_list([lead_of[near]])}." if lead_of[near] else "."
         if near is not None and _by_openings(opens[c], opens[near]):
             cap.diagnostic_signal = f"The criterion opens with {_opening_list(opens[c])}, where `{names[near]}` criteria open with {_opening_list(opens[near])}."
         elif lead is not None and (not shown or lead.share >= max(t.coverage for t in own_rest or shown[:1])):
@@ -614,7 +616,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out.capabilities = caps
     out.written_by = "offline"
     out.function_words_of = ["English"] + [language_name(c) for c in corpus_languages(texts) if c != "en"]
-    out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in titles[c]} for c in range(k)], leads,
+    out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in shown_of[c]} for c in range(k)], leads,
                                     penalty)
     _say_catch_all(caps, out.placement, result.primary)
     out.repairs = _final_names(list(taxonomy.repairs), renamed, member_of) + merged_notes + [
