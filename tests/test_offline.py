@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 from sklearn.metrics import adjusted_mutual_info_score
@@ -145,6 +146,25 @@ def test_criterion_space_discounts_words_of_one_task():
     space = CriterionSpace.fit(frame["text"].to_list(), frame["task_id"].to_list())
     spread = dict(zip(space.vocabulary, space.spread))
     assert spread["回答"] > 0.9 and spread["熊猫"] < 0.5  # every task says 回答; only one says 熊猫
+
+
+def test_criterion_space_counts_inflected_forms_as_one_check_word():
+    """"Mentions" and "Mentioned" ask for one check; whole words made each form a kind of its own
+    (cosine 0.005 between two forms, the same as between two checks). The naming statistics keep whole words."""
+    forms = {"m": ["Mentions", "Mentioned", "Mentioning"], "e": ["Explains", "Explained", "Explaining"],
+             "c": ["Compares", "Compared", "Comparing"]}
+    texts, tasks, kinds, form = [], [], [], []
+    for t in range(12):
+        for k, verbs in forms.items():
+            for j, verb in enumerate(verbs):
+                texts.append(f"{verb} the {['budget', 'plan', 'risk', 'dose', 'route', 'price'][(t + j) % 6]} of item{t}x{j}")
+                tasks.append(f"t{t}"), kinds.append(k), form.append(j)
+    space = CriterionSpace.fit(texts, tasks)
+    sim = space.vectors @ space.vectors.T
+    kinds, form = np.array(kinds), np.array(form)
+    one_check = (kinds[:, None] == kinds[None]) & (form[:, None] != form[None])
+    assert sim[one_check].mean() > 0.5 > sim[kinds[:, None] != kinds[None]].mean() + 0.4
+    assert {"mentioned", "mentioning"} <= set(space.vocabulary) and "menti" not in space.vocabulary
 
 
 @pytest.mark.parametrize("two_level", [False, True])

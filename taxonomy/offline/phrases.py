@@ -22,12 +22,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from taxonomy.offline.features import WORD, is_spaceless
+from taxonomy.offline.features import STEM_LETTERS, WORD, is_spaceless, stem
 from taxonomy.offline.languages import function_words
 
 __all__ = ["PhraseSpace", "Term", "distinctive_terms", "stem"]
 
-STEM_LETTERS = 5       # inflected forms of a long word share their first letters
 MAX_WORDS = 3          # longest phrase
 MIN_CRITERIA = 3       # a term used by fewer criteria names nothing
 MMR_DIVERSITY = 0.5    # weight of redundancy against relevance when ranking a group's terms
@@ -36,11 +35,6 @@ MIN_COVERAGE_SHARE = 0.2  # a listed phrase holds at least this share of the bes
 
 
 _CACHE: dict[str, "PhraseSpace"] = {}
-
-
-def stem(word: str) -> str:
-    """What inflected forms of a word share ("mention", "mentions", "mentioned" -> "menti")."""
-    return word[:STEM_LETTERS] if len(word) > STEM_LETTERS and not is_spaceless(word) else word
 
 
 def _terms(text: str, function: frozenset[str]) -> dict[str, str]:
