@@ -149,7 +149,7 @@ def test_criterion_space_discounts_words_of_one_task():
 
 
 def test_criterion_space_counts_inflected_forms_as_one_check_word():
-    """"Mentions" and "Mentioned" ask for one check; whole words made each form a kind of its own
+    """“Mentions” and “Mentioned” ask for one check; whole words made each form a kind of its own
     (cosine 0.005 between two forms, the same as between two checks). The naming statistics keep whole words."""
     forms = {"m": ["Mentions", "Mentioned", "Mentioning"], "e": ["Explains", "Explained", "Explaining"],
              "c": ["Compares", "Compared", "Comparing"]}
@@ -158,7 +158,9 @@ def test_criterion_space_counts_inflected_forms_as_one_check_word():
         for k, verbs in forms.items():
             for j, verb in enumerate(verbs):
                 texts.append(f"{verb} the {['budget', 'plan', 'risk', 'dose', 'route', 'price'][(t + j) % 6]} of item{t}x{j}")
-                tasks.append(f"t{t}"), kinds.append(k), form.append(j)
+                tasks.append(f"t{t}")
+                kinds.append(k)
+                form.append(j)
     space = CriterionSpace.fit(texts, tasks)
     sim = space.vectors @ space.vectors.T
     kinds, form = np.array(kinds), np.array(form)
