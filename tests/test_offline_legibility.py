@@ -699,8 +699,16 @@ def test_a_corpus_in_another_language_is_named_without_its_function_words(offlin
     spanish = {fold(w) for w in get_stop_words("es")}
     run_dir = tmp_path / "es"
     invoke("run", ROOT / "benchmarks" / "heldout" / "es_support.csv", "--run-dir", run_dir, "-q", "--no-report")
-    tax, _ = _load(run_dir)
+    tax, d = _load(run_dir)
     assert tax.function_words_of == ["English", "Spanish"]
+    # A capability of stated figures says how many of its criteria hold a digit, as the tags give them.
+    digit = d["text"].str.contains(r"\d")
+    for cap in tax.capabilities:
+        here, corpus = digit.filter(d["primary"] == cap.name).mean(), digit.mean()
+        said = re.search(r"(\d+)% of them contain a number written in digits, against (\d+)% of all criteria", cap.description)
+        assert bool(said) == (here >= 0.5 and here >= 1.5 * corpus), (cap.name, here, corpus)
+        assert not said or (int(said[1]), int(said[2])) == (round(100 * here), round(100 * corpus))
+    assert any("contain a number written in digits" in cap.description for cap in tax.capabilities)
     for cap in tax.capabilities:
         words = cap.name.removesuffix("_capability").split("_")[1:]
         assert not set(words[1:] if words[0] == "for" else words) & spanish, cap.name
@@ -741,3 +749,24 @@ def test_signals_and_placement_lines_name_a_capability_as_its_title_shows_it(off
     for rule in tax.placement:
         if rule.kind == "uses":
             assert rule.text in by_name[rule.capability].title.split(" · "), (rule, by_name[rule.capability].title)
+
+
+def test_a_capability_of_figures_says_how_many_hold_a_number():
+    """Digits are the one mark of a stated figure, date or amount that no language changes: a capability
+    most of whose criteria hold one, well above the corpus, says so with both shares; the others do not."""
+    rows = []
+    for t, item in enumerate(("pump", "valve", "tank", "pipe", "meter", "gauge", "hose", "filter", "boiler", "fan")):
+        rows += [(f"t{t}", f"Fails to mention the {w} of the {item}.", "check_fails_mention_capability") for w in ("cost", "risk", "date")]
+        rows += [(f"t{t}", f"Recommends a {w} of the {item}.", "check_recommends_option_capability") for w in ("review", "test", "plan")]
+        rows += [(f"t{t}", f"Reports the total as {100 + t * 7 + i} units in {2019 + i}.", "check_reports_total_capability") for i in range(2)]
+        rows += [(f"t{t}", "Reports the total for the whole period.", "check_reports_total_capability")]
+    out, criteria = _describe(rows, min_caps=3, max_share=0.6)
+    numbered = re.compile(r"(\d+)% of them contain a number written in digits, against (\d+)% of all criteria\. ")
+    said = {cap.name: numbered.search(cap.description) for cap in out.capabilities}
+    assert sum(bool(m) for m in said.values()) == 1, said
+    name, m = next((n, m) for n, m in said.items() if m)
+    texts = criteria["text"].to_list()
+    # the shares as the tags give them: the capability that says it holds the reported totals
+    assert "Reports" in out.capabilities[out.names().index(name)].title
+    assert int(m.group(2)) == round(100 * sum(bool(re.search(r"\d", t)) for t in texts) / len(texts))
+    assert int(m.group(1)) >= 50

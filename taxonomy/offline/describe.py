@@ -55,11 +55,14 @@ EXAMPLES = 3          # criteria quoted in a description
 ALIKE = 0.6           # examples sharing this share of their words show one template twice
 SHORT = 150           # examples this short are preferred: a reader takes in a short criterion at a glance
 PENALTIES = 0.8       # a capability with this share of negative-weight criteria is said to be penalties
+NUMBERS = 0.5         # a capability with at least this share of criteria holding a digit says so ...
+NUMBERS_LIFT = 1.5    # ... when that is this many times the corpus's share
 TIE_MIN = 5           # criteria with both sides' phrases a boundary needs before it says where they go ...
 TIE_CLEAR = 0.6       # ... and the share of them one side must take
 CATCH_ALL = 0.5       # a capability with this share of its criteria caught by no placement line is said to be the catch-all
 # Openings that say something is absent: the negations and the English verbs of omission.
 OMISSIONS = NEGATIONS | {"fails", "lacks", "omits", "neglects"}
+_DIGIT = re.compile(r"\d")
 _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth",
              "eleventh", "twelfth")
 
@@ -337,10 +340,11 @@ def _alike(a: str, b: str) -> bool:
 
 def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans: int, n_tasks: int,
                  examples: list[str], unlike: list[tuple[Opening, float]] = (), one_task: tuple[str, int] | None = None,
-                 penalties: tuple[float, float] | None = None, form: Form | None = None) -> str:
+                 penalties: tuple[float, float] | None = None, form: Form | None = None,
+                 numbers: tuple[float, float] = (0.0, 0.0)) -> str:
     """What the criteria ask for, in their own openings and phrases, the form they are written in, how far
     they reach, and examples; `one_task` (task, count) when most of them come from one task; `penalties`
-    (share here, share in the corpus) of criteria with a negative weight."""
+    and `numbers` (share here, share in the corpus) of criteria with a negative weight, and holding a digit."""
     parts = []
     if openings:
         opened = " or ".join(f"“{o.text} …” ({o.share:.0%})" for o in openings)
@@ -360,6 +364,7 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
         reach += (f"{one_task[1]} of them come from task `{one_task[0]}`, so its openings and phrases may be that task's own wording "
                   "rather than a kind of check. ")
     reach += _penalty_sentence(*penalties) if penalties else ""
+    reach += _number_sentence(*numbers)
     quoted = "; ".join(f"“{_quote(t, tuple(x.text for x in shown))}”" for t in examples)
     return lead + reach + (f"Examples: {quoted}" if quoted else "")
 
@@ -386,6 +391,14 @@ def _say_catch_all(caps: list, placement: list, primary: np.ndarray) -> None:
         caps[c].description = (f"The catch-all: {rest.right} of its {size} criteria have none of the openings or phrases this "
                                f"taxonomy places criteria by, and a criterion that fits no other description better goes here. "
                                + caps[c].description)
+
+
+def _number_sentence(here: float, corpus: float) -> str:
+    """Readers could not tell where criteria stating a figure, date or amount go when the words around the
+    figures differ ("Beziffert …", "Gibt … an"); digits are the one mark of them that no language changes."""
+    if here >= NUMBERS and here >= NUMBERS_LIFT * corpus:
+        return f"{here:.0%} of them contain a number written in digits, against {corpus:.0%} of all criteria. "
+    return ""
 
 
 def _penalty_sentence(here: float, corpus: float) -> str:
@@ -482,6 +495,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     votes = criterion_votes(taxonomy, [list(by_id.get(i) or []) for i in ids])
     openings = Openings(texts, tasks, opening_families(texts, tasks))
     forms = Forms(texts, tasks)
+    digits = np.array([bool(_DIGIT.search(t)) for t in texts], dtype=bool)
     penalty = (criteria["direction"] == "penalty").fill_null(False).to_numpy() if "direction" in criteria.columns \
         else np.zeros(len(texts), bool)
     merged = []
@@ -583,7 +597,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
                                        [texts[i] for i in picks[:EXAMPLES]], unlike,
                                        _one_task(tasks, rows) if n_tasks > 1 else None,
                                        (float(penalty[rows].mean()), float(penalty.mean())) if penalty.any() and len(rows) else None,
-                                       _new_form(forms.of(rows), opens[c], forms.common))
+                                       _new_form(forms.of(rows), opens[c], forms.common),
+                                       (float(digits[rows].mean()), float(digits.mean())) if len(rows) else (0.0, 0.0))
         near = siblings[c][0] if siblings[c] else None
         # The signal speaks in the title's own phrases, as the boundaries do: readers took a signal in other words
         # ("parameters" under a title "implemented · method") for a second definition, and a word that leads another
