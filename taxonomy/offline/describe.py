@@ -34,11 +34,11 @@ import polars as pl
 from taxonomy.config import PipelineConfig
 from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
 from taxonomy.offline.families import opening_families
-from taxonomy.offline.features import WORD
+from taxonomy.offline.features import WORD, stem
 from taxonomy.offline.forms import Form, Forms
 from taxonomy.offline.languages import corpus_languages, language_name
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
-from taxonomy.offline.phrases import PhraseSpace, Term, stem
+from taxonomy.offline.phrases import PhraseSpace, Term
 from taxonomy.offline.placement import placement_rules
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from taxonomy.offline.features import STEM_LETTERS, WORD, is_spaceless, stem
+from taxonomy.offline.features import WORD, is_spaceless, stem
 from taxonomy.offline.languages import function_words
 
-__all__ = ["PhraseSpace", "Term", "distinctive_terms", "stem"]
+__all__ = ["PhraseSpace", "Term", "distinctive_terms"]
 
 MAX_WORDS = 3          # longest phrase
 MIN_CRITERIA = 3       # a term used by fewer criteria names nothing

@@ -18,7 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from taxonomy.offline.openings import Openings
-from taxonomy.offline.phrases import STEM_LETTERS, PhraseSpace
+from taxonomy.offline.features import STEM_LETTERS
+from taxonomy.offline.phrases import PhraseSpace
 from taxonomy.schemas import PlacementRule, Taxonomy
 
 __all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "placement_intro", "lines",
