@@ -169,6 +169,20 @@ def test_criterion_space_counts_inflected_forms_as_one_check_word():
     assert {"mentioned", "mentioning"} <= set(space.vocabulary) and "menti" not in space.vocabulary
 
 
+@pytest.mark.parametrize("texts", [["123", "456", "789", "1011"], ["alpha beta", "gamma delta", "epsilon zeta", "eta theta"]])
+def test_a_corpus_with_no_word_two_tasks_share_fails_in_one_line(offline_env, tmp_path, texts):
+    """Digits only, or no word used by two tasks: no token weighs anything. The criterion space is all zeros
+    (it raised from scikit-learn's normalize), and the run stops on the constraint it cannot meet, in one line."""
+    from tests.conftest import invoke
+
+    space = CriterionSpace.fit(texts, list("abcd"))
+    assert space.vectors.shape[0] == 4 and not space.vectors.any()
+    pl.DataFrame({"task_id": list("abcd"), "criterion": texts}).write_csv(tmp_path / "c.csv")
+    result = invoke("run", tmp_path / "c.csv", "--run-dir", tmp_path / "run", "-q", ok=False)
+    assert result.exit_code != 0 and "Traceback" not in result.output
+    assert result.output.strip().splitlines()[-1].startswith("error: ") and "fix:" in result.output
+
+
 @pytest.mark.parametrize("two_level", [False, True])
 def test_fine_kinds_nest_in_broad_kinds_of_one_tree(monkeypatch, two_level):
     """Stage 2 can only recover the broad kinds if every fine kind lies inside one of them; the

@@ -145,7 +145,8 @@ class CriterionSpace:
         if n_tasks > 2:
             weight *= s_in_tasks >= 2  # a token of one task only says nothing about kinds of check
         used = np.flatnonzero(weight > 0)  # dropping zero-weight tokens keeps the SVD small
-        words = normalize(xs[:, used] @ sp.diags(weight[used].astype(np.float32)))
+        # No token shared by two tasks (or none at all): nothing tells kinds apart, so every vector is zero.
+        words = normalize(xs[:, used] @ sp.diags(weight[used].astype(np.float32))) if used.size else sp.csr_matrix((len(texts), 1))
         dense = _reduce(words, seed)
         vectors = _subtract_task_means(dense, task_index, TASK_MEAN_SHARE)
         return cls(vocab, spread, in_tasks / max(n_tasks, 1), occurrences / n,
@@ -170,7 +171,7 @@ def _spread(x: sp.csr_matrix, task_index: np.ndarray, n_tasks: int) -> tuple[np.
 def _stemmed(x: sp.csr_matrix, vocab: list[str]) -> tuple[sp.csr_matrix, list[str]]:
     """Token presence with the tokens of one stem (and one position) folded into one column."""
     keys = [("^" + stem(v[1:])) if v.startswith("^") else stem(v) for v in vocab]
-    uniq, col = np.unique(np.asarray(keys, dtype=object), return_inverse=True) if keys else (np.array([]), np.zeros(0, int))
+    uniq, col = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
     fold = sp.csr_matrix((np.ones(len(keys), dtype=np.float32), (np.arange(len(keys)), col)), shape=(len(keys), len(uniq)))
     xs = (x @ fold).tocsr()
     xs.data[:] = 1.0
