@@ -72,7 +72,7 @@ def _common_run(descs: list[str]) -> int:
 
 
 def _cut(text: str) -> list[str]:
-    return [w[:5] if len(w) > 5 else w for w in _WORD.findall(text.lower())]
+    return [w[:5] + "…" if len(w) > 5 else w for w in _WORD.findall(text.lower())]
 
 
 def _placed(rules: list[dict], crit: pl.DataFrame) -> tuple[float, float]:

@@ -17,7 +17,7 @@ import polars as pl
 from taxonomy.schemas import Taxonomy
 from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 from taxonomy.validate import FUNCTION_WORDS
-from tests.conftest import invoke, write_pipeline
+from tests.conftest import invoke, offline_devai_run, write_pipeline
 
 _WORD = re.compile(r"[^\W\d_]+")
 _QUOTED = re.compile(r"“([^”]+)”")
@@ -37,10 +37,28 @@ def _uses(text: str, phrase: str) -> bool:
     return all((w in words) or (len(w) > 5 and w[:5] in stems) for w in _WORD.findall(phrase.lower()))
 
 
+def _inflected(text: str, word: str) -> bool:
+    """The word in the text, or inflected: a long word by its first five letters, a short one with up to three
+    letters more ("save", "saved"), as the issue's name coverage and benchmarks/legibility.py count it."""
+    stem = word[:5] if len(word) > 5 else word
+    return re.search(r"\b" + re.escape(stem) + (r"" if len(word) > 5 else r"\w{0,3}\b"), text.lower()) is not None
+
+
 def _says(text: str, phrase: str) -> bool:
     """The phrase's words side by side in the text, inflected forms matched on their first five letters."""
     cut = lambda ws: [w[:5] if len(w) > 5 else w for w in ws]  # noqa: E731
     words, want = cut(_WORD.findall(text.lower())), cut(_WORD.findall(phrase.lower()))
+    return any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1))
+
+
+def _fits(text: str, rule) -> bool:
+    """A placement line read as its intro says: a word of more than five letters matches a word of more than
+    five sharing its first five, a shorter one only itself; an opening family "A / B" opens with either."""
+    cut = lambda t: [w[:5] + "…" if len(w) > 5 else w for w in _WORD.findall(t.lower())]  # noqa: E731
+    words = cut(text)
+    if rule.kind == "opens":
+        return any(words[:len(cut(alt))] == cut(alt) for alt in rule.text.split(" / "))
+    want = cut(rule.text)
     return any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1))
 
 
@@ -90,7 +108,7 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
         said = [p for p in cap.title.split(" · ")]
         assert all(any(_opens(t, p.removesuffix(" …")) if p.endswith(" …") else _uses(t, p) for t in texts) for p in said), cap.title
         content = {w for p in said for w in _WORD.findall(p.lower()) if len(w) >= 3 and w not in FUNCTION_WORDS}
-        coverage.append(sum(any(_uses(t, w) for w in content) for t in texts) / max(len(texts), 1))
+        coverage.append(sum(any(_inflected(t, w) for w in content) for t in texts) / max(len(texts), 1))
         assert f"{len(texts)} criteria" in cap.description, cap.description  # its own size, as Stage 3 tags it
         assert abs(cap.share - len(texts) / d.height) < 1e-6
         assert 1 <= len(cap.non_examples) <= 3
@@ -214,39 +232,37 @@ def _catch_all_is_named(tax, d):
 
 
 def _placement_follows_the_tags(tax, d, md):
-    """A reader who goes down the placement list, matching words as written, places most criteria as tagged,
-    and is told where the tags put most of the criteria no line fits."""
+    """The tags follow the placement list: a reader who goes down it, matching words as written, places every
+    criterion a line fits as tagged, and is told where the tags put most of the criteria no line fits."""
+    from taxonomy.offline.placement import MAX_RULES
+
     rules = [r for r in tax.placement if r.kind != "rest"]
     assert tax.placement[:len(rules)] == rules  # the rest step comes last, once
-    learned = [r for r in rules if r.right >= 0.8 * r.caught]
-    assert 5 <= len(learned) <= 20 and rules[:len(learned)] == learned
+    assert 5 <= len(rules) <= MAX_RULES + len(tax.capabilities)  # the learned list, then at most a title's lead each
     listed = md.split("## Placing a criterion", 1)[1].split("\n## ", 1)[0]
     for i, r in enumerate(rules, 1):
-        assert r.capability in tax.names() and r.caught >= 3 and r.right >= 0.8 * r.caught or (
-            # after the learned list: the opening a title leads with, placing most of what it catches there
-            i > len(learned) and r.kind == "opens" and 2 * r.right > r.caught
-            and tax.capabilities[tax.names().index(r.capability)].title.startswith(f"{r.text} …")), r
+        assert r.capability in tax.names() and r.caught >= 1 and r.right == r.caught, r
         verb = "Opens with" if r.kind == "opens" else "Contains"
-        assert f"\n{i}. {verb} “{r.text}" in listed and f"`{r.capability}` ({r.right} of {r.caught})" in listed
+        assert f"\n{i}. {verb} “{r.text}" in listed and f"`{r.capability}` ({r.caught} criteria)" in listed
     caught = right = 0
     left = Counter()
     for text, primary in zip(d["text"], d["primary"]):
-        rule = next((r for r in rules if (_opens(text, r.text) if r.kind == "opens" else _says(text, r.text))), None)
+        rule = next((r for r in rules if _fits(text, r)), None)
         if rule is not None:
             caught += 1
             right += rule.capability == primary
         else:
             left[primary] += 1
-    assert caught >= 0.5 * d.height and right >= 0.85 * caught, (caught, right)
+    assert caught >= 0.6 * d.height and right == caught, (caught, right)
     stated = sum(r.caught for r in rules)
-    assert abs(caught - stated) <= 0.05 * d.height, (caught, stated)  # the reader's matching is near the tagger's
-    assert f"These {len(rules)} lines catch {stated} of the {d.height} criteria" in " ".join(listed.split())
-    # readers found a line and a boundary below sending one criterion two ways: the list says which comes first
-    assert "A line that fits settles the criterion before any description or boundary below does." in " ".join(listed.split())
+    assert caught == stated, (caught, stated)  # the reader's matching is the tagger's
+    assert f"These {len(rules)} lines catch {stated} of the {d.height} criteria." in " ".join(listed.split())
+    # readers found a line and a boundary below sending one criterion two ways: the list says it decides
+    assert "The offline tags follow this list: a criterion a line fits is tagged as the line says" in " ".join(listed.split())
     # what fits no line: the capability the tags put most of it in, as the reader's own matching finds it
     rest = tax.placement[-1]
     assert rest.kind == "rest" and rest.caught == d.height - stated and rest.capability == left.most_common(1)[0][0], (rest, left)
-    assert abs(rest.right - left[rest.capability]) <= 0.05 * d.height, (rest, left)
+    assert rest.right == left[rest.capability], (rest, left)
     assert f"Of those, the tags put the most in `{rest.capability}` ({rest.right} of {rest.caught})" in " ".join(listed.split())
 
 
@@ -532,18 +548,18 @@ def test_placement_rules_follow_the_tags_and_leave_an_even_opening_unplaced():
 
 
 def test_an_opening_a_title_leads_with_gets_a_line_after_the_list_while_most_of_it_goes_there():
-    """"Notes …" is tagged b 14 times of 20, under the list's bar: it gets a line, last, only when b's title
+    """"Notes …" is tagged b 11 times of 20, under the list's bar: it gets a line, last, only when b's title
     leads with it and only for b, never for a capability that holds the minority of it."""
     from taxonomy.offline.placement import MIN_PRECISION, placement_rules
 
-    args = _three_openings(lambda i: i % 10 < 7)
-    assert 14 / 20 < MIN_PRECISION
+    args = _three_openings(lambda i: i % 20 < 11)
+    assert 0.5 < 11 / 20 < MIN_PRECISION
     plain = placement_rules(*args)
     assert not any(r.text == "Notes" for r in plain)
-    assert (plain[-1].kind, plain[-1].capability, plain[-1].caught, plain[-1].right) == ("rest", "check_b_capability", 20, 14)
+    assert (plain[-1].kind, plain[-1].capability, plain[-1].caught, plain[-1].right) == ("rest", "check_b_capability", 20, 11)
     led = placement_rules(*args, [None, "notes"])
     assert led[:-1] == plain[:-1] and (led[-1].text, led[-1].capability, led[-1].caught, led[-1].right) == (
-        "Notes", "check_b_capability", 20, 14)  # and nothing is left for a rest step
+        "Notes", "check_b_capability", 20, 11)  # and nothing is left for a rest step
     assert placement_rules(*args, ["notes", None]) == plain  # a's title may lead with it; the list does not say so
 
 
@@ -770,3 +786,74 @@ def test_a_capability_of_figures_says_how_many_hold_a_number():
     assert "Reports" in out.capabilities[out.names().index(name)].title
     assert int(m.group(2)) == round(100 * sum(bool(re.search(r"\d", t)) for t in texts) / len(texts))
     assert int(m.group(1)) >= 50
+
+
+def test_a_placement_line_reads_as_its_intro_says():
+    """A long word matches a long word sharing its first five letters and never a short word that is those five
+    ("unterscheidet" is not "unter"); an opening family opens with either form; a spaceless script matches as
+    written, anywhere for a phrase and at the start for an opening."""
+    from taxonomy.offline.placement import first_lines
+    from taxonomy.schemas import PlacementRule
+
+    rules = [PlacementRule(kind="uses", text="unterscheidet", capability="a", caught=1, right=1),
+             PlacementRule(kind="opens", text="States / Mentions", capability="b", caught=1, right=1),
+             PlacementRule(kind="uses", text="results figures", capability="c", caught=1, right=1),
+             PlacementRule(kind="opens", text="是否", capability="d", caught=1, right=1),
+             PlacementRule(kind="uses", text="错别", capability="e", caught=1, right=1)]
+    texts = ["Liegt der Wert unter 50?", "Unterscheidung von Gruppen wird erklärt.", "Mentioned the dose.",
+             "The plot is saved in `results/figures/roc.png`.", "The results are in figures.", "是否提到了标题",
+             "文章没有错别字", "没有是否", "Figures of the results are saved."]
+    assert first_lines(rules, texts).tolist() == [-1, 0, 1, 2, -1, 3, 4, -1, -1]
+
+
+def test_the_tags_follow_the_list_within_the_share_bounds():
+    """Each line places what it catches after the lines above it; a line that would take a capability past the
+    merge's share bounds is dropped rather than kept and broken, and the rest step counts what no line caught."""
+    from taxonomy.offline.placement import follow
+    from taxonomy.schemas import PlacementRule
+
+    names = ["check_a_capability", "check_b_capability", "check_c_capability"]
+    texts = [f"Lists item {i}." for i in range(4)] + [f"Warns of risk {i}." for i in range(4)] + ["Notes one.", "Notes two."]
+    primary = np.array([0, 0, 0, 1, 1, 1, 1, 2, 2, 2])
+    rules = [PlacementRule(kind="opens", text="Lists", capability=names[0], caught=4, right=3),
+             PlacementRule(kind="opens", text="Warns", capability=names[1], caught=4, right=3),
+             PlacementRule(kind="opens", text="Notes", capability=names[0], caught=2, right=0)]
+    # unbounded, every line holds: the tags are the lines'
+    lines, tags = follow(rules, texts, primary, names)
+    assert tags.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 0, 0]
+    assert [(r.text, r.caught, r.right) for r in lines] == [("Lists", 4, 4), ("Warns", 4, 4), ("Notes", 2, 2)]
+    # at most 50% each and at least 10%: "Notes" would leave c empty and take a to 60%, so it goes, last first
+    lines, tags = follow(rules, texts, primary, names, (0.1, 0.5))
+    assert tags.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2] and [r.text for r in lines if r.kind == "opens"] == ["Lists", "Warns"]
+    assert (lines[-1].kind, lines[-1].capability, lines[-1].caught, lines[-1].right) == ("rest", names[2], 2, 2)
+
+
+def test_a_frozen_offline_taxonomy_tags_a_new_corpus_by_its_lines(offline_env, tmp_path):
+    """Tagging criteria the taxonomy never saw: a criterion a placement line fits gets that line's capability
+    first, even when it also holds another capability's phrases, and the scores' choice is ranked after it."""
+    from taxonomy.schemas import PlacementRule
+
+    run_dir = offline_devai_run(tmp_path)
+    tax = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text())
+    every = [r for r in tax.placement if r.kind in ("opens", "uses")]
+    fits_none = lambda phrase: not any(_fits(phrase, r) for r in every if r.kind == "uses")  # noqa: E731
+    rows = []
+    for i, line in enumerate(r for r in every if r.kind == "uses"):
+        for other in tax.capabilities:
+            theirs = [p for p in other.key_phrases if fits_none(p)][:4]
+            if other.name != line.capability and len(theirs) >= 2:
+                rows.append((f"n{i}_{other.name}", f"{' and '.join(theirs)}, with the {line.text} step.", line.capability, other.name))
+    corpus = tmp_path / "new.csv"
+    pl.DataFrame({"task_id": [r[0] for r in rows], "criterion": [r[1] for r in rows]}).write_csv(corpus)
+    invoke("tag", corpus, "--taxonomy", run_dir / "taxonomy.json", "--provider", "offline", "--run-dir", tmp_path / "new", "-q")
+    crit = pl.read_parquet(tmp_path / "new" / "criteria.parquet").join(pl.read_parquet(tmp_path / "new" / "stage3_tags.parquet"),
+                                                                       on="criterion_id")
+    got = dict(zip(crit["text"], crit["tags"]))
+    assert len(rows) >= 10
+    overruled = 0
+    for _, text, capability, other in rows:
+        first = next(r for r in every if _fits(text, r))  # the first line that fits, read as a person would
+        assert first.capability == capability and got[text][0] == capability, (text, first, got[text].to_list())
+        assert len(set(got[text])) == len(got[text]) <= 3
+        overruled += other in got[text][1:]
+    assert overruled >= len(rows) // 4, overruled  # the scores leaned elsewhere, and the list decided

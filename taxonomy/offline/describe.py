@@ -26,20 +26,21 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
 import polars as pl
 
 from taxonomy.config import PipelineConfig
-from taxonomy.offline.assign import PHRASE_WEIGHT, phrase_scores, refine, signature
+from taxonomy.offline.assign import PHRASE_WEIGHT, SIGNATURE_TERMS, phrase_scores, refine, signature
 from taxonomy.offline.families import opening_families
 from taxonomy.offline.features import WORD, stem
 from taxonomy.offline.forms import Form, Forms
 from taxonomy.offline.languages import corpus_languages, language_name
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
-from taxonomy.offline.phrases import PhraseSpace, Term
-from taxonomy.offline.placement import placement_rules
+from taxonomy.offline.phrases import PhraseSpace, Term, distinctive_terms
+from taxonomy.offline.placement import follow, placement_rules
 from taxonomy.schemas import Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
 
@@ -102,28 +103,34 @@ def _words_within(text: str, limit: int) -> str:
     return text[: limit - 1].rsplit(" ", 1)[0]
 
 
-def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int, used: set[str]) -> list[Term]:
+def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int, used: set[str],
+                 keep: list[Term] = ()) -> list[Term]:
     """Up to k of the distinctive terms (k + 1 while k speak for under half of the criteria), the most
     telling first, each next one the term that adds the most criteria not yet covered (so the title
-    speaks for as many of the criteria as it can). A term already in a larger capability's title is in
-    this one only when no other term covers NAME_COVERAGE * 0.6 of its criteria: readers took a phrase
-    in two titles (“correo”) for a check of both."""
+    speaks for as many of the criteria as it can); after the terms to `keep`, when given. A term already in a
+    larger capability's title is in this one only when no other term covers NAME_COVERAGE * 0.6 of its
+    criteria: readers took a phrase in two titles (“correo”) for a check of both."""
     fresh = [t for t in terms if t.text not in used]
     if fresh and max(t.coverage for t in fresh) >= NAME_COVERAGE * 0.6:
         terms = fresh
-    if not terms:
+    if keep:  # counted on these criteria, as the terms are
+        share = space.coverage(rows)
+        col = {t.text: space.column(t.text) for t in keep}
+        keep = [next((t for t in terms if t.text == kept.text), None)
+                or replace(kept, coverage=float(share[col[kept.text]]) if col[kept.text] is not None else 0.0) for kept in keep]
+    if not terms and not keep:
         return []
-    cols = {t.text: space.column(t.text) for t in terms}
-    present = {t.text: (space.x[rows][:, [cols[t.text]]].toarray().ravel() > 0) if cols[t.text] is not None
-               else np.zeros(len(rows), bool) for t in terms}
-    first = next((t for t in terms if t.coverage >= NAME_COVERAGE), max(terms, key=lambda t: (t.coverage, t.score)))
-    chosen, covered = [first], present[first.text].copy()
-    words = set(_ascii_words(first.text)) | set(first.text.split())
+    cols = {t.text: space.column(t.text) for t in [*terms, *keep]}
+    present = {text: (space.x[rows][:, [col]].toarray().ravel() > 0) if col is not None else np.zeros(len(rows), bool)
+               for text, col in cols.items()}
+    chosen = list(keep) or [next((t for t in terms if t.coverage >= NAME_COVERAGE), max(terms, key=lambda t: (t.coverage, t.score)))]
+    covered = np.logical_or.reduce([present[t.text] for t in chosen])
+    words = {w for t in chosen for w in set(_ascii_words(t.text)) | set(t.text.split())}
     # One term more when k of them still speak for less than half of the criteria.
     while len(chosen) < k or (len(chosen) == k and len(rows) and covered.mean() < NAME_COVERAGE):
         best, gain = None, 0.0
         for t in terms:
-            if t in chosen or (set(_ascii_words(t.text)) | set(t.text.split())) & words:
+            if t.text in {c.text for c in chosen} or (set(_ascii_words(t.text)) | set(t.text.split())) & words:
                 continue
             g = float((present[t.text] & ~covered).mean()) if len(rows) else 0.0
             if g > gain + 1e-9 and g >= 0.05:
@@ -523,7 +530,39 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         caps[c].name = _name(titles[c], cfg.labels, taken, rank, opens[c][0] if opens[c] else None, elsewhere(c), others,
                              openings.function)
         taken.add(caps[c].name)
+    lead_of: dict[int, Opening | None] = {}
+    shown_of: dict[int, list[Term]] = {}  # the phrases each title shows after its lead opening
+
+    def lead_and_shown(c: int, lead: Opening | None) -> None:
+        # drops the title phrases that repeat its lead opening (or contradict it, without its negation)
+        said = {stem(w) for w in _opening_words(lead, openings.function) if w not in NEGATIONS} if lead else set()
+        lead_of[c], shown_of[c] = lead, [t for t in titles[c] if not _stems(t.text) & said]
+
+    for c in range(k):
+        top = opens[c][0] if opens[c] else None
+        # The title leads with an opening of its own that names it or starts most of its criteria, as written
+        # ("Fails to …", not "fails").
+        lead_and_shown(c, top if top is not None and (_named_by_opening(top, titles[c], elsewhere(c), openings.function)
+                                                       or (top.share >= NAME_COVERAGE and not overlaps(top.key, elsewhere(c))))
+                       else None)
     names = [cap.name for cap in caps]
+    learned = placement_rules(result.primary, names, openings, space, [{t.text for t in shown_of[c]} for c in range(k)],
+                              [lead_of[c].key if lead_of[c] else None for c in range(k)], penalty)
+    placement, primary = follow(learned, texts, result.primary, names, (cfg.merge.min_share, cfg.merge.max_share), penalty)
+    # The names the list was learned under stay, and so do the title phrases its lines quote; the rest of each
+    # title, and every share a text states, is read from the criteria the tags that follow the list give it.
+    quoted = {(r.capability, r.text) for r in placement if r.kind == "uses"}
+    retitled: dict[int, list[Term]] = {}
+    for c in np.argsort([-(primary == c).sum() for c in range(k)], kind="stable"):
+        rows = np.flatnonzero(primary == c)
+        kept = [t for t in titles[c] if (names[c], t.text) in quoted]
+        retitled[c] = _cover_terms(space, rows, distinctive_terms(space, rows, top=SIGNATURE_TERMS), TITLE_TERMS,
+                                   {t.text for ts in retitled.values() for t in ts}, kept)
+    titles = retitled
+    for c in range(k):
+        rows = np.flatnonzero(primary == c)
+        opens[c] = openings.distinctive(rows)
+        lead_and_shown(c, openings.share(lead_of[c], rows) if lead_of[c] else None)
     renamed = {before.name: after.name for before, after in zip(taxonomy.capabilities, caps)}
     member_of = {m: cap.name for cap in caps for m in cap.members}
     # a capability kept by one fold and dropped by a later one is known by its lead micro-cluster
@@ -558,7 +597,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         if _by_openings(opens[c], opens[s]) or not shown_of[c] or not shown_of[s]:
             return None
         both = having(shown_of[c][:2]) & having(shown_of[s][:2])
-        here, there = int((both & (result.primary == c)).sum()), int((both & (result.primary == s)).sum())
+        here, there = int((both & (primary == c)).sum()), int((both & (primary == s)).sum())
         total = here + there
         if total < TIE_MIN:
             return None
@@ -567,19 +606,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
 
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
-    lead_of: dict[int, Opening | None] = {}
-    shown_of: dict[int, list[Term]] = {}  # the phrases each title shows after its lead opening
-    for c in range(k):
-        top = opens[c][0] if opens[c] else None
-        # The title leads with an opening of its own that names it or starts most of its criteria, as written
-        # ("Fails to …", not "fails"), and drops the phrases that repeat it (or contradict it, without its negation).
-        lead = top if top is not None and (_named_by_opening(top, titles[c], elsewhere(c), openings.function)
-                                           or (top.share >= NAME_COVERAGE and not overlaps(top.key, elsewhere(c)))) else None
-        said = {stem(w) for w in _opening_words(lead, openings.function) if w not in NEGATIONS} if lead else set()
-        lead_of[c], shown_of[c] = lead, [t for t in titles[c] if not _stems(t.text) & said]
-    leads = [lead_of[c].key if lead_of[c] else None for c in range(k)]
     for c, cap in enumerate(caps):
-        rows = np.flatnonzero(result.primary == c)
+        rows = np.flatnonzero(primary == c)
         lead, shown = lead_of[c], shown_of[c]
         cap.title = " · ".join(([f"{lead.text} …"] if lead else []) + [t.text for t in shown]) or cap.name
         cap.share = round(len(rows) / max(n, 1), 6)
@@ -622,7 +650,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
                                            key=lambda i: (-round(float(result.probs[i, c]), 1), len(texts[i]), i))[:1] or picks[-1:]
         cap.example_pattern = f"“{_quote(texts[extra[0]], tuple(t.text for t in titles[c]))}”" if extra else ""
         cap.non_examples = [_boundary(opens[c], opens[s], shown, shown_of[s], names[s],
-                                      _border(np.flatnonzero(result.primary == s), result.probs[:, c], texts,
+                                      _border(np.flatnonzero(primary == s), result.probs[:, c], texts,
                                               partial(follows, c, s, shown)),
                                       tie(c, s))
                             for s in siblings[c][:2] if titles.get(s) or opens[s]] \
@@ -631,12 +659,12 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out.capabilities = caps
     out.written_by = "offline"
     out.function_words_of = ["English"] + [language_name(c) for c in corpus_languages(texts) if c != "en"]
-    out.placement = placement_rules(result.primary, names, openings, space, [{t.text for t in shown_of[c]} for c in range(k)], leads,
-                                    penalty)
-    _say_catch_all(caps, out.placement, result.primary)
+    out.placement = placement
+    _say_catch_all(caps, out.placement, primary)
     out.repairs = _final_names(list(taxonomy.repairs), renamed, member_of) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "
-        f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability"
+        f"{int((result.primary != votes.argmax(axis=1)).sum())} of {n} criteria moved from their label's capability, "
+        f"and the placement list moved {int((primary != result.primary).sum())} more"
     ] + notes
     out.content_hash = out.compute_hash()
     out.placement_hash = out.content_hash

@@ -11,7 +11,7 @@ one task's subject) are shown.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from taxonomy.offline.families import Families
 from taxonomy.offline.features import WORD, is_spaceless
@@ -134,6 +134,11 @@ class Openings:
             if counts[key] / m <= SELDOM * self.total[key] / self.n:
                 out.append((self._opening(key, self.form[key], counts[key], m), self.total[key] / self.n))
         return out[:SHOWN]
+
+    def share(self, opening: Opening, rows) -> Opening:
+        """The opening with its share counted on these criteria."""
+        held = sum(any(k == opening.key for k, _ in self.keys[r]) for r in rows)
+        return replace(opening, share=held / len(rows) if len(rows) else 0.0)
 
     def distinctive(self, rows) -> list[Opening]:
         if len(rows) == 0:

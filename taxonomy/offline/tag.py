@@ -96,7 +96,17 @@ def _tag_by_phrases(frame: pl.DataFrame, by_id: dict, taxonomy: Taxonomy, micro_
         votes[missing] = sims / np.maximum(sims.max(axis=1, keepdims=True), 1e-12)
     found = tag_scores(offline_tag_scores(taxonomy, frame, votes), max_tags)
     names = taxonomy.names()
-    return [([names[c] for c in tags], float(score)) for tags, score in zip(found.tags, found.scores)]
+    tags, scores = found.tags, found.scores
+    if taxonomy.placement:  # the list taxonomy.md gives readers decides the primary tag wherever a line fits
+        from taxonomy.offline.placement import first_lines, lines
+
+        rules = lines(taxonomy)
+        first = first_lines(rules, [t or "" for t in frame["text"].to_list()])
+        placed = np.array([names.index(rules[j].capability) if j >= 0 else -1 for j in first], dtype=int)
+        tags = [[int(p)] + [c for c in t if c != p][:max_tags - 1] if p >= 0 else t for p, t in zip(placed, tags)]
+        # the scores' own confidence in that tag: low where the list overrules them, a borderline case to read
+        scores = found.probs[np.arange(len(tags)), [t[0] for t in tags]]
+    return [([names[c] for c in t], float(score)) for t, score in zip(tags, scores)]
 
 
 def tag_offline(
