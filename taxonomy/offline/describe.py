@@ -519,19 +519,26 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     def elsewhere(c: int) -> set[str]:  # openings other capabilities have: shared, they name neither
         return {o.key for j in range(k) if j != c for o in opens[j]}
 
-    taken: set[str] = set()
-    order = np.argsort([-(result.primary == c).sum() for c in range(k)], kind="stable")
     titles: dict[int, list[Term]] = {}
-    for rank, c in enumerate(order):
+    for c in np.argsort([-(result.primary == c).sum() for c in range(k)], kind="stable"):
         rows = np.flatnonzero(result.primary == c)
         titles[c] = _cover_terms(space, rows, terms[c], TITLE_TERMS, {t.text for ts in titles.values() for t in ts})
-        # nor may it be another capability's member: a reader would take that member for this capability
-        others = {m for j, cap in enumerate(caps) if j != c for m in cap.members}
-        caps[c].name = _name(titles[c], cfg.labels, taken, rank, opens[c][0] if opens[c] else None, elsewhere(c), others,
-                             openings.function)
-        taken.add(caps[c].name)
     lead_of: dict[int, Opening | None] = {}
     shown_of: dict[int, list[Term]] = {}  # the phrases each title shows after its lead opening
+
+    def name_all(primary: np.ndarray) -> list[str]:
+        """Each capability's name from its title and opening, the largest first (a smaller one yields a word to it)."""
+        taken: set[str] = set()
+        for rank, c in enumerate(np.argsort([-(primary == c).sum() for c in range(k)], kind="stable")):
+            # nor may it be another capability's member: a reader would take that member for this capability
+            others = {m for j, cap in enumerate(caps) if j != c for m in cap.members}
+            # once the title's lead is settled, only that opening may name it
+            opening = lead_of[c] if c in lead_of else opens[c][0] if opens[c] else None
+            caps[c].name = _name(titles[c], cfg.labels, taken, rank, opening, elsewhere(c), others, openings.function)
+            taken.add(caps[c].name)
+        return [cap.name for cap in caps]
+
+    names = name_all(result.primary)
 
     def lead_and_shown(c: int, lead: Opening | None) -> None:
         # drops the title phrases that repeat its lead opening (or contradict it, without its negation)
@@ -545,12 +552,11 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         lead_and_shown(c, top if top is not None and (_named_by_opening(top, titles[c], elsewhere(c), openings.function)
                                                        or (top.share >= NAME_COVERAGE and not overlaps(top.key, elsewhere(c))))
                        else None)
-    names = [cap.name for cap in caps]
     learned = placement_rules(result.primary, names, openings, space, [{t.text for t in shown_of[c]} for c in range(k)],
                               [lead_of[c].key if lead_of[c] else None for c in range(k)], penalty)
     placement, primary = follow(learned, texts, result.primary, names, (cfg.merge.min_share, cfg.merge.max_share), penalty)
-    # The names the list was learned under stay, and so do the title phrases its lines quote; the rest of each
-    # title, and every share a text states, is read from the criteria the tags that follow the list give it.
+    # The title phrases the list's lines quote stay; the rest of each title, the name, and every share a text
+    # states are read again from the criteria the tags that follow the list give each capability.
     quoted = {(r.capability, r.text) for r in placement if r.kind == "uses"}
     retitled: dict[int, list[Term]] = {}
     for c in np.argsort([-(primary == c).sum() for c in range(k)], kind="stable"):
@@ -563,6 +569,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
         rows = np.flatnonzero(primary == c)
         opens[c] = openings.distinctive(rows)
         lead_and_shown(c, openings.share(lead_of[c], rows) if lead_of[c] else None)
+    learned_names, names = names, name_all(primary)
+    placement = [r.model_copy(update={"capability": names[learned_names.index(r.capability)]}) for r in placement]
     renamed = {before.name: after.name for before, after in zip(taxonomy.capabilities, caps)}
     member_of = {m: cap.name for cap in caps for m in cap.members}
     # a capability kept by one fold and dropped by a later one is known by its lead micro-cluster
