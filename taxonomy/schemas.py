@@ -133,11 +133,11 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
 
 class PlacementRule(BaseModel):
     """One step of the offline backend's placement list: a criterion that opens with (or uses) `text`
-    goes to `capability`, and the offline tags follow the list, so of the `caught` criteria it caught in the
-    corpus it was learned on (after the rules before it), all `right` were tagged so. After the lines may come a `rest` step (no text):
-    the capability most of the criteria no line caught are tagged with; and last a `penalties` step (no
-    text): the `caught` negative-weight criteria are spread over the capabilities, at most `right` of them
-    in `capability`. Neither step is a line a reader matches."""
+    goes to `capability`, and the offline tags follow the list, so of the `caught` criteria it caught in
+    the corpus it was learned on (after the rules before it), all `right` were tagged so. After the lines
+    may come a `rest` step (no text): the capability most of the criteria no line caught are tagged with;
+    and last a `penalties` step (no text): the `caught` negative-weight criteria are spread over the
+    capabilities, at most `right` of them in `capability`. Neither step is a line a reader matches."""
     model_config = ConfigDict(extra="forbid")
 
     kind: Literal["opens", "uses", "rest", "penalties"]
