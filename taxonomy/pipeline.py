@@ -12,6 +12,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -201,16 +202,28 @@ def _setting(cfg: PipelineConfig, dotted: str) -> Any:
     return value[key] if key else value
 
 
+@lru_cache(maxsize=1)
+def code_hash() -> str:
+    """The project's own source. Where no model runs, the code is the model: a run built by another version of
+    the offline backend (or of the local embedder, or of the code around them) is not current, as one built
+    by another model is not. Offline stages are cheap to rebuild, so any change counts."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for source in sorted(root.rglob("*.py")):
+        digest.update(source.relative_to(root).as_posix().encode() + b"\0" + source.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _backend_identity(s: Session, stage: str) -> dict[str, Any]:
     if stage == "cluster":  # the embedder, not the LLM, makes the clusters
         choice = s.embedding_choice()
         if choice == "local":
-            return {"embedder": "local"}
+            return {"embedder": "local", "code": code_hash()}
         if choice == "openai":
             return {"embedder": "openai", "base_url": s.cfg.embedding.base_url or s.cfg.llm.base_url}
         return {"embedder": choice, "backend": s.backend}
     if s.runner is None:
-        return {"backend": "offline"}
+        return {"backend": "offline", "code": code_hash()}
     llm = s.cfg.llm
     ident = {"backend": s.backend, "model": llm.model, "temperature": llm.temperature, "reask_attempts": llm.reask_attempts}
     if s.backend == "openai":

@@ -128,6 +128,25 @@ def test_older_run_without_fingerprints_is_rebuilt(offline_env, tmp_path, devai_
     assert "discover: recomputing (with every later stage): no fingerprint recorded (made by an older version" in result.output
 
 
+def test_a_run_built_by_other_code_of_the_offline_backend_is_rebuilt(offline_env, tmp_path, devai_rows, monkeypatch):
+    """With no model, the code is the model: after an upgrade, the run the older offline code built is not
+    served as current (it was: every stage said "up to date, skipped")."""
+    from taxonomy import pipeline
+
+    toml = table_pipeline(tmp_path, devai_rows[:40])
+    run = tmp_path / "run"
+    invoke("run", toml, "--run-dir", run, "-q", "--no-report")
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert {manifest["stages"][stage]["fingerprint_parts"]["backend"]["code"] for stage in ("discover", "merge", "tag")} == \
+        {pipeline.code_hash()}
+    assert invoke("run", toml, "--run-dir", run, "-q", "--no-report").output.count("up to date, skipped") == 5
+    monkeypatch.setattr(pipeline, "code_hash", lambda: "another-build")
+    result = invoke("run", toml, "--run-dir", run, "-q", "--no-report")
+    lines = stage_lines(result.output)
+    assert "discover: recomputing" in lines["discover"] and "another-build" in lines["discover"], result.output
+    assert "skipped" not in result.output
+
+
 def test_single_stage_refuses_stale_input(offline_env, tmp_path, devai_rows):
     toml = table_pipeline(tmp_path, devai_rows[:40], k=10)
     run = tmp_path / "run"
