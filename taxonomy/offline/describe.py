@@ -113,16 +113,13 @@ def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int
     fresh = [t for t in terms if t.text not in used]
     if fresh and max(t.coverage for t in fresh) >= NAME_COVERAGE * 0.6:
         terms = fresh
-    if keep:  # counted on these criteria, as the terms are
-        share = space.coverage(rows)
-        col = {t.text: space.column(t.text) for t in keep}
-        keep = [next((t for t in terms if t.text == kept.text), None)
-                or replace(kept, coverage=float(share[col[kept.text]]) if col[kept.text] is not None else 0.0) for kept in keep]
     if not terms and not keep:
         return []
     cols = {t.text: space.column(t.text) for t in [*terms, *keep]}
     present = {text: (space.x[rows][:, [col]].toarray().ravel() > 0) if col is not None else np.zeros(len(rows), bool)
                for text, col in cols.items()}
+    # a kept term's share counted on these criteria, as the terms' are
+    keep = [replace(t, coverage=float(present[t.text].mean()) if len(rows) else 0.0) for t in keep]
     chosen = list(keep) or [next((t for t in terms if t.coverage >= NAME_COVERAGE), max(terms, key=lambda t: (t.coverage, t.score)))]
     covered = np.logical_or.reduce([present[t.text] for t in chosen])
     words = {w for t in chosen for w in set(_ascii_words(t.text)) | set(t.text.split())}
@@ -351,7 +348,7 @@ def _description(openings: list[Opening], shown: list[Term], n_rows: int, spans:
                  numbers: tuple[float, float] = (0.0, 0.0)) -> str:
     """What the criteria ask for, in their own openings and phrases, the form they are written in, how far
     they reach, and examples; `one_task` (task, count) when most of them come from one task; `penalties`
-    and `numbers` (share here, share in the corpus) of criteria with a negative weight, and holding a digit."""
+    and `numbers` (share here, share in the corpus) of criteria with a negative weight, and of those holding a digit."""
     parts = []
     if openings:
         opened = " or ".join(f"“{o.text} …” ({o.share:.0%})" for o in openings)
@@ -519,10 +516,17 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     def elsewhere(c: int) -> set[str]:  # openings other capabilities have: shared, they name neither
         return {o.key for j in range(k) if j != c for o in opens[j]}
 
-    titles: dict[int, list[Term]] = {}
-    for c in np.argsort([-(result.primary == c).sum() for c in range(k)], kind="stable"):
-        rows = np.flatnonzero(result.primary == c)
-        titles[c] = _cover_terms(space, rows, terms[c], TITLE_TERMS, {t.text for ts in titles.values() for t in ts})
+    def title_all(primary: np.ndarray, terms_of, kept_of=lambda c: ()) -> dict[int, list[Term]]:
+        """Each capability's title phrases from `terms_of(c, rows)`, after `kept_of(c)`, the largest first (a phrase
+        in a larger capability's title is in a smaller one's only as _cover_terms allows)."""
+        out: dict[int, list[Term]] = {}
+        for c in np.argsort([-(primary == c).sum() for c in range(k)], kind="stable"):
+            rows = np.flatnonzero(primary == c)
+            out[c] = _cover_terms(space, rows, terms_of(c, rows), TITLE_TERMS, {t.text for ts in out.values() for t in ts},
+                                  kept_of(c))
+        return out
+
+    titles = title_all(result.primary, lambda c, rows: terms[c])
     lead_of: dict[int, Opening | None] = {}
     shown_of: dict[int, list[Term]] = {}  # the phrases each title shows after its lead opening
 
@@ -558,13 +562,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     # The title phrases the list's lines quote stay; the rest of each title, the name, and every share a text
     # states are read again from the criteria the tags that follow the list give each capability.
     quoted = {(r.capability, r.text) for r in placement if r.kind == "uses"}
-    retitled: dict[int, list[Term]] = {}
-    for c in np.argsort([-(primary == c).sum() for c in range(k)], kind="stable"):
-        rows = np.flatnonzero(primary == c)
-        kept = [t for t in titles[c] if (names[c], t.text) in quoted]
-        retitled[c] = _cover_terms(space, rows, distinctive_terms(space, rows, top=SIGNATURE_TERMS), TITLE_TERMS,
-                                   {t.text for ts in retitled.values() for t in ts}, kept)
-    titles = retitled
+    titles = title_all(primary, lambda c, rows: distinctive_terms(space, rows, top=SIGNATURE_TERMS),
+                       lambda c, before=titles: [t for t in before[c] if (names[c], t.text) in quoted])
     for c in range(k):
         rows = np.flatnonzero(primary == c)
         opens[c] = openings.distinctive(rows)

@@ -137,7 +137,7 @@ class Openings:
 
     def share(self, opening: Opening, rows) -> Opening:
         """The opening with its share counted on these criteria."""
-        held = sum(any(k == opening.key for k, _ in self.keys[r]) for r in rows)
+        held = sum(opened(self.keys[r], [opening]) for r in rows)
         return replace(opening, share=held / len(rows) if len(rows) else 0.0)
 
     def distinctive(self, rows) -> list[Opening]:
