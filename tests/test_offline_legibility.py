@@ -107,6 +107,8 @@ def test_devai_names_descriptions_boundaries_and_tags_are_the_corpus_own(offline
         # coverage, as benchmarks/legibility.py counts it; a catch-all's lead phrase alone is in few of its criteria).
         said = [p for p in cap.title.split(" · ")]
         assert all(any(_opens(t, p.removesuffix(" …")) if p.endswith(" …") else _uses(t, p) for t in texts) for p in said), cap.title
+        # ...and they read as the criteria write them ("src/model.py", not "src model py")
+        assert all(any(p.lower() in " ".join(t.split()).lower() for t in texts) for p in said if not p.endswith(" …")), cap.title
         content = {w for p in said for w in _WORD.findall(p.lower()) if len(w) >= 3 and w not in FUNCTION_WORDS}
         coverage.append(sum(any(_inflected(t, w) for w in content) for t in texts) / max(len(texts), 1))
         assert f"{len(texts)} criteria" in cap.description, cap.description  # its own size, as Stage 3 tags it
@@ -578,6 +580,22 @@ def test_a_signal_in_a_spaceless_script_speaks_in_its_title_phrases():
             uses += 1
             assert set(_QUOTED.findall(signal)) <= set(cap.title.split(" · ")), (cap.diagnostic_signal, cap.title)
     assert uses == 3
+
+
+def test_a_phrase_is_shown_as_its_criteria_write_it():
+    """A path is shown with its slashes and dots, a noun with the capital its criteria give it mid-sentence; the capital
+    of a criterion's first word is the sentence's, and a phrase broken by a comma is shown by its words."""
+    opens = ["The", "Each", "Some", "Every", "One", "Any"]
+    kinds = {"check_code_capability": lambda t: [f"{opens[t % 6]} loader {t} is implemented in `src/model.py`.",
+                                                 f"{opens[(t + 1) % 6]} model {t} lives in src/model.py, as asked."],
+             "check_chart_capability": lambda t: [f"{opens[t % 6]} chart {t} has a Legende and axis titles.",
+                                                  f"{opens[(t + 2) % 6]} plot {t} carries a Legende, a title and axis units."]}
+    rows = [(f"t{t}", text, label) for t in range(8) for label, make in kinds.items() for text in make(t)]
+    out, _ = _describe(rows, min_caps=2, max_share=0.6)
+    titles = {cap.title for cap in out.capabilities}
+    shown = {p for title in titles for p in title.split(" · ")}
+    assert "src/model.py" in shown, titles
+    assert "Legende" in shown and "legende" not in shown, titles
 
 
 def test_an_opening_half_the_corpus_shares_gives_way_to_the_group_own_longer_one():

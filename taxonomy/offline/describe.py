@@ -73,6 +73,11 @@ def _ascii_words(text: str) -> list[str]:
     return [w for w in "".join(ch if ch.isalpha() else " " for ch in plain).split() if len(w) >= 2]
 
 
+def _word_set(text: str) -> set[str]:
+    """A phrase's words, as written and folded to ASCII, whatever stands between them ("src/model.py")."""
+    return set(_ascii_words(text)) | set(WORD.findall(text.lower()))
+
+
 def _stems(text: str) -> set[str]:
     """What two phrases are compared by: their Latin words' stems, or the phrase itself in a script
     without them (an empty set would be part of every other phrase)."""
@@ -122,12 +127,12 @@ def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int
     keep = [replace(t, coverage=float(present[t.text].mean()) if len(rows) else 0.0) for t in keep]
     chosen = list(keep) or [next((t for t in terms if t.coverage >= NAME_COVERAGE), max(terms, key=lambda t: (t.coverage, t.score)))]
     covered = np.logical_or.reduce([present[t.text] for t in chosen])
-    words = {w for t in chosen for w in set(_ascii_words(t.text)) | set(t.text.split())}
+    words = {w for t in chosen for w in _word_set(t.text)}
     # One term more when k of them still speak for less than half of the criteria.
     while len(chosen) < k or (len(chosen) == k and len(rows) and covered.mean() < NAME_COVERAGE):
         best, gain = None, 0.0
         for t in terms:
-            if t.text in {c.text for c in chosen} or (set(_ascii_words(t.text)) | set(t.text.split())) & words:
+            if t.text in {c.text for c in chosen} or _word_set(t.text) & words:
                 continue
             g = float((present[t.text] & ~covered).mean()) if len(rows) else 0.0
             if g > gain + 1e-9 and g >= 0.05:
@@ -136,7 +141,7 @@ def _cover_terms(space: PhraseSpace, rows: np.ndarray, terms: list[Term], k: int
             break
         chosen.append(best)
         covered |= present[best.text]
-        words |= set(_ascii_words(best.text)) | set(best.text.split())
+        words |= _word_set(best.text)
     return chosen
 
 

@@ -16,6 +16,7 @@ are not near-synonyms or parts of one another.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -38,30 +39,62 @@ _CACHE: dict[str, "PhraseSpace"] = {}
 
 
 def _terms(text: str, function: frozenset[str]) -> dict[str, str]:
-    """key -> surface form of every term in one criterion; `function`: the corpus's function words."""
+    """key -> surface form of every term in one criterion; `function`: the corpus's function words.
+    A phrase's surface is the criterion's own spelling (case, and "/", "_", "-", "." between its words),
+    so "src/model.py" reads as written rather than as "src model py"; the key ignores both."""
     out: dict[str, str] = {}
-    words = WORD.findall(text.lower())
-    latin: list[str] = []
+    latin: list[re.Match] = []
 
     def flush() -> None:
+        low = [m.group().lower() for m in latin]
+        stems = [stem(w) for w in low]
+        # whether the criterion's words i and i + 1 stand as one written phrase (nothing but a space or a joiner)
+        joined = [bool(_JOIN.fullmatch(text, a.end(), b.start())) for a, b in zip(latin, latin[1:])]
         for n in range(1, MAX_WORDS + 1):
-            for i in range(len(latin) - n + 1):
-                gram = latin[i:i + n]
-                if gram[0] in function or gram[-1] in function or len(gram[0]) < 2 or len(gram[-1]) < 2:
+            for i in range(len(low) - n + 1):
+                if low[i] in function or low[i + n - 1] in function or len(low[i]) < 2 or len(low[i + n - 1]) < 2:
                     continue
-                out.setdefault(" ".join(stem(w) for w in gram), " ".join(gram))
+                key = " ".join(stems[i:i + n])
+                if key not in out:
+                    out[key] = _written(text, latin[i], latin[i + n - 1]) if all(joined[i:i + n - 1]) \
+                        else " ".join(low[i:i + n])
         latin.clear()
 
-    for w in words:
+    for m in WORD.finditer(text):
+        w = m.group()
         if is_spaceless(w):
             flush()
+            w = w.lower()
             for n in (2, 3):
                 for i in range(len(w) - n + 1):
                     out.setdefault(w[i:i + n], w[i:i + n])
         else:
-            latin.append(w)
+            latin.append(m)
     flush()
     return out
+
+
+_JOIN = re.compile(r"\s+|[/_.\-'’]")  # what may stand between a phrase's words when it is shown as written
+
+
+def _written(text: str, first: re.Match, last: re.Match) -> str:
+    """The phrase from `first` to `last` as the criterion spells it. A capitalised first word that only opens the
+    criterion is lowered: the capital belongs to the sentence, not the phrase."""
+    span = text[first.start():last.end()]
+    word = first.group()
+    if word[:1].isupper() and word[1:].islower() and not text[:first.start()].strip():
+        span = span[:1].lower() + span[1:]
+    return " ".join(span.split())
+
+
+def _most_written(forms: Counter) -> str:
+    """The most frequent spelling of a term, case aside, then its most frequent casing: "Legende" and
+    "legende" vote together for the word, so the casing cannot change which word is shown."""
+    folded: Counter = Counter()
+    for form, n in forms.items():
+        folded[form.lower()] += n
+    word = folded.most_common(1)[0][0]
+    return max((f for f in forms if f.lower() == word), key=lambda f: forms[f])
 
 
 @dataclass
@@ -127,7 +160,7 @@ class PhraseSpace:
             spread = np.clip(in_tasks / np.maximum(expected, 1e-9), 0.0, 1.0)
         else:
             spread = np.ones(len(keys))
-        surface = [forms[k].most_common(1)[0][0] for k in keys]
+        surface = [_most_written(forms[k]) for k in keys]
         n_words = np.array([1 if is_spaceless(k) else len(k.split()) for k in keys])
         return cls(keys, surface, x, occ / n, spread, n_words)
 
