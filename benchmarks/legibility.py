@@ -81,7 +81,7 @@ def _placed(rules: list[dict], crit: pl.DataFrame) -> tuple[float, float]:
     for text, primary in zip(crit["text"].to_list(), crit["primary"].to_list()):
         words = _cut(text)
         for r in rules:
-            if r["kind"] in ("rest", "penalties"):  # say where the uncaught and the penalties go; they catch nothing
+            if r["kind"] not in ("opens", "uses"):  # the steps after the lines say where the rest goes; they catch nothing
                 continue
             # an opening family is written "A / B": the criterion opens with one of its words
             wants = [_cut(alt) for alt in r["text"].split(" / ")] if r["kind"] == "opens" else [_cut(r["text"])]

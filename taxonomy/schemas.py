@@ -137,10 +137,12 @@ class PlacementRule(BaseModel):
     the corpus it was learned on (after the rules before it), all `right` were tagged so. After the lines
     may come a `rest` step (no text): the capability most of the criteria no line caught are tagged with;
     and last a `penalties` step (no text): the `caught` negative-weight criteria are spread over the
-    capabilities, at most `right` of them in `capability`. Neither step is a line a reader matches."""
+    capabilities, at most `right` of them in `capability`. Then an `unlisted` step per capability that holds
+    criteria no line fits: `caught` (= `right`) of them, and `text` quotes the most typical one, so a reader
+    places such a criterion by likeness. None of these steps is a line a reader matches."""
     model_config = ConfigDict(extra="forbid")
 
-    kind: Literal["opens", "uses", "rest", "penalties"]
+    kind: Literal["opens", "uses", "rest", "penalties", "unlisted"]
     text: str
     capability: str
     caught: int

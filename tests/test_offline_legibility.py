@@ -238,8 +238,8 @@ def _placement_follows_the_tags(tax, d, md):
     criterion a line fits as tagged, and is told where the tags put most of the criteria no line fits."""
     from taxonomy.offline.placement import MAX_RULES
 
-    rules = [r for r in tax.placement if r.kind != "rest"]
-    assert tax.placement[:len(rules)] == rules  # the rest step comes last, once
+    rules = [r for r in tax.placement if r.kind in ("opens", "uses")]
+    assert tax.placement[:len(rules)] == rules  # the lines first, then the steps said after them
     assert 5 <= len(rules) <= MAX_RULES + len(tax.capabilities)  # the learned list, then at most a title's lead each
     listed = md.split("## Placing a criterion", 1)[1].split("\n## ", 1)[0]
     for i, r in enumerate(rules, 1):
@@ -262,10 +262,19 @@ def _placement_follows_the_tags(tax, d, md):
     # readers found a line and a boundary below sending one criterion two ways: the list says it decides
     assert "The offline tags follow this list: a criterion a line fits is tagged as the line says" in " ".join(listed.split())
     # what fits no line: the capability the tags put most of it in, as the reader's own matching finds it
-    rest = tax.placement[-1]
+    rest = tax.placement[len(rules)]
     assert rest.kind == "rest" and rest.caught == d.height - stated and rest.capability == left.most_common(1)[0][0], (rest, left)
     assert rest.right == left[rest.capability], (rest, left)
     assert f"Of those, the tags put the most in `{rest.capability}` ({rest.right} of {rest.caught})" in " ".join(listed.split())
+    # ...and every capability that holds some of it, most first, with one of them as written: a criterion no line
+    # fits that the tags put there
+    unlisted = [r for r in tax.placement if r.kind == "unlisted"]
+    assert tax.placement[-len(unlisted):] == unlisted and [r.caught for r in unlisted] == sorted(left.values(), reverse=True)
+    for r in unlisted:
+        assert r.caught == r.right == left[r.capability], (r, left)
+        like = [t for t, p in zip(d["text"], d["primary"]) if p == r.capability and _quotes(r.text, t)]
+        assert like and not any(_fits(t, line) for t in like for line in rules), r
+        assert f"- `{r.capability}`: {r.caught}, such as “{r.text}”" in listed, r
 
 
 def test_frozen_offline_taxonomy_gives_the_run_own_tags(offline_env, tmp_path):

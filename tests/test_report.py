@@ -369,6 +369,8 @@ def test_offline_run_report_says_unknown(offline_run):
             assert f"put the most in {rule['capability']} ({rule['right']} of {rule['caught']})" in text, rule
         elif rule["kind"] == "penalties":
             assert f"at most {rule['right']} of them in {rule['capability']}: place a penalty" in text, rule
+        elif rule["kind"] == "unlisted":  # listed after the summary: how many fit no line, and one of them
+            assert f"{rule['capability']}: {rule['caught']}, such as “{_flat(rule['text'])}”" in text, rule
         else:
             assert rule["right"] == rule["caught"] and f"→ {rule['capability']} ({rule['caught']} criteria)" in text, rule
 

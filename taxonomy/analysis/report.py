@@ -29,7 +29,8 @@ from matplotlib.figure import Figure
 from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.guidance.principles import WORD
-from taxonomy.offline.placement import lines, placement_cue, placement_intro, placement_summary
+from taxonomy.offline.placement import (UNLISTED_INTRO, lines, placement_cue, placement_intro, placement_summary,
+                                        placement_unlisted)
 from taxonomy.schemas import Taxonomy
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -78,6 +79,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
         "header": _header(manifest, taxonomy, criteria),
         "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
         "placement": {"intro": placement_intro(taxonomy), "summary": placement_summary(taxonomy, code=str),
+                      "unlisted_intro": UNLISTED_INTRO, "unlisted": placement_unlisted(taxonomy, code=str),
                       "rules": [{"cue": placement_cue(r), "capability": r.capability, "right": r.right, "caught": r.caught}
                                 for r in lines(taxonomy)]} if taxonomy.placement else None,
         "has_stage3": joined is not None,

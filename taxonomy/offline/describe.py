@@ -40,8 +40,8 @@ from taxonomy.offline.forms import Form, Forms
 from taxonomy.offline.languages import corpus_languages, language_name
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, distinctive_terms
-from taxonomy.offline.placement import follow, placement_rules
-from taxonomy.schemas import Taxonomy
+from taxonomy.offline.placement import first_lines, follow, lines, placement_rules
+from taxonomy.schemas import PlacementRule, Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
 
 __all__ = ["describe_offline", "criterion_votes"]
@@ -618,6 +618,8 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
 
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
+    unplaced = first_lines(lines(Taxonomy(capabilities=[], placement=placement)), texts) < 0
+    unlisted = []
     for c, cap in enumerate(caps):
         rows = np.flatnonzero(primary == c)
         lead, shown = lead_of[c], shown_of[c]
@@ -632,6 +634,11 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
             notes.append(f"`{cap.name}`: no phrase occurs in most of its criteria (best: "
                          f"{_phrase_list(shown[:1], True) or 'none'}); its title lists the most telling ones"
                          + ("" if named else ", and its name, an ordinal, none"))
+        loose = rows[unplaced[rows]]
+        if len(loose):  # the criteria of its that fit no line, and the one most like the rest of it
+            like = _examples(loose, result.probs[:, c], hits[:, c], opens[c], openings.keys, texts, tasks, 1)
+            unlisted.append(PlacementRule(kind="unlisted", text=_quote(texts[like[0]], tuple(t.text for t in titles[c])),
+                                          capability=cap.name, caught=len(loose), right=len(loose)))
         unlike = openings.seldom(rows) if sum(o.share for o in opens[c]) < NAME_COVERAGE else []
         cap.description = _description(opens[c], shown, len(rows), spans, n_tasks,
                                        [texts[i] for i in picks[:EXAMPLES]], unlike,
@@ -671,7 +678,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
     out.capabilities = caps
     out.written_by = "offline"
     out.function_words_of = ["English"] + [language_name(c) for c in corpus_languages(texts) if c != "en"]
-    out.placement = placement
+    out.placement = placement + sorted(unlisted, key=lambda r: -r.caught)
     _say_catch_all(caps, out.placement, primary)
     out.repairs = _final_names(list(taxonomy.repairs), renamed, member_of) + merged_notes + [
         f"offline: re-read the criteria through each capability's phrases (phrase weight {PHRASE_WEIGHT}); "

@@ -28,7 +28,7 @@ from taxonomy.offline.phrases import PhraseSpace
 from taxonomy.schemas import PlacementRule, Taxonomy
 
 __all__ = ["placement_rules", "placement_markdown", "placement_cue", "placement_summary", "placement_intro", "lines",
-           "follow", "first_lines", "MAX_RULES", "MIN_PRECISION"]
+           "placement_unlisted", "UNLISTED_INTRO", "follow", "first_lines", "MAX_RULES", "MIN_PRECISION"]
 
 # Readers placed nearly every criterion a line caught as it says and about half of the rest (reader tests on
 # seven corpora), so the list reaches as far as its lines stay telling. Over four seeds on seven corpora, 40
@@ -109,8 +109,8 @@ def _rest_rule(primary: np.ndarray, names: list[str], open_: np.ndarray) -> list
 
 
 def lines(taxonomy: Taxonomy) -> list[PlacementRule]:
-    """The list's lines a reader matches a criterion against (the `rest` and `penalties` steps are said after them)."""
-    return [r for r in taxonomy.placement if r.kind not in ("rest", "penalties")]
+    """The list's lines a reader matches a criterion against (the other steps are said after them)."""
+    return [r for r in taxonomy.placement if r.kind in ("opens", "uses")]
 
 
 def _lead_rules(primary: np.ndarray, names: list[str], leads: list[str | None], opening_rows: dict[str, np.ndarray],
@@ -185,6 +185,15 @@ def placement_summary(taxonomy: Taxonomy, code=lambda name: f"`{name}`") -> str:
         rest += (f" The {spread.caught} penalties (negative weight) are spread over the capabilities, at most {spread.right} "
                  f"of them in {code(spread.capability)}: place a penalty by the check it names, as a reward.")
     return f"These {len(rules)} lines catch {caught} of the {n} criteria. {rest}"
+
+
+UNLISTED_INTRO = "Where the tags put the criteria that fit no line, with the most typical of each:"
+
+
+def placement_unlisted(taxonomy: Taxonomy, code=lambda name: f"`{name}`") -> list[str]:
+    """One item per capability holding criteria no line fits: how many, and one of them as written. Readers left
+    with such a criterion placed about half as tagged and asked for examples of what fits no line."""
+    return [f"{code(r.capability)}: {r.caught}, such as “{r.text}”" for r in taxonomy.placement if r.kind == "unlisted"]
 
 
 def _stems(text: str) -> list[str]:
@@ -285,6 +294,8 @@ def placement_markdown(taxonomy: Taxonomy) -> list[str]:
     """The offline placement rules as a list a reader goes down, with what each one catches."""
     if not taxonomy.placement:
         return []
+    unlisted = placement_unlisted(taxonomy)
     return (["", "## Placing a criterion", "", placement_intro(taxonomy), ""]
             + [f"{i}. {placement_cue(r)} → `{r.capability}` ({r.caught} criteria)" for i, r in enumerate(lines(taxonomy), 1)]
-            + ["", placement_summary(taxonomy)])
+            + ["", placement_summary(taxonomy)]
+            + (["", UNLISTED_INTRO, ""] + [f"- {item}" for item in unlisted] if unlisted else []))
