@@ -447,11 +447,11 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory"),
 @app.command()
 @_guard
 def edit(run_dir: Path = typer.Argument(..., help="a run directory with a taxonomy and Stage 3 tags"),
-         op: str = typer.Argument(..., help="rename | merge | split"),
-         names: list[str] = typer.Argument(..., help="rename OLD NEW | merge A B (B folds into A) | split A", show_default=False),
+         op: str = typer.Argument(..., help="rename | merge | split | describe"),
+         names: list[str] = typer.Argument(..., help='rename OLD NEW | merge A B (B folds into A) | split A | describe A "what it checks, in one sentence"', show_default=False),
          allow_violations: bool = typer.Option(False, "--allow-violations", help="keep an edit that breaks a merge constraint, recording the violations in taxonomy.json"),
          provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
-    """Edit the taxonomy (rename, merge, split) and propagate it: new hash, constraints re-checked, tags updated, report redrawn."""
+    """Edit the taxonomy (rename, merge, split, or describe what a capability checks) and propagate it: new hash, constraints re-checked, tags updated, report redrawn."""
     from taxonomy.edit import apply_edit
 
     s = _session(run_dir, provider, None, quiet)

@@ -1,4 +1,4 @@
-"""`taxonomy edit RUN rename OLD NEW | merge A B | split A`: edits that propagate.
+"""`taxonomy edit RUN rename OLD NEW | merge A B | split A | describe A TEXT`: edits that propagate.
 
 An edit writes a new taxonomy.json (new content hash) and taxonomy.md, checks the merge
 constraints again (merge_rules.check_merge, as Stage 2c does), and brings the Stage 3 tags
@@ -12,6 +12,9 @@ guidance, the distilled tagger) are listed as stale; the report is recomputed.
 A split cuts the capability along its micro-clusters (two groups, Ward on their label
 centroids, as the merge repair does). The LLM path names the parts through the runner;
 the offline path names each part after its largest micro-capability.
+
+A describe sets what a capability checks in a person's own sentence (`checks`), which taxonomy.md,
+the report, the exports and the prompts carry as theirs; the tags and the placement list stay.
 """
 from __future__ import annotations
 
@@ -32,7 +35,9 @@ from taxonomy.run import RunError, now
 from taxonomy.schemas import CapabilityCard, MergedCapability, MicroCapability, Taxonomy
 from taxonomy.validate import Violation, label_problems
 
-OPS = ("rename", "merge", "split")
+OPS = ("rename", "merge", "split", "describe")
+USAGE = {"rename": "rename OLD NEW", "merge": "merge A B", "split": "split A", "describe": 'describe A "what it checks"'}
+MAX_CHECKS_CHARS = 300  # one sentence a reader takes in at a glance, not a second description
 # Outputs built from a run's taxonomy that the run's manifest does not track as a use (see run.stale_uses).
 DEPENDENTS = {"distilled.joblib": "distill"}
 
@@ -116,6 +121,20 @@ def rename_capability(taxonomy: Taxonomy, old: str, new: str, rules: LabelRules)
     for rule in out.placement:  # a rename leaves every tag in place, so the placement list still holds
         if rule.capability == old:
             rule.capability = new
+    return out
+
+
+def describe_capability(taxonomy: Taxonomy, name: str, text: str) -> Taxonomy:
+    """`text`: what the capability checks, one sentence; empty takes a person's statement back."""
+    i = _find(taxonomy, name)
+    text = " ".join(text.split())
+    if len(text) > MAX_CHECKS_CHARS:
+        raise EditError(f"describe `{name}`: the statement has {len(text)} characters; fix: say what it checks in one "
+                        f"sentence of at most {MAX_CHECKS_CHARS}")
+    if text and text[-1] not in ".!?。！？":
+        text += "."
+    out = taxonomy.model_copy(deep=True)
+    out.capabilities[i].checks = text
     return out
 
 
@@ -311,10 +330,10 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     run = s.run
     if op not in OPS:
         raise EditError(f"edit {op}: unknown edit; fix: use one of {', '.join(OPS)}")
-    want = {"rename": 2, "merge": 2, "split": 1}[op]
+    want = {"rename": 2, "merge": 2, "split": 1, "describe": 2}[op]
     if len(args) != want:
-        usage = {"rename": "rename OLD NEW", "merge": "merge A B", "split": "split A"}[op]
-        raise EditError(f"edit {op}: takes {want} capability name(s), got {len(args)}; fix: taxonomy edit RUN {usage}")
+        what = "a capability name and a sentence in quotes" if op == "describe" else f"{want} capability name(s)"
+        raise EditError(f"edit {op}: takes {what}, got {len(args)} argument(s); fix: taxonomy edit RUN {USAGE[op]}")
     taxonomy_in_use(run, "edit")  # the tags on disk must belong to this taxonomy before they are carried over
     old = load_taxonomy(run.need("taxonomy.json", "merge"), s.cfg.labels)
     tags = run.read_parquet("stage3_tags.parquet", "tag")
@@ -326,8 +345,13 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     if op == "rename":
         new = rename_capability(old, args[0], args[1], s.cfg.labels)
         new_tags = map_tags(tags, {args[0]: args[1]})
+    elif op == "describe":
+        new, new_tags = describe_capability(old, args[0], args[1]), tags
     elif op == "merge":
         new = merge_capabilities(old, args[0], args[1], {m.name: m.member_labels for m in micro})
+        gone = old.capabilities[old.names().index(args[1])]
+        if gone.checks:
+            notes.append(f"`{args[1]}`'s statement of what it checks went with it; `{args[0]}` keeps its own")
         if micro:
             new.capabilities = _with_shares(new, micro)
         new_tags = map_tags(tags, {args[1]: args[0]})
@@ -357,7 +381,7 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     else:
         new.repairs += [f"unresolved: {v}" for v in after]
     new.content_hash = new.compute_hash()
-    if new.placement:  # only a rename keeps it: the tags did not move
+    if new.placement:  # only a rename or a describe keeps it: the tags did not move
         new.placement_hash = new.content_hash
     if new.content_hash == old.content_hash:
         raise EditError(f"edit {op} {' '.join(args)}: the taxonomy would not change; fix: nothing to do")

@@ -124,11 +124,18 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
     labels: list[str] = []
     # A human-readable title in the corpus's own words (its most telling phrases); the name stays the id.
     title: str = ""
+    # What it checks, in one sentence a person wrote (`taxonomy edit describe`): the offline backend reads no
+    # meaning, so its texts can only quote and count the criteria; a person who has read them can say it.
+    checks: str = ""
     # The offline backend's scoring model: the capability's distinctive phrases with their weights,
     # and the offset that kept its share within bounds; Stage 3 tags any corpus with them.
     key_phrases: list[str] = []
     phrase_weights: list[float] = []
     score_offset: float = 0.0
+
+    def described(self) -> str:
+        """The description as exports and prompts carry it: a person's statement of what it checks first, marked as theirs."""
+        return f"What it checks, as stated by a person: {self.checks} {self.description}" if self.checks else self.description
 
 
 class PlacementRule(BaseModel):
@@ -173,7 +180,7 @@ class Taxonomy(BaseModel):
     def compute_hash(self) -> str:
         # Undecided design-principle fields are left out, so a taxonomy written before they existed keeps its hash.
         unset = {name: field.default for name, field in DesignPrinciples.model_fields.items()}
-        unset |= {name: TaxonomyCapability.model_fields[name].default for name in ("title", "key_phrases", "phrase_weights", "score_offset")}
+        unset |= {name: TaxonomyCapability.model_fields[name].default for name in ("title", "checks", "key_phrases", "phrase_weights", "score_offset")}
         body = [{k: v for k, v in c.model_dump().items() if not (k in unset and v == unset[k])} for c in self.capabilities]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 

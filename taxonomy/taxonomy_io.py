@@ -66,6 +66,23 @@ def _function_words(taxonomy: Taxonomy) -> str:
     return f" Function words of {said} (“the”, “of”) name nothing."
 
 
+
+def _stated(c) -> str:
+    """A person's statement of what the capability checks (`taxonomy edit describe`), marked as theirs."""
+    return f"**What it checks, as stated by a person:** {c.checks} " if c.checks else ""
+
+def _stated_intro(taxonomy: Taxonomy) -> str:
+    """What of an offline taxonomy a person has said, and how to say the rest: the backend reads no meaning."""
+    unsaid = sum(not c.checks for c in taxonomy.capabilities)
+    how = "`taxonomy edit RUN describe NAME \"what it checks\"`"
+    if unsaid == len(taxonomy.capabilities):
+        return (" Nothing here names the kind of check a capability is: no model read the criteria. Once you have read a "
+                f"capability's criteria, say what it checks with {how}; this file, the report and every export then carry "
+                "your sentence, marked as yours.")
+    rest = f" {unsaid} of the {len(taxonomy.capabilities)} capabilities have none yet ({how})." if unsaid else ""
+    return " A “What it checks” sentence was written by a person, not drawn from the criteria." + rest
+
+
 def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     # One undecided reason shared by P2 and P3 of every capability (the offline backend's) is said once: a
     # column of "?" under every capability tells a reader nothing, and readers said so.
@@ -88,12 +105,13 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
     for c in taxonomy.capabilities:
         marks = [] if said_once else ["✓", principle_mark(c.needs_native_inspection), principle_mark(c.needs_domain_conventions)]
         lines.append(f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | "
-                     + "".join(f"{m} | " for m in marks) + f"{c.description} |")
+                     + "".join(f"{m} | " for m in marks) + f"{_stated(c)}{c.description} |")
     if taxonomy.written_by == "offline":
         lines[4:4] = ["Written by the offline backend, not by a model: each capability's name, title (in brackets) and texts "
                       "are drawn from its criteria: the openings and phrases that set them apart, with the share of its criteria "
                       "that use each, the form most of them are written in (the words they share, in order, “…” where they "
-                      "differ), and criteria quoted as they are written." + _function_words(taxonomy), ""]
+                      "differ), and criteria quoted as they are written." + _function_words(taxonomy)
+                      + _stated_intro(taxonomy), ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
     if taxonomy.placement:  # imported here: the offline backend loads scikit-learn, which reading a taxonomy needs not
@@ -104,7 +122,8 @@ def taxonomy_markdown(taxonomy: Taxonomy) -> str:
         # Offline micro-cluster names are word counts, not a reader's words: listed, they read as what the capability holds.
         members = (f"{len(c.members)} micro-clusters of Stage 1 labels (named from word counts; listed in `taxonomy.json`)"
                    if taxonomy.written_by == "offline" else ", ".join(f"`{m}`" for m in c.members))
-        lines += ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), "", c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
+        lines += ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), ""] + ([_stated(c).strip(), ""] if c.checks else []) + [
+                  c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
                   f"- **Example:** {c.example_pattern}", f"- **Members:** {members}"]
         if not said_once:
             lines += [f"- **P2, native inspection:** {principle_mark(c.needs_native_inspection)} {c.needs_native_inspection_reason}".rstrip(),

@@ -1,13 +1,17 @@
 """`taxonomy edit RUN rename | merge | split`: a new taxonomy hash, constraints re-checked, tags propagated."""
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 
 import polars as pl
 import pytest
+import yaml
+from openjudge.graders.llm_grader import LLMGrader
 
 from taxonomy.diff import diff_runs
+from taxonomy.guidance.vally import validate_eval
 from taxonomy.schemas import Taxonomy
 from tests import responders
 from tests.conftest import ROOT, invoke, write_pipeline
@@ -156,3 +160,69 @@ def test_edit_refuses_tags_made_with_another_taxonomy(run):
     names = _taxonomy(run).names()
     result = invoke("edit", run, "rename", names[0], "renamed_result_checking_capability", ok=False)
     assert result.exit_code == 2 and "re-tag" in result.output
+
+
+def test_describe_says_what_a_capability_checks_wherever_its_description_goes(run, tmp_path, monkeypatch):
+    """The offline texts quote and count the criteria; a person who has read them states what a capability checks.
+    taxonomy.md, the report and every export carry the sentence, marked as the person's; tags and list stay."""
+    before, tags_before = _taxonomy(run), _tags(run)
+    assert 'describe NAME "what it checks"' in (run / "taxonomy.md").read_text()  # the offline file says how
+    name = before.capabilities[1].name
+    sentence = "Checks that each output file is saved at the path the task names"
+    invoke("edit", run, "describe", name, f"  {sentence}\n")
+    after = _taxonomy(run)
+    assert after.capabilities[1].checks == sentence + "." and not any(c.checks for c in after.capabilities if c.name != name)
+    assert after.content_hash == after.compute_hash() != before.content_hash
+    assert _tags(run).equals(tags_before) and after.placement == before.placement and after.placement_hash == after.content_hash
+    stated = f"What it checks, as stated by a person:** {sentence}."
+    md = (run / "taxonomy.md").read_text()
+    assert md.count(stated) == 2 and "written by a person" in md  # the table and its section
+    assert f"{len(after.capabilities) - 1} of the {len(after.capabilities)} capabilities have none yet" in md
+    assert f"What it checks, as stated by a person: {sentence}." in " ".join(" ".join(Page((run / "report.html").read_text()).text).split())
+
+    out = tmp_path / "export"
+    invoke("export", run, "--to", "all", "--out", out, "-q")
+    said = f"What it checks, as stated by a person: {sentence}."
+    graders = {c["name"]: c for c in json.loads((out / "openjudge" / "graders.json").read_text(encoding="utf-8"))}
+    assert said in graders[name]["description"] and not any(said in c["description"] for n, c in graders.items() if n != name)
+    sections = [json.loads(line) for line in (out / "guidance_sections.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [s["capability"] for s in sections if said in s["description"]] == [name]
+    # in the judge prompts of the graders that check it, through the real loaders
+    doc = yaml.safe_load((out / "vally" / "eval.yaml").read_text(encoding="utf-8"))
+    assert validate_eval(doc) == []
+    prompts = [g["config"]["prompt"] for st in doc["stimuli"] for g in st["graders"]]
+    assert [p for p in prompts if said in " ".join(p.split())] == [p for p in prompts if f"(`{name}`)" in p] != []
+    monkeypatch.setenv("OPENAI_API_KEY", "local-test-key")  # OpenAIChatModel builds its client (and wants a key) on load
+    assert said in LLMGrader.from_config(copy.deepcopy(graders[name])).description
+    assert said in "".join(p.read_text(encoding="utf-8") for p in (out / "gandalf").rglob("*.md"))
+
+    # taken back with an empty statement: the taxonomy is the one before, hash and all
+    invoke("edit", run, "describe", name, "")
+    assert _taxonomy(run).content_hash == before.content_hash and "as stated by a person" not in (run / "taxonomy.md").read_text()
+
+
+def test_bad_describe_edits_are_one_line_and_change_nothing(run):
+    raw = (run / "taxonomy.json").read_text()
+    name = _taxonomy(run).names()[0]
+    for args, expected in (
+        (("describe", name), "takes a capability name and a sentence in quotes"),
+        (("describe", "no_such_thing_capability", "Checks totals."), "no capability `no_such_thing_capability`"),
+        (("describe", name, "word " * 80), "at most 300"),
+        (("describe", name, "   "), "would not change"),  # nothing stated, nothing to take back
+    ):
+        result = invoke("edit", run, *args, ok=False)
+        assert result.exit_code == 2 and expected in " ".join(result.output.split()), (args, result.output)
+    assert (run / "taxonomy.json").read_text() == raw
+
+
+def test_on_the_llm_path_the_tagging_prompt_carries_the_statement(gemini_env, tmp_path):
+    pipeline = write_pipeline(tmp_path)
+    run = tmp_path / "run"
+    invoke("run", pipeline, "--run-dir", run, "-q", "--no-report")
+    name = _taxonomy(run).names()[0]
+    invoke("edit", run, "describe", name, "Checks that the trained model is saved where the task says")
+    gemini_env.reset()
+    invoke("run", pipeline, "--run-dir", run, "-q", "--no-report", "--force", "tag")
+    asked = [r.texts[0] for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "tag"]
+    assert asked and all("What it checks, as stated by a person: Checks that the trained model is saved where the task says."
+                         in " ".join(text.split()) for text in asked)

@@ -150,7 +150,7 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
     primary = _primary_shares(taxonomy, joined)
     return [
         {
-            "name": c.name, "title": c.title, "description": c.description, "signal": c.diagnostic_signal,
+            "name": c.name, "title": c.title, "checks": c.checks, "description": c.description, "signal": c.diagnostic_signal,
             "share": c.share, "primary_share": primary.get(c.name), "members": c.members,
             **{k: {"value": WORD[getattr(c, f)], "reason": getattr(c, f"{f}_reason")} for k, f in PRINCIPLES.items()},
         }

@@ -50,7 +50,9 @@ def draft_guidance(
             drafts[cap.name] = offline_draft(cap, examples[cap.name], notes, taxonomy)
             drafts.source[cap.name] = "offline"
         return drafts
-    prompts = [render(PROMPT, cap=cap, examples=examples[cap.name], notes=notes_for_prompt(cap, notes, taxonomy=taxonomy))
+    # a person's statement of what a capability checks leads its description (the prompt is unchanged without one)
+    prompts = [render(PROMPT, cap=cap.model_copy(update={"description": cap.described()}), examples=examples[cap.name],
+                      notes=notes_for_prompt(cap, notes, taxonomy=taxonomy))
                for cap in order]
     jobs = [Job(prompt, GuidanceAnswer, validate_guidance) for prompt in prompts]
     answers = runner.run(STAGE, jobs, "Judge guidance")

@@ -98,7 +98,7 @@ def _pitfall_lines(pitfalls: list[str]) -> list[str]:
 
 
 def _when_it_applies(cap: TaxonomyCapability, summary: str) -> list[str]:
-    described = _sentence(cap.description)
+    described = _sentence(cap.described())
     lines = [] if described in " ".join(summary.split()) else [described, ""]
     if cap.diagnostic_signal.strip():
         lines.append(f"- **Signal:** {_line(cap.diagnostic_signal, 2000)}")

@@ -33,7 +33,7 @@ def build_routing(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, Guida
         **{f: any_of(getattr(caps[n], f) for n in c.capabilities) for f in FIELDS},
     } for task in tasks for c in task.criteria]
     sections: list[dict[str, Any]] = [{
-        "id": section_id(cap.name), "capability": cap.name, "title": title(cap.name, cap.title), "description": cap.description,
+        "id": section_id(cap.name), "capability": cap.name, "title": title(cap.name, cap.title), "description": cap.described(),
         **fields(cap), **drafts[cap.name].model_dump(), "markdown": guidance_text(cap, drafts[cap.name]),
     } for cap in taxonomy.capabilities]
     return routing, sections

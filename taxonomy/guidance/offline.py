@@ -155,7 +155,7 @@ def offline_draft(cap: TaxonomyCapability, examples: list[dict[str, str]], notes
     names = taxonomy.names() if taxonomy else []
 
     summary = (f"No model drafted this guidance; it is drawn from the criteria tagged {_title(cap)}. "
-               + _sentence(cap.description))
+               + _sentence(cap.described()))
 
     procedure = [f"Restate the criterion as the one claim it makes; criteria of this kind turn on {_phrase_hint(cap)}."]
     procedure += [f"Apply the benchmark's own note: {_sentence(line)}" for line in conventions]

@@ -59,7 +59,7 @@ def build_graders(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, Guida
     """(grader configs, inputs lines). A grader for untagged criteria is added only when some exist."""
     caps = {c.name: c for c in taxonomy.capabilities}
     order = {n: i for i, n in enumerate(caps)}
-    graders = [grader_config(c.name, f"{' '.join(c.description.split())} {_principles(c)}", title(c.name, c.title),
+    graders = [grader_config(c.name, f"{' '.join(c.described().split())} {_principles(c)}", title(c.name, c.title),
                              guidance_text(c, drafts[c.name]), model)
                for c in taxonomy.capabilities]
     lines = []
