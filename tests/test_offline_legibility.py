@@ -846,12 +846,13 @@ def test_the_tags_follow_the_list_within_the_share_bounds():
              PlacementRule(kind="opens", text="Warns", capability=names[1], caught=4, right=3),
              PlacementRule(kind="opens", text="Notes", capability=names[0], caught=2, right=0)]
     # unbounded, every line holds: the tags are the lines'
-    lines, tags = follow(rules, texts, primary, names)
-    assert tags.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 0, 0]
+    lines, tags, unplaced = follow(rules, texts, primary, names)
+    assert tags.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 0, 0] and not unplaced.any()
     assert [(r.text, r.caught, r.right) for r in lines] == [("Lists", 4, 4), ("Warns", 4, 4), ("Notes", 2, 2)]
     # at most 50% each and at least 10%: "Notes" would leave c empty and take a to 60%, so it goes, last first
-    lines, tags = follow(rules, texts, primary, names, (0.1, 0.5))
+    lines, tags, unplaced = follow(rules, texts, primary, names, (0.1, 0.5))
     assert tags.tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2] and [r.text for r in lines if r.kind == "opens"] == ["Lists", "Warns"]
+    assert unplaced.tolist() == [False] * 8 + [True] * 2  # what no kept line fits
     assert (lines[-1].kind, lines[-1].capability, lines[-1].caught, lines[-1].right) == ("rest", names[2], 2, 2)
 
 

@@ -40,7 +40,7 @@ from taxonomy.offline.forms import Form, Forms
 from taxonomy.offline.languages import corpus_languages, language_name
 from taxonomy.offline.openings import NEGATIONS, Opening, Openings, opened, overlaps
 from taxonomy.offline.phrases import PhraseSpace, Term, distinctive_terms
-from taxonomy.offline.placement import first_lines, follow, lines, placement_rules
+from taxonomy.offline.placement import follow, placement_rules
 from taxonomy.schemas import PlacementRule, Taxonomy
 from taxonomy.validate import FUNCTION_WORDS, label_problems
 
@@ -563,7 +563,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
                        else None)
     learned = placement_rules(result.primary, names, openings, space, [{t.text for t in shown_of[c]} for c in range(k)],
                               [lead_of[c].key if lead_of[c] else None for c in range(k)], penalty)
-    placement, primary = follow(learned, texts, result.primary, names, (cfg.merge.min_share, cfg.merge.max_share), penalty)
+    placement, primary, unplaced = follow(learned, texts, result.primary, names, (cfg.merge.min_share, cfg.merge.max_share), penalty)
     # The title phrases the list's lines quote stay; the rest of each title, the name, and every share a text
     # states are read again from the criteria the tags that follow the list give each capability.
     quoted = {(r.capability, r.text) for r in placement if r.kind == "uses"}
@@ -618,7 +618,6 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
 
     models = [signature(t) for t in terms]
     hits = phrase_scores(space, [m[0] for m in models], [m[1] for m in models])
-    unplaced = first_lines(lines(Taxonomy(capabilities=[], placement=placement)), texts) < 0
     unlisted = []
     for c, cap in enumerate(caps):
         rows = np.flatnonzero(primary == c)

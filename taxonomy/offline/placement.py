@@ -260,12 +260,14 @@ def first_lines(rules: list[PlacementRule], texts: list[str]) -> np.ndarray:
 
 
 def follow(rules: list[PlacementRule], texts: list[str], primary: np.ndarray, names: list[str],
-           bounds: tuple[float, float] = (0.0, 1.0), penalty: np.ndarray | None = None) -> tuple[list[PlacementRule], np.ndarray]:
+           bounds: tuple[float, float] = (0.0, 1.0), penalty: np.ndarray | None = None
+           ) -> tuple[list[PlacementRule], np.ndarray, np.ndarray]:
     """The tags that follow the list's lines (`rules`, as placement_rules learned them on `primary`), and the
     list counted on them: each line catches what it fits after the lines above it and places all of it. The
     merge's hard constraints hold for these tags too: while a capability ends up past `bounds` (min, max share)
     where `primary` had it within them, the last line that moves criteria into it (too large) or out of it (too
-    small) is dropped. Then the `rest` and `penalties` steps, counted on the tags."""
+    small) is dropped. Then the `rest` and `penalties` steps, counted on the tags. Returns the list, the tags, and
+    which criteria no line fits."""
     index = {name: c for c, name in enumerate(names)}
     lines_ = [r for r in rules if r.kind in ("opens", "uses")]
     fit, caps = _fitting(lines_, texts), np.array([index[r.capability] for r in lines_], dtype=int)
@@ -287,7 +289,7 @@ def follow(rules: list[PlacementRule], texts: list[str], primary: np.ndarray, na
         keep.remove(culprits[-1])
     out = [lines_[j].model_copy(update={"caught": len(caught[j]), "right": len(caught[j])}) for j in keep if len(caught[j])]
     out += _rest_rule(tags, names, open_)
-    return out + (_penalty_rule(tags, penalty, names) if out and penalty is not None else []), tags
+    return out + (_penalty_rule(tags, penalty, names) if out and penalty is not None else []), tags, open_
 
 
 def placement_markdown(taxonomy: Taxonomy) -> list[str]:
