@@ -349,8 +349,7 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
         new, new_tags = describe_capability(old, args[0], args[1]), tags
     elif op == "merge":
         new = merge_capabilities(old, args[0], args[1], {m.name: m.member_labels for m in micro})
-        gone = old.capabilities[old.names().index(args[1])]
-        if gone.checks:
+        if old.capabilities[_find(old, args[1])].checks:
             notes.append(f"`{args[1]}`'s statement of what it checks went with it; `{args[0]}` keeps its own")
         if micro:
             new.capabilities = _with_shares(new, micro)

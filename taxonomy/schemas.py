@@ -117,6 +117,9 @@ class TagAnswer(Model):
 
 
 # ---- Artifacts ----------------------------------------------------------------------
+STATED = "What it checks, as stated by a person"  # marks a `checks` sentence wherever it is shown
+
+
 class TaxonomyCapability(CapabilityCard, DesignPrinciples):
     members: list[str] = Field(description="names of the member micro-capabilities")
     share: float = Field(0.0, description="share of criteria whose dominant micro-cluster maps here")
@@ -135,7 +138,12 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
 
     def described(self) -> str:
         """The description as exports and prompts carry it: a person's statement of what it checks first, marked as theirs."""
-        return f"What it checks, as stated by a person: {self.checks} {self.description}" if self.checks else self.description
+        return f"{STATED}: {self.checks} {self.description}" if self.checks else self.description
+
+    def as_stated(self) -> "TaxonomyCapability":
+        """This capability as a prompt shows it, its description `described()` (unchanged where no person stated
+        what it checks, so the prompt, and any stored answer to it, stays the same)."""
+        return self.model_copy(update={"description": self.described()}) if self.checks else self
 
 
 class PlacementRule(BaseModel):

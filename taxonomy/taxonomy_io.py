@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from taxonomy.config import LabelRules
-from taxonomy.schemas import Taxonomy
+from taxonomy.schemas import STATED, Taxonomy
 from taxonomy.validate import label_problems
 
 
@@ -66,10 +66,10 @@ def _function_words(taxonomy: Taxonomy) -> str:
     return f" Function words of {said} (“the”, “of”) name nothing."
 
 
-
 def _stated(c) -> str:
     """A person's statement of what the capability checks (`taxonomy edit describe`), marked as theirs."""
-    return f"**What it checks, as stated by a person:** {c.checks} " if c.checks else ""
+    return f"**{STATED}:** {c.checks} " if c.checks else ""
+
 
 def _stated_intro(taxonomy: Taxonomy) -> str:
     """What of an offline taxonomy a person has said, and how to say the rest: the backend reads no meaning."""

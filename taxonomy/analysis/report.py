@@ -31,7 +31,7 @@ from taxonomy.analysis.audit import capability_shares, join_tags, task_capabilit
 from taxonomy.guidance.principles import WORD
 from taxonomy.offline.placement import (UNLISTED_INTRO, lines, placement_cue, placement_intro, placement_summary,
                                         placement_unlisted)
-from taxonomy.schemas import Taxonomy
+from taxonomy.schemas import STATED, Taxonomy
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 MAX_HEATMAP_TASKS = 60
@@ -150,7 +150,7 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
     primary = _primary_shares(taxonomy, joined)
     return [
         {
-            "name": c.name, "title": c.title, "checks": c.checks, "description": c.description, "signal": c.diagnostic_signal,
+            "name": c.name, "title": c.title, "checks": c.checks, "stated": STATED, "description": c.description, "signal": c.diagnostic_signal,
             "share": c.share, "primary_share": primary.get(c.name), "members": c.members,
             **{k: {"value": WORD[getattr(c, f)], "reason": getattr(c, f"{f}_reason")} for k, f in PRINCIPLES.items()},
         }

@@ -50,9 +50,7 @@ def draft_guidance(
             drafts[cap.name] = offline_draft(cap, examples[cap.name], notes, taxonomy)
             drafts.source[cap.name] = "offline"
         return drafts
-    # a person's statement of what a capability checks leads its description (the prompt is unchanged without one)
-    prompts = [render(PROMPT, cap=cap.model_copy(update={"description": cap.described()}), examples=examples[cap.name],
-                      notes=notes_for_prompt(cap, notes, taxonomy=taxonomy))
+    prompts = [render(PROMPT, cap=cap.as_stated(), examples=examples[cap.name], notes=notes_for_prompt(cap, notes, taxonomy=taxonomy))
                for cap in order]
     jobs = [Job(prompt, GuidanceAnswer, validate_guidance) for prompt in prompts]
     answers = runner.run(STAGE, jobs, "Judge guidance")

@@ -62,15 +62,9 @@ def tag(
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
-def _as_stated(taxonomy: Taxonomy) -> list:
-    """The capabilities as the prompt shows them: a person's statement of what one checks leads its description
-    (the prompt is unchanged where there is none, so no stored answer is asked again)."""
-    return [c.model_copy(update={"description": c.described()}) for c in taxonomy.capabilities]
-
-
 def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[TagAnswer]:
     prompt = render(
-        "stage3_tagging.j2", rules=cfg.labels, tag=cfg.tag, capabilities=_as_stated(taxonomy),
+        "stage3_tagging.j2", rules=cfg.labels, tag=cfg.tag, capabilities=[c.as_stated() for c in taxonomy.capabilities],
         task_id=batch.task_id, brief=batch.brief, criteria=batch.rows, category=batch.category, cohort=batch.cohort,
         shared_context=batch.shared_context,
     )
