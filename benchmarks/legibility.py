@@ -11,7 +11,7 @@ Per corpus (targets of issue 21 in brackets):
   2+ tags        share of criteria with two or more tags; distinct scores: how many primary scores differ
   leak           adjusted mutual information between the primary tag and the source task [<= 0.15]
   placed         going down taxonomy.md's placement list as a reader would (openings and phrases matched on
-                 the words as written, long words on their first five letters): the share of criteria some
+                 the words as written, as the list's intro says): the share of criteria some
                  line catches, and the share of those it places as Stage 3 tagged them
 These are proxies; the measure that counts is a reader who sees only taxonomy.md placing criteria.
 """
@@ -71,22 +71,27 @@ def _common_run(descs: list[str]) -> int:
     return best
 
 
-def _cut(text: str) -> list[str]:
-    return [w[:5] + "…" if len(w) > 5 else w for w in _WORD.findall(text.lower())]
+def _matches(want: list[str], got: list[str]) -> bool:
+    """The intro's reading: a line word of more than 5 letters matches a word of more than 5 sharing its first 5,
+    one of 5 letters any word beginning with it, a shorter one only itself."""
+    return len(got) == len(want) and all(
+        (len(c) > 5 and c[:5] == w[:5]) if len(w) > 5 else c.startswith(w) if len(w) == 5 else c == w
+        for w, c in zip(want, got))
 
 
 def _placed(rules: list[dict], crit: pl.DataFrame) -> tuple[float, float]:
     """(share of criteria a placement line catches, share of those it places as tagged)."""
     caught = right = 0
     for text, primary in zip(crit["text"].to_list(), crit["primary"].to_list()):
-        words = _cut(text)
+        words = _WORD.findall(text.lower())
         for r in rules:
             if r["kind"] not in ("opens", "uses"):  # the steps after the lines say where the rest goes; they catch nothing
                 continue
             # an opening family is written "A / B": the criterion opens with one of its words
-            wants = [_cut(alt) for alt in r["text"].split(" / ")] if r["kind"] == "opens" else [_cut(r["text"])]
+            wants = [_WORD.findall(alt.lower()) for alt in r["text"].split(" / ")] if r["kind"] == "opens" \
+                else [_WORD.findall(r["text"].lower())]
             at = [0] if r["kind"] == "opens" else range(len(words) - len(wants[0]) + 1)
-            if any(words[i:i + len(want)] == want for want in wants for i in at):
+            if any(_matches(want, words[i:i + len(want)]) for want in wants for i in at):
                 caught += 1
                 right += r["capability"] == primary
                 break

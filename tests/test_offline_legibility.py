@@ -53,13 +53,17 @@ def _says(text: str, phrase: str) -> bool:
 
 def _fits(text: str, rule) -> bool:
     """A placement line read as its intro says: a word of more than five letters matches a word of more than
-    five sharing its first five, a shorter one only itself; an opening family "A / B" opens with either."""
-    cut = lambda t: [w[:5] + "…" if len(w) > 5 else w for w in _WORD.findall(t.lower())]  # noqa: E731
-    words = cut(text)
+    five sharing its first five, a word of five letters any word beginning with it, a shorter one only itself; an
+    opening family "A / B" opens with either."""
+    def match(want: list[str], got: list[str]) -> bool:
+        return len(got) == len(want) and all(
+            (len(c) > 5 and c[:5] == w[:5]) if len(w) > 5 else c.startswith(w) if len(w) == 5 else c == w
+            for w, c in zip(want, got))
+    words = _WORD.findall(text.lower())
     if rule.kind == "opens":
-        return any(words[:len(cut(alt))] == cut(alt) for alt in rule.text.split(" / "))
-    want = cut(rule.text)
-    return any(words[i:i + len(want)] == want for i in range(len(words) - len(want) + 1))
+        return any(match(want := _WORD.findall(alt.lower()), words[:len(want)]) for alt in rule.text.split(" / "))
+    want = _WORD.findall(rule.text.lower())
+    return any(match(want, words[i:i + len(want)]) for i in range(len(words) - len(want) + 1))
 
 
 def _quotes(quote: str, text: str) -> bool:
@@ -531,7 +535,6 @@ def _three_openings(notes_to_b):
     """90 criteria opening "Lists" (40, tagged a), "Warns" (30, tagged b) and "Notes" (20, tagged b where
     `notes_to_b(i)`), with the arguments placement_rules takes for them."""
     from taxonomy.offline.openings import Openings
-    from taxonomy.offline.phrases import PhraseSpace
 
     words = [a + b + "ment" for a in "bcdfghk" for b in "aeiou"]
     texts, tasks, primary = [], [], []
@@ -540,8 +543,7 @@ def _three_openings(notes_to_b):
         texts.append(f"{kind} {words[i % len(words)]} {words[(7 * i + 3) % len(words)]}.")
         tasks.append(f"t{i % 9}")
         primary.append(0 if kind == "Lists" else 1 if kind == "Warns" else int(notes_to_b(i)))
-    return (np.array(primary), ["check_a_capability", "check_b_capability"], Openings(texts, tasks),
-            PhraseSpace.fit(texts, tasks), [set(), set()])
+    return np.array(primary), ["check_a_capability", "check_b_capability"], texts, Openings(texts, tasks), [set(), set()]
 
 
 def test_placement_rules_follow_the_tags_and_leave_an_even_opening_unplaced():
@@ -817,8 +819,9 @@ def test_a_capability_of_figures_says_how_many_hold_a_number():
 
 def test_a_placement_line_reads_as_its_intro_says():
     """A long word matches a long word sharing its first five letters and never a short word that is those five
-    ("unterscheidet" is not "unter"); an opening family opens with either form; a spaceless script matches as
-    written, anywhere for a phrase and at the start for an opening."""
+    ("unterscheidet" is not "unter"); a word of five letters matches any word that begins with it ("model" and
+    "models") and a shorter one only itself ("save" is not "saved"); an opening family opens with either form; a
+    spaceless script matches as written, anywhere for a phrase and at the start for an opening."""
     from taxonomy.offline.placement import first_lines
     from taxonomy.schemas import PlacementRule
 
@@ -826,11 +829,14 @@ def test_a_placement_line_reads_as_its_intro_says():
              PlacementRule(kind="opens", text="States / Mentions", capability="b", caught=1, right=1),
              PlacementRule(kind="uses", text="results figures", capability="c", caught=1, right=1),
              PlacementRule(kind="opens", text="是否", capability="d", caught=1, right=1),
-             PlacementRule(kind="uses", text="错别", capability="e", caught=1, right=1)]
+             PlacementRule(kind="uses", text="错别", capability="e", caught=1, right=1),
+             PlacementRule(kind="uses", text="saves model", capability="f", caught=1, right=1),
+             PlacementRule(kind="uses", text="save", capability="g", caught=1, right=1)]
     texts = ["Liegt der Wert unter 50?", "Unterscheidung von Gruppen wird erklärt.", "Mentioned the dose.",
              "The plot is saved in `results/figures/roc.png`.", "The results are in figures.", "是否提到了标题",
-             "文章没有错别字", "没有是否", "Figures of the results are saved."]
-    assert first_lines(rules, texts).tolist() == [-1, 0, 1, 2, -1, 3, 4, -1, -1]
+             "文章没有错别字", "没有是否", "Figures of the results are saved.", "It saves models.",
+             "The model is saved.", "Saves a mode.", "The saved file.", "Save it."]
+    assert first_lines(rules, texts).tolist() == [-1, 0, 1, 2, -1, 3, 4, -1, -1, 5, -1, -1, -1, 6]
 
 
 def test_the_tags_follow_the_list_within_the_share_bounds():
