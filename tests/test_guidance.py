@@ -363,3 +363,16 @@ def test_offline_draft_without_examples_or_signal_is_still_valid():
     cap = TaxonomyCapability(name="judge_unusual_thing_quality_capability", description="Judge an unusual thing.",
                              diagnostic_signal="", example_pattern="", non_examples=[], members=[])
     assert validate_guidance(offline_draft(cap, [], None)) == []
+
+
+def test_offline_procedure_compares_only_the_figures_a_criterion_states():
+    """A number inside a quoted name ("20 Newsgroups") or joined to a word ("ResNet-50") names something; only a
+    figure the criterion states (30 epochs, 0.85) is one to compare with the deliverable."""
+    cap = TaxonomyCapability(name="check_for_dataset_capability", description="Criteria that use “dataset”.",
+                             diagnostic_signal="", example_pattern="", non_examples=[], members=[])
+    examples = [{"text": 'The "20 Newsgroups" dataset is used.'},
+                {"text": "A ResNet-50 model is trained for 30 epochs on the “Top 100” split."},
+                {"text": "Accuracy on the test set is at least 0.85."}]
+    compare = [s for s in offline_draft(cap, examples, None).procedure if s.startswith("Compare each figure")]
+    assert compare == ["Compare each figure the criterion states (e.g. `30`, `0.85`) with the deliverable's, as written."]
+    assert not any(s.startswith("Compare each figure") for s in offline_draft(cap, examples[:1], None).procedure)

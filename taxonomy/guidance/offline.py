@@ -35,7 +35,10 @@ def _stems(text: str) -> set[str]:
 
 
 _ARTIFACT = re.compile(r"`([^`]{2,80})`|\b([\w.-]+/[\w./-]+|[\w-]+\.[a-z][a-z0-9]{0,4})\b")
-_QUANTITY = re.compile(r"(?<![\w.])(\d[\d,.]*\s?%?)")
+# A figure stands on its own: "ResNet-50" and "Set5" name something, and so does a number inside a quoted
+# name ("20 Newsgroups"), which _QUOTED blanks out before figures are looked for.
+_QUANTITY = re.compile(r"(?<![\w.])(?<!\w-)(\d[\d,.]*\s?%?)")
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|«[^»]*»|„[^“”]*[“”]")
 _EG = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf)\.?$", re.I)
 
 
@@ -136,7 +139,7 @@ def _criteria_hints(examples: list[dict[str, str]]) -> tuple[list[str], list[str
             named = bool(a) and not a[0].isdigit() and not _EG.search(a) and ("/" in a or "." in a.strip("."))
             if named and a not in artifacts:
                 artifacts.append(a)
-        for m in _QUANTITY.finditer(text):
+        for m in _QUANTITY.finditer(_QUOTED.sub(" ", text)):
             q = m.group(1).strip().rstrip(".,")
             if q and q not in quantities and not any(q in a for a in artifacts):
                 quantities.append(q)
