@@ -548,31 +548,37 @@ def _three_openings(notes_to_b):
 
 def test_placement_rules_follow_the_tags_and_leave_an_even_opening_unplaced():
     """Three openings, two tagged consistently and one split evenly: the list places the two, larger first,
-    and leaves the third to the descriptions rather than guess."""
-    from taxonomy.offline.placement import placement_rules
+    and leaves the third to the descriptions rather than guess; the tags that follow it say where that went."""
+    from taxonomy.offline.placement import follow, placement_rules
     from taxonomy.schemas import PlacementRule
 
-    rules = placement_rules(*_three_openings(lambda i: i % 2))
-    assert [(r.kind, r.text, r.capability, r.caught, r.right) for r in rules[:2]] == [
+    primary, names, texts, openings, titles = _three_openings(lambda i: i % 2)
+    rules = placement_rules(primary, names, texts, openings, titles)
+    assert [(r.kind, r.text, r.capability, r.caught, r.right) for r in rules] == [
         ("opens", "Lists", "check_a_capability", 40, 40), ("opens", "Warns", "check_b_capability", 30, 30)]
-    assert rules[2:] == [PlacementRule(kind="rest", text="", capability="check_a_capability", caught=20, right=10)], rules
+    listed, tags, unplaced = follow(rules, texts, primary, names)
+    assert listed[2:] == [PlacementRule(kind="rest", text="", capability="check_a_capability", caught=20, right=10)], listed
+    assert (tags == primary).all() and unplaced.sum() == 20
     # even as the opening b's title leads with, a split half and half gets no line
-    assert placement_rules(*_three_openings(lambda i: i % 2), [None, "notes"]) == rules
+    assert placement_rules(primary, names, texts, openings, titles, [None, "notes"]) == rules
 
 
 def test_an_opening_a_title_leads_with_gets_a_line_after_the_list_while_most_of_it_goes_there():
     """"Notes …" is tagged b 11 times of 20, under the list's bar: it gets a line, last, only when b's title
     leads with it and only for b, never for a capability that holds the minority of it."""
-    from taxonomy.offline.placement import MIN_PRECISION, placement_rules
+    from taxonomy.offline.placement import MIN_PRECISION, follow, placement_rules
 
     args = _three_openings(lambda i: i % 20 < 11)
+    primary, names, texts = args[:3]
     assert 0.5 < 11 / 20 < MIN_PRECISION
     plain = placement_rules(*args)
     assert not any(r.text == "Notes" for r in plain)
-    assert (plain[-1].kind, plain[-1].capability, plain[-1].caught, plain[-1].right) == ("rest", "check_b_capability", 20, 11)
+    rest = follow(plain, texts, primary, names)[0][-1]
+    assert (rest.kind, rest.capability, rest.caught, rest.right) == ("rest", "check_b_capability", 20, 11)
     led = placement_rules(*args, [None, "notes"])
-    assert led[:-1] == plain[:-1] and (led[-1].text, led[-1].capability, led[-1].caught, led[-1].right) == (
-        "Notes", "check_b_capability", 20, 11)  # and nothing is left for a rest step
+    assert led[:-1] == plain and (led[-1].text, led[-1].capability, led[-1].caught, led[-1].right) == (
+        "Notes", "check_b_capability", 20, 11)
+    assert follow(led, texts, primary, names)[0][-1].text == "Notes"  # and nothing is left for a rest step
     assert placement_rules(*args, ["notes", None]) == plain  # a's title may lead with it; the list does not say so
 
 

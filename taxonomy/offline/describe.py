@@ -562,7 +562,7 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.Data
                                                        or (top.share >= NAME_COVERAGE and not overlaps(top.key, elsewhere(c))))
                        else None)
     learned = placement_rules(result.primary, names, texts, openings, [{t.text for t in shown_of[c]} for c in range(k)],
-                              [lead_of[c].key if lead_of[c] else None for c in range(k)], penalty)
+                              [lead_of[c].key if lead_of[c] else None for c in range(k)])
     placement, primary, unplaced = follow(learned, texts, result.primary, names, (cfg.merge.min_share, cfg.merge.max_share), penalty)
     # The title phrases the list's lines quote stay; the rest of each title, the name, and every share a text
     # states are read again from the criteria the tags that follow the list give each capability.

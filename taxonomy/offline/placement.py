@@ -53,12 +53,12 @@ def _features(openings: Openings, titles: list[set[str]], least: int) -> list[Pl
 
 
 def placement_rules(primary: np.ndarray, names: list[str], texts: list[str], openings: Openings,
-                    titles: list[set[str]], leads: list[str | None] = (), penalty: np.ndarray | None = None) -> list[PlacementRule]:
-    """Up to MAX_RULES rules, in the order a reader applies them, for the criteria `texts` tagged `primary`;
+                    titles: list[set[str]], leads: list[str | None] = ()) -> list[PlacementRule]:
+    """Up to MAX_RULES lines, in the order a reader applies them, for the criteria `texts` tagged `primary`;
     `titles[c]` are the phrases capability c's title shows, as written, and `leads[c]` the key of the
-    opening it leads with, if any (see _lead_rules); then the `rest` step, and the `penalties` step when
-    the negative-weight criteria (`penalty`) are spread (see _penalty_rule). What a line would catch is
-    read as PLACEMENT_INTRO says, so the list is learned on exactly what a reader (and `follow`) matches."""
+    opening it leads with, if any (see _lead_rules). What a line would catch is read as PLACEMENT_INTRO
+    says, so the list is learned on exactly what a reader (and `follow`) matches. The steps said after the
+    lines are counted by `follow`, on the tags that follow them."""
     n, k = len(primary), len(names)
     least = max(3, int(np.ceil(MIN_CAUGHT * n)))
     candidates = _features(openings, titles, least)
@@ -90,10 +90,8 @@ def placement_rules(primary: np.ndarray, names: list[str], texts: list[str], ope
         open_[rows] = False
         rules.append(PlacementRule(kind=kind, text=text, capability=names[c], caught=caught, right=right))
     opening_rows = {text: rows for kind, text, rows in features if kind == "opens"}
-    rules += _lead_rules(primary, names, [openings.form[key] if key else None for key in leads],
-                         opening_rows, open_, least, {r.text for r in rules})
-    rules += _rest_rule(primary, names, open_)
-    return rules + (_penalty_rule(primary, penalty, names) if rules and penalty is not None else [])
+    return rules + _lead_rules(primary, names, [openings.form[key] if key else None for key in leads],
+                               opening_rows, open_, least, {r.text for r in rules})
 
 
 def _rest_rule(primary: np.ndarray, names: list[str], open_: np.ndarray) -> list[PlacementRule]:
