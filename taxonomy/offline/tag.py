@@ -102,7 +102,7 @@ def _tag_by_phrases(frame: pl.DataFrame, by_id: dict, taxonomy: Taxonomy, micro_
 
         rules = lines(taxonomy)
         first = first_lines(rules, [t or "" for t in frame["text"].to_list()])
-        placed = np.array([names.index(rules[j].capability) if j >= 0 else -1 for j in first], dtype=int)
+        placed = np.array([names.index(r.capability) for r in rules] + [-1], dtype=int)[first]  # -1: no line fits
         tags = [[int(p)] + [c for c in t if c != p][:max_tags - 1] if p >= 0 else t for p, t in zip(placed, tags)]
         # the scores' own confidence in that tag: low where the list overrules them, a borderline case to read
         scores = found.probs[np.arange(len(tags)), [t[0] for t in tags]]
