@@ -38,18 +38,12 @@ MAX_RULES = 40        # a list a reader scans per criterion, not a classifier
 MIN_PRECISION = 0.6   # of the criteria a rule catches, this share the scores put where it says; it moves the rest
 MISPLACED_COST = 3    # a rule is worth the criteria it places right less this many per one it places wrong
 MIN_CAUGHT = 0.005    # a rule catches at least this share of the corpus (and at least 3 criteria)
-# Readers of three corpora expected a word to match its inflections ("Achse" and "Achsen", "save" and "saved").
-# A line word of exactly STEM_LETTERS letters matches any word that begins with it: with the list learned on
-# what this reading catches, the German corpus's NMI rose from 0.301 to 0.307 and its list caught 3% more, the
-# six other corpora unchanged. Words of 4 letters too (German 0.314) cost DevAI its "save" line, which then
-# caught every "saved" across capabilities, and its catch-all's name coverage fell from 0.54 to 0.47.
 
 
-def _features(openings: Openings, titles: list[set[str]], least: int) -> list[PlacementRule]:
-    """Every opening common enough and every title phrase, as the lines they would make (for no capability yet)."""
+def _features(openings: Openings, titles: list[set[str]], least: int) -> list[tuple[str, str]]:
+    """(kind, text) of every opening common enough and every title phrase: the lines the list may take."""
     texts = sorted({openings.form[key] for key, count in openings.total.items() if count >= least})
-    return ([PlacementRule(kind="opens", text=text, capability="", caught=0, right=0) for text in texts]
-            + [PlacementRule(kind="uses", text=text, capability="", caught=0, right=0) for text in sorted(set().union(*titles))])
+    return [("opens", text) for text in texts] + [("uses", text) for text in sorted(set().union(*titles))]
 
 
 def placement_rules(primary: np.ndarray, names: list[str], texts: list[str], openings: Openings,
@@ -63,7 +57,7 @@ def placement_rules(primary: np.ndarray, names: list[str], texts: list[str], ope
     least = max(3, int(np.ceil(MIN_CAUGHT * n)))
     candidates = _features(openings, titles, least)
     fit = _fitting(candidates, texts)
-    features = [(r.kind, r.text, rows) for j, r in enumerate(candidates)
+    features = [(kind, text, rows) for j, (kind, text) in enumerate(candidates)
                 if len(rows := np.flatnonzero(fit[:, j])) >= least]
     open_ = np.ones(n, bool)
     rules: list[PlacementRule] = []
@@ -207,6 +201,11 @@ def _line_word(word: str) -> str:
     return word + "+" if len(word) == STEM_LETTERS and not is_spaceless(word) else word
 
 
+# Readers of three corpora expected a word to match its inflections ("Achse" and "Achsen", "save" and "saved").
+# A line word of exactly STEM_LETTERS letters matches any word that begins with it: with the list learned on
+# what this reading catches, the German corpus's NMI rose from 0.301 to 0.307 and its list caught 3% more, the
+# six other corpora unchanged. Words of 4 letters too (German 0.314) cost DevAI its "save" line, which then
+# caught every "saved" across capabilities, and its catch-all's name coverage fell from 0.54 to 0.47.
 @lru_cache(maxsize=1 << 16)
 def _answers(word: str) -> frozenset[str]:
     """The line words (as _line_word writes them) that a criterion's `word` matches: a line word of more than
@@ -240,14 +239,14 @@ class _Reading:
         return first is not None and self.text[first.start():].startswith(form.lower())
 
 
-def _fitting(rules: list[PlacementRule], texts: list[str]) -> np.ndarray:
-    """(n, len(rules)): whether each line fits each criterion. An opening is settled by which criteria have each of
-    its words in its place, and a phrase is read only against the criteria holding all its words (100,000 criteria
-    read against 40 lines one by one took 11 s)."""
-    forms = [[(form, _line_words(form)) for form in (rule.text.split(" / ") if rule.kind == "opens" else [rule.text])]
-             for rule in rules]  # an opening family "A / B": either form
+def _fitting(cues: list[tuple[str, str]], texts: list[str]) -> np.ndarray:
+    """(n, len(cues)): whether each line, as its (kind, text), fits each criterion. An opening is settled by which
+    criteria have each of its words in its place, and a phrase is read only against the criteria holding all its
+    words (100,000 criteria read against 40 lines one by one took 11 s)."""
+    forms = [[(form, _line_words(form)) for form in (text.split(" / ") if kind == "opens" else [text])]
+             for kind, text in cues]  # an opening family "A / B": either form
     wanted = {w for fs in forms for _, want in fs for w in want}
-    depth = max((len(want) for rule, fs in zip(rules, forms) if rule.kind == "opens" for _, want in fs), default=0)
+    depth = max((len(want) for (kind, _), fs in zip(cues, forms) if kind == "opens" for _, want in fs), default=0)
     readings = [_Reading(text) for text in texts]
     holding: dict[str, set[int]] = {}
     placed: list[dict[str, set[int]]] = [{} for _ in range(depth)]  # placed[m][w]: the criteria whose word m matches w
@@ -257,14 +256,14 @@ def _fitting(rules: list[PlacementRule], texts: list[str]) -> np.ndarray:
         for m, words in enumerate(reading.words[:depth]):
             for word in words & wanted:
                 placed[m].setdefault(word, set()).add(i)
-    out = np.zeros((len(texts), len(rules)), bool)
-    for j, rule in enumerate(rules):
+    out = np.zeros((len(texts), len(cues)), bool)
+    for j, (kind, _) in enumerate(cues):
         for form, want in forms[j]:
             if is_spaceless(form):
-                rows = [i for i, reading in enumerate(readings) if reading.spaceless(rule.kind, form)]
+                rows = [i for i, reading in enumerate(readings) if reading.spaceless(kind, form)]
             elif not want:
                 continue
-            elif rule.kind == "opens":
+            elif kind == "opens":
                 rows = set.intersection(*(placed[m].get(w, set()) for m, w in enumerate(want)))
             else:
                 held = set.intersection(*(holding.get(w, set()) for w in want))
@@ -275,25 +274,25 @@ def _fitting(rules: list[PlacementRule], texts: list[str]) -> np.ndarray:
 
 def first_lines(rules: list[PlacementRule], texts: list[str]) -> np.ndarray:
     """Per criterion, the index in `rules` of the first line that fits it, -1 where none does."""
-    fit = _fitting(rules, texts)
+    fit = _fitting([(r.kind, r.text) for r in rules], texts)
     return np.where(fit.any(axis=1), fit.argmax(axis=1), -1) if len(rules) else np.full(len(texts), -1)
 
 
 def follow(rules: list[PlacementRule], texts: list[str], primary: np.ndarray, names: list[str],
            bounds: tuple[float, float] = (0.0, 1.0), penalty: np.ndarray | None = None
            ) -> tuple[list[PlacementRule], np.ndarray, np.ndarray]:
-    """The tags that follow the list's lines (`rules`, as placement_rules learned them on `primary`), and the
+    """The tags that follow the list's lines (`rules`, lines only, as placement_rules learned them on `primary`), and the
     list counted on them: each line catches what it fits after the lines above it and places all of it. The
     merge's hard constraints hold for these tags too: while a capability ends up past `bounds` (min, max share)
     where `primary` had it within them, the last line that moves criteria into it (too large) or out of it (too
     small) is dropped. Then the `rest` and `penalties` steps, counted on the tags. Returns the list, the tags, and
     which criteria no line fits."""
     index = {name: c for c, name in enumerate(names)}
-    lines_ = [r for r in rules if r.kind in ("opens", "uses")]
-    fit, caps = _fitting(lines_, texts), np.array([index[r.capability] for r in lines_], dtype=int)
+    fit = _fitting([(r.kind, r.text) for r in rules], texts)
+    caps = np.array([index[r.capability] for r in rules], dtype=int)
     n, k, (low, high) = max(len(texts), 1), len(names), bounds
     before = np.bincount(primary, minlength=k) / n
-    keep = list(range(len(lines_)))
+    keep = list(range(len(rules)))
     while True:
         tags, open_, caught = primary.copy(), np.ones(len(texts), bool), {}
         for j in keep:
@@ -307,7 +306,7 @@ def follow(rules: list[PlacementRule], texts: list[str], primary: np.ndarray, na
         if not culprits:
             break
         keep.remove(culprits[-1])
-    out = [lines_[j].model_copy(update={"caught": len(caught[j]), "right": len(caught[j])}) for j in keep if len(caught[j])]
+    out = [rules[j].model_copy(update={"caught": len(caught[j]), "right": len(caught[j])}) for j in keep if len(caught[j])]
     out += _rest_rule(tags, names, open_)
     return out + (_penalty_rule(tags, penalty, names) if out and penalty is not None else []), tags, open_
 
