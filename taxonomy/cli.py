@@ -551,6 +551,12 @@ def distill(run_dir: Path = typer.Argument(..., help="a run directory with a fin
     out.print(f"Model: {report.model_path}")
 
 
+# The linter's command lives with the linter (taxonomy/lint/command.py): its options are its own.
+from taxonomy.lint.command import lint as _lint  # noqa: E402
+
+app.command(name="lint")(_guard(_lint))
+
+
 def main() -> None:  # pragma: no cover - console entry point
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app()

@@ -38,11 +38,10 @@ from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.preprocessing import normalize
 from threadpoolctl import threadpool_limits
 
+from taxonomy.text import STEM_LETTERS, WORD, is_spaceless, stem, tokens
+
 __all__ = ["CriterionSpace", "WORD", "STEM_LETTERS", "tokens", "is_spaceless", "stem"]
 
-WORD = re.compile(r"[^\W\d_]+", re.UNICODE)  # a run of letters, any script
-# Scripts written without spaces between words: Han, kana, Hangul syllables, Thai.
-_SPACELESS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]")
 
 PREDICATE_TOKENS = 4      # leading tokens that name what is asserted
 PREDICATE_WEIGHT = 1.0    # weight of a positional predicate feature against a plain token
@@ -53,31 +52,9 @@ BIGRAMS = False           # measured: helps PaperBench, hurts HealthBench; off.
 CLAUSE_PREDICATES = False # measured: no gain; off.
 # predicate positions at the start of every clause, not only the first
 MAX_CLAUSES = 3
-STEM_LETTERS = 5          # inflected forms of a long word share their first letters
 DIM = 96                  # SVD dimensions of the criterion vectors
 _CACHE: dict[str, "CriterionSpace"] = {}
 _SVD_FIT_MAX = 20_000     # above this many criteria a deterministic sample fits the basis
-
-
-def is_spaceless(token: str) -> bool:
-    return bool(_SPACELESS.search(token))
-
-
-def stem(word: str) -> str:
-    """What inflected forms of a word share ("mention", "mentions", "mentioned" -> "menti")."""
-    return word[:STEM_LETTERS] if len(word) > STEM_LETTERS and not is_spaceless(word) else word
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased words; runs of a spaceless script become character unigrams and bigrams."""
-    out: list[str] = []
-    for w in WORD.findall(text.lower()):
-        if _SPACELESS.search(w):
-            chars = list(w)
-            out += chars + [a + b for a, b in zip(chars, chars[1:])]
-        else:
-            out.append(w)
-    return out
 
 
 _CLAUSE = re.compile(r"[,;:\n。，；：]+")

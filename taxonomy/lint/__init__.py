@@ -1,0 +1,1 @@
+"""`taxonomy lint`: find defective criteria in a rubric corpus (to be built: issue 37)."""

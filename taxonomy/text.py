@@ -1,0 +1,121 @@
+"""The one tokenizer: how every key-less part (the offline backend, the rubric linter) reads criterion text.
+
+Grammar, not a domain: nothing here knows a field's vocabulary. Words are runs of letters in any
+script; scripts written without spaces (Han, kana, Hangul, Thai) are read as characters.
+
+    words(text)          lower-cased letter runs, a spaceless run kept whole
+    tokens(text)         words, a spaceless run split into character unigrams and bigrams (for vectors)
+    stem(word)           the first STEM_LETTERS letters of a longer word, so inflections are one token
+    normalized(text)     case, space and punctuation folded, for exact-duplicate checks
+    function_words(texts) the function words of the languages the texts are written in
+    NEGATIONS            words that turn a statement into its negation
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+from stop_words import LANGUAGE_MAPPING, get_stop_words
+
+from taxonomy.validate import FUNCTION_WORDS
+
+__all__ = [
+    "WORD", "STEM_LETTERS", "NEGATIONS", "words", "tokens", "stem", "is_spaceless", "normalized",
+    "function_words", "corpus_languages", "language_name",
+]
+
+WORD = re.compile(r"[^\W\d_]+", re.UNICODE)  # a run of letters, any script
+# Han, kana, Hangul syllables, Thai: no spaces between words.
+_SPACELESS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]")
+STEM_LETTERS = 5  # "mention", "mentions", "mentioned" share their first five letters
+NEGATIONS = frozenset("not no never without nor cannot doesn don isn aren wasn weren didn won shouldn".split())
+
+
+def is_spaceless(token: str) -> bool:
+    return bool(_SPACELESS.search(token))
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased runs of letters; digits and punctuation separate words."""
+    return WORD.findall((text or "").lower())
+
+
+def tokens(text: str) -> list[str]:
+    """`words`, with each run of a spaceless script split into character unigrams and bigrams."""
+    out: list[str] = []
+    for w in words(text):
+        if is_spaceless(w):
+            out += list(w) + [a + b for a, b in zip(w, w[1:])]
+        else:
+            out.append(w)
+    return out
+
+
+def stem(word: str) -> str:
+    """What inflected forms of a long word share; short words and spaceless runs stay whole."""
+    return word[:STEM_LETTERS] if len(word) > STEM_LETTERS and not is_spaceless(word) else word
+
+
+_PUNCT = re.compile(r"[^\w\s]", re.UNICODE)
+
+
+def normalized(text: str) -> str:
+    """Case, Unicode form, white space and punctuation folded: two criteria equal here are one check."""
+    folded = unicodedata.normalize("NFKC", text or "").casefold()
+    return " ".join(_PUNCT.sub(" ", folded).split())
+
+
+# ---- the languages a corpus is written in -------------------------------------------
+# English has the project's own list (validate.FUNCTION_WORDS), since general stop-word lists drop
+# check verbs ("uses", "shows"). Any other language written with spaces gets its stop words from the
+# `stop-words` package, when enough criteria use them.
+_SAMPLE = 3000         # criteria read to decide the languages: enough, and fast at 100k
+_MIN_HITS = 2          # a criterion with fewer stop words of any language says nothing
+_LANGUAGE_SHARE = 0.05  # a language counts when this share of the read criteria is written in it...
+_LANGUAGE_MIN = 3       # ...and at least this many
+
+
+@lru_cache(maxsize=1)
+def _lists() -> dict[str, frozenset[str]]:
+    out = {}
+    for code in LANGUAGE_MAPPING:
+        stop = frozenset(w.lower() for w in get_stop_words(code))
+        if stop and not any(is_spaceless(w) for w in stop):
+            out[code] = stop
+    return out
+
+
+def language_name(code: str) -> str:
+    return LANGUAGE_MAPPING.get(code, code).capitalize()
+
+
+def _language_of(ws: list[str], lists: dict[str, frozenset[str]]) -> str | None:
+    hits = {code: sum(w in stop for w in ws) for code, stop in lists.items()}
+    best = max(hits.values(), default=0)
+    winners = [code for code, h in hits.items() if h == best]
+    # A tie ("de", "la" belong to several Romance languages) decides nothing.
+    return winners[0] if best >= _MIN_HITS and len(winners) == 1 else None
+
+
+@lru_cache(maxsize=4)
+def _languages(read: tuple[str, ...]) -> tuple[str, ...]:
+    lists, counts = _lists(), {}
+    for text in read:
+        code = _language_of([w for w in words(text) if not is_spaceless(w)], lists)
+        if code:
+            counts[code] = counts.get(code, 0) + 1
+    least = max(_LANGUAGE_MIN, _LANGUAGE_SHARE * len(read))
+    return tuple(sorted(code for code, n in counts.items() if n >= least))
+
+
+def corpus_languages(texts: list[str]) -> tuple[str, ...]:
+    """ISO codes of the languages (written with spaces) that enough of the texts are written in."""
+    return _languages(tuple(texts[:: max(1, len(texts) // _SAMPLE)]))
+
+
+def function_words(texts: list[str]) -> frozenset[str]:
+    """The project's English function words plus the stop words of every other language the texts use."""
+    lists = _lists()
+    extra = [lists[code] for code in corpus_languages(texts) if code != "en"]
+    return FUNCTION_WORDS.union(*extra) if extra else FUNCTION_WORDS
