@@ -218,7 +218,10 @@ class _Handler(BaseHTTPRequestHandler):
     server: _HTTPServer
 
     def do_POST(self) -> None:
-        self.server.fake._handle(self)
+        try:
+            self.server.fake._handle(self)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True  # the client went away (a run that stopped on an error): nothing to report
 
     do_GET = do_PUT = do_DELETE = do_PATCH = do_POST
 

@@ -2,6 +2,8 @@
 token counts; validation, re-asking, caching, retries and accounting live in the runner."""
 from __future__ import annotations
 
+import re
+import socket
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -32,7 +34,43 @@ class TransientError(Exception):
 
 
 class PermanentError(Exception):
-    """Not worth retrying: bad key, bad model, bad request."""
+    """Not worth retrying: bad key, bad model, bad request, a host that cannot be reached."""
+
+
+def unreachable(exc: BaseException) -> str | None:
+    """'cannot connect to HOST:PORT (why)' when `exc`, or an error it wraps, says the host was never
+    reached: its name does not resolve, it refuses connections or its certificate is refused. Waiting
+    does not change those, unlike a timeout or a connection dropped midway, which stay worth retrying."""
+    where, seen = "", set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        where = where or _where(exc)
+        kind = type(exc).__name__
+        why = ("its name does not resolve" if isinstance(exc, socket.gaierror) or kind == "ClientConnectorDNSError"
+               else "connection refused" if isinstance(exc, ConnectionRefusedError)
+               else "its TLS certificate is refused" if kind in ("ClientConnectorCertificateError", "SSLCertVerificationError")
+               else None)
+        if why:
+            return f"cannot connect to {where or 'the server'} ({why})"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _where(exc: BaseException) -> str:
+    """host:port from aiohttp's connector errors or httpx's request, when the error carries them."""
+    host, port = getattr(exc, "host", None), getattr(exc, "port", None)
+    if isinstance(host, str) and host:
+        return f"{host}:{port}" if port else host
+    try:
+        url = exc.request.url  # httpx raises RuntimeError when the error has no request
+        return f"{url.host}:{url.port}" if url.port else str(url.host)
+    except (AttributeError, RuntimeError):
+        return ""
+
+
+def plain(message: str) -> str:
+    """An SDK message without the object reprs aiohttp puts in it (`ssl:<ssl.SSLContext object at 0x7f…>`)."""
+    return re.sub(r" ?ssl:(<[^>]*>|default)", "", message)
 
 
 class Provider(Protocol):

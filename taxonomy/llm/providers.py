@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from taxonomy.config import LLMConfig
-from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema
+from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema, plain, unreachable
 
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 # A short-lived OAuth access token (e.g. `gcloud auth print-access-token`) for Vertex,
@@ -27,6 +27,25 @@ class ProviderError(ValueError):
 
 def gemini_api_key() -> str | None:
     return next((os.environ[k] for k in GEMINI_KEY_ENVS if os.environ.get(k)), None)
+
+
+AGAIN = "then run the same command again: answers already received are cached"
+
+
+def refused(name: str, code: int, status: str, message: str, key_fix: str) -> PermanentError:
+    """A request the provider answered with 4xx: waiting changes nothing, so the run ends on one line."""
+    message = plain(message)[:300]
+    if code in (401, 403) or "api key" in message.lower():
+        fix = key_fix
+    elif code == 404:
+        fix = "check llm.model: the provider has no such model, or not for this key"
+    else:
+        fix = "check llm.model and the [llm] settings of the pipeline config"
+    return PermanentError(f"{name} {code} {status}: {message}; fix: {fix}, {AGAIN}".replace("  ", " "))
+
+
+def not_reached(name: str, why: str, endpoint: str) -> PermanentError:
+    return PermanentError(f"{name}: {why}; fix: check the network connection and {endpoint}, {AGAIN}")
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -59,12 +78,18 @@ class GeminiProvider:
                 credentials = Credentials(token=os.environ[VERTEX_TOKEN_ENV])
             self._kwargs = dict(vertexai=True, project=project, location=location, credentials=credentials)
             self._where = {"project": project, "location": location}
+            self._key_fix = (f"check the credentials (gcloud auth application-default login, or {VERTEX_TOKEN_ENV}) "
+                             f"and that project {project} may use Vertex AI")
         else:
             key = gemini_api_key()
             if not key:
                 raise ProviderError("gemini: no API key; fix: export GEMINI_API_KEY (or GOOGLE_API_KEY), or use --provider offline")
             self._kwargs = dict(api_key=key)
             self._where = {}
+            self._key_fix = "check the API key in GEMINI_API_KEY (or GOOGLE_API_KEY): the provider refuses it"
+        base_env = "GOOGLE_VERTEX_BASE_URL" if vertex else "GOOGLE_GEMINI_BASE_URL"
+        self._endpoint = (f"the endpoint in {base_env}" if os.environ.get(base_env)
+                          else "that a proxy or firewall lets the provider's host through")
         self._clients: dict[int, Any] = {}
         self._genai = genai
 
@@ -114,7 +139,12 @@ class GeminiProvider:
         try:
             cache = self.client().caches.create(model=self.model, config=config)
         except errors.APIError as exc:
-            raise PermanentError(f"{self.name} {exc.code} {exc.status or ''}: {str(exc.message or '')[:300]}") from None
+            raise refused(self.name, exc.code or 0, exc.status or "", str(exc.message or ""), self._key_fix) from None
+        except Exception as exc:
+            why = unreachable(exc)
+            if why is None:
+                raise
+            raise not_reached(self.name, why, self._endpoint) from None
         tokens = (cache.usage_metadata.total_token_count or 0) if cache.usage_metadata else 0
         return cache.name, tokens or len(prefix) // 4
 
@@ -137,15 +167,17 @@ class GeminiProvider:
             response = await self.client().aio.models.generate_content(model=self.model, contents=contents, config=config)
         except errors.APIError as exc:
             code = exc.code or 0
-            message = f"{self.name} {code} {exc.status or ''}: {str(exc.message or '')[:300]}"
             if code == 429 or code >= 500 or code == 408:
+                message = f"{self.name} {code} {exc.status or ''}: {plain(str(exc.message or ''))[:300]}"
                 raise TransientError(message, _retry_after(getattr(exc.response, "headers", None))) from None
-            raise PermanentError(message) from None
-        except (OSError, asyncio.TimeoutError) as exc:
-            raise TransientError(f"{self.name}: {type(exc).__name__}: {exc}") from None
-        except Exception as exc:  # the transport's own timeout/connection errors (httpx, aiohttp)
-            if "timeout" in type(exc).__name__.lower() or "connect" in type(exc).__name__.lower():
-                raise TransientError(f"{self.name}: {type(exc).__name__}") from None
+            raise refused(self.name, code, exc.status or "", str(exc.message or ""), self._key_fix) from None
+        except Exception as exc:  # the transport's own errors (aiohttp, httpx), OSError among them
+            why = unreachable(exc)
+            if why is not None:
+                raise not_reached(self.name, why, self._endpoint) from None
+            name = type(exc).__name__
+            if isinstance(exc, (OSError, asyncio.TimeoutError)) or "timeout" in name.lower() or "connect" in name.lower():
+                raise TransientError(f"{self.name}: {name}: {plain(str(exc))}") from None
             raise
         usage = response.usage_metadata
         return Completion(
@@ -203,11 +235,13 @@ class OpenAICompatibleProvider:
                 model=self.model, messages=messages, temperature=temperature, response_format=response_format
             )
         except openai.APIStatusError as exc:
-            message = f"openai {exc.status_code}: {str(exc.message)[:300]}"
             if exc.status_code == 429 or exc.status_code >= 500 or exc.status_code == 408:
-                raise TransientError(message, _retry_after(exc.response.headers)) from None
-            raise PermanentError(message) from None
+                raise TransientError(f"openai {exc.status_code}: {str(exc.message)[:300]}", _retry_after(exc.response.headers)) from None
+            raise refused("openai", exc.status_code, "", str(exc.message), f"check the key in {self._key_env}") from None
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
+            why = None if isinstance(exc, openai.APITimeoutError) else unreachable(exc)
+            if why is not None:
+                raise not_reached("openai", why, f"llm.base_url ({self._base_url})") from None
             raise TransientError(f"openai: {type(exc).__name__}") from None
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None) if usage else None

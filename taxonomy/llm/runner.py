@@ -22,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
 
 from taxonomy.config import LLMConfig
-from taxonomy.llm.base import Completion, Provider, TransientError, Turn, json_schema
+from taxonomy.llm.base import Completion, Provider, TransientError, Turn, json_schema, plain
 from taxonomy.llm.batch import run_batch
 from taxonomy.llm.cache import Cache, request_key
 from taxonomy.llm.context_cache import ContextCaches
@@ -51,6 +51,8 @@ class Runner:
     # "cache_storage" (its prompt_tokens are token-seconds kept).
     on_paid: Callable[..., None] | None = None
     _keys: dict = field(default_factory=dict, repr=False)  # id(job) -> (job, key of its first request), for one run
+    # Retry warnings already printed in this run: 32 concurrent calls meeting one outage say it once.
+    _warned: set = field(default_factory=set, repr=False)
 
     def run(self, stage: str, jobs: Sequence[Job[T]], description: str = "") -> list[Answer[T]]:
         """Answer every job; results keep the jobs' order."""
@@ -68,6 +70,7 @@ class Runner:
                 caches.close()
         finally:
             self._keys.clear()  # the memo is for one run() call, batch mode's included
+            self._warned.clear()
             usage.seconds += time.perf_counter() - started
 
     def complete_online(self, stage: str, asks: Sequence[tuple[list[Turn], Job]], usage: Usage) -> list[Completion]:
@@ -158,7 +161,7 @@ class Runner:
             retry=retry_if_exception_type(TransientError),
             stop=stop_after_attempt(self.cfg.max_retries + 1),
             wait=_wait_honouring_retry_after(self.cfg),
-            before_sleep=lambda state: _note_retry(state, usage),
+            before_sleep=lambda state: _note_retry(state, usage, self._warned),
             reraise=True,
         )
         try:
@@ -198,7 +201,10 @@ def _wait_honouring_retry_after(cfg: LLMConfig):
     return wait
 
 
-def _note_retry(state, usage: Usage) -> None:
+def _note_retry(state, usage: Usage, warned: set) -> None:
     usage.retries += 1
     exc = state.outcome.exception() if state.outcome else None
-    log.warning("retrying after %s", redact(str(exc)))
+    message = redact(plain(str(exc)))
+    if message not in warned:
+        warned.add(message)
+        log.warning("retrying after %s (further retries of this error are counted, not shown)", message)

@@ -1,0 +1,95 @@
+"""A refused key, a bad request or a host that cannot be reached ends the run at once with one line
+naming the provider and the fix; only 429, 5xx and timeouts are retried."""
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from tests import responders
+from tests.conftest import API_KEY, invoke, write_pipeline
+from tests.fake_gemini import FakeGeminiServer, Reply
+
+def _pipeline(tmp_path, concurrency: int = 8):
+    """The project's own backoff (not the test TOML's milliseconds): a retried error would cost a minute."""
+    toml = write_pipeline(tmp_path, limit=25)
+    toml.write_text(toml.read_text().replace("backoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n",
+                                             f"concurrency = {concurrency}\n"))
+    return toml
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _discover(toml, run_dir, base_url: str, monkeypatch, caplog):
+    """In-process, so the time measured is the run's and not the interpreter's start on a busy machine;
+    the retry warnings go through logging, which caplog sees."""
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", base_url)
+    monkeypatch.setenv("GEMINI_API_KEY", API_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        result = invoke("discover", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", ok=False)
+    lines = [line for line in result.output.splitlines() if line.strip()] + [r.getMessage() for r in caplog.records]
+    return result, lines, time.monotonic() - started
+
+
+@pytest.mark.parametrize("status, fix", [(401, "GEMINI_API_KEY"), (403, "GEMINI_API_KEY"), (400, "llm.model")])
+def test_refused_requests_end_the_run_in_one_line(tmp_path, monkeypatch, caplog, status, fix):
+    refusal = "API key not valid. Please pass a valid API key." if status != 400 else "Invalid JSON payload received."
+    with FakeGeminiServer(responder=lambda req: Reply.error(status, refusal)) as srv:
+        result, lines, seconds = _discover(_pipeline(tmp_path), tmp_path / "run", srv.url, monkeypatch, caplog)
+    errors = [line for line in lines if line.startswith("error:")]
+    assert result.exit_code == 2 and seconds < 10, (seconds, lines)
+    assert not any("retrying" in line for line in lines), lines
+    assert len(errors) == 1 and f"gemini {status}" in errors[0] and refusal in errors[0], lines
+    assert fix in errors[0].split("fix:", 1)[1] if "fix:" in errors[0] else False, errors[0]
+    assert API_KEY not in "\n".join(lines)
+
+
+def test_a_refused_connection_ends_the_run_in_one_line(tmp_path, monkeypatch, caplog):
+    port = _closed_port()
+    result, lines, seconds = _discover(_pipeline(tmp_path), tmp_path / "run", f"http://127.0.0.1:{port}", monkeypatch, caplog)
+    errors = [line for line in lines if line.startswith("error:")]
+    assert result.exit_code == 2 and seconds < 10, (seconds, lines)
+    assert not any("retrying" in line for line in lines), lines
+    assert len(errors) == 1, lines
+    assert f"gemini: cannot connect to 127.0.0.1:{port} (connection refused)" in errors[0], errors[0]
+    assert "fix: check the network connection" in errors[0] and "SSLContext" not in errors[0]
+
+
+def test_a_server_error_is_retried_and_said_once(tmp_path, monkeypatch, caplog):
+    """503 is worth waiting for: retried, and the warning is printed once however many calls meet it."""
+    toml = write_pipeline(tmp_path, limit=25)
+    with FakeGeminiServer(responder=responders.model) as srv:
+        srv.fail_next(503, times=6)
+        result, lines, _ = _discover(toml, tmp_path / "run", srv.url, monkeypatch, caplog)
+    assert result.exit_code == 0, lines
+    assert sum("retrying after gemini 503" in line for line in lines) == 1, lines
+
+
+def test_a_refusal_midway_keeps_what_was_already_paid(tmp_path, monkeypatch):
+    """Concurrency 1, so the first answer is paid and cached before the key is refused."""
+    toml = _pipeline(tmp_path, concurrency=1)
+    monkeypatch.setenv("GEMINI_API_KEY", API_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    seen: list[str] = []
+
+    def first_then_refuse(req):
+        seen.append(req.texts[0])
+        return responders.model(req) if len(seen) == 1 else Reply.error(401, "API key not valid.")
+
+    with FakeGeminiServer(responder=first_then_refuse) as srv:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", srv.url)
+        refused = invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", ok=False)
+    assert refused.exit_code == 2 and len(seen) == 2
+    with FakeGeminiServer(responder=responders.model) as srv:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", srv.url)
+        invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
+        asked = [req.texts[0] for req in srv.requests]
+    assert seen[1] in asked and seen[0] not in asked  # the refused prompt is asked again, the paid one is not
