@@ -309,6 +309,11 @@ def predict_tags(
     return tags, top
 
 
+def _tag_calls(s) -> int:
+    used = s.engine.usage.get("tag")
+    return used.calls if used is not None else 0
+
+
 def tag_with_distilled(
     session: "Session", model_path: Path, taxonomy_path: Path | None = None, threshold: float | None = None,
     *, margin: float = 0.1,
@@ -319,7 +324,7 @@ def tag_with_distilled(
     stage3_summary.md into the session's run, and records the "tag" stage in its manifest.
     """
     from taxonomy.pipeline import _usage, ensure_criteria, primary_shares, summary_markdown
-    from taxonomy.stages.tag import SCHEMA, tag
+    from taxonomy.stages.tag import SCHEMA
 
     start = time.perf_counter()
     s = session
@@ -338,8 +343,8 @@ def tag_with_distilled(
     ], schema=SCHEMA).with_columns(source=pl.lit("distilled"))
 
     rest = criteria.filter(pl.Series(~confident))
-    fallback = "offline" if s.runner is None else "llm"
-    calls_before = s.runner.usage["tag"].calls if s.runner is not None and "tag" in s.runner.usage else 0
+    fallback = "offline" if s.engine.name == "offline" else "llm"  # the manifest's word for who tagged the rest
+    calls_before = _tag_calls(s)
     if rest.height:
         stage1 = None
         if s.run.has("stage1_labels.parquet"):
@@ -347,11 +352,11 @@ def tag_with_distilled(
             if stage1.height < rest.height:  # labels of another corpus: let the offline backend derive its own
                 stage1 = None
         micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-        sent = tag(rest, taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)
+        sent = s.engine.tag(rest, taxonomy, s.cfg, stage1, micro_labels)
         sent = sent.select(list(SCHEMA)).cast(SCHEMA).with_columns(source=pl.lit(fallback))
     else:
         sent = pl.DataFrame(schema={**SCHEMA, "source": pl.Utf8})
-    calls = (s.runner.usage["tag"].calls if s.runner is not None and "tag" in s.runner.usage else 0) - calls_before
+    calls = _tag_calls(s) - calls_before
 
     order = pl.DataFrame({"criterion_id": ids, "_row": list(range(len(ids)))})
     out = pl.concat([distilled, sent]).join(order, on="criterion_id", how="left").sort("_row").drop("_row")

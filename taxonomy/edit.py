@@ -210,9 +210,9 @@ def split_problems(answer: SplitAnswer, n: int, taken: list[str], rules: LabelRu
     return out
 
 
-def llm_names(runner, card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules,
+def llm_names(engine, card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules,
               total: int) -> tuple[list[CapabilityCard] | None, list[str]]:
-    """The parts named by the model through the one runner (cached, re-asked with the violations)."""
+    """The parts named by the model through the one runner (cached, re-asked with the violations); None where no model runs."""
     from taxonomy.llm.runner import Job
     from taxonomy.prompts import render
 
@@ -221,7 +221,10 @@ def llm_names(runner, card: CapabilityCard, parts: list[list[MicroCapability]], 
                 "labels": [lab for m in p for lab in m.member_labels][:12]} for p in parts]
     prompt = render("edit_split.j2", rules=rules, capability=card, parts=context, taken=taken)
     job = Job(prompt=prompt, schema=SplitAnswer, validate=partial(split_problems, n=len(parts), taken=taken, rules=rules))
-    (answer,) = runner.run("edit", [job], "Naming the parts of the split")
+    answers = engine.ask("edit", [job], "Naming the parts of the split")
+    if answers is None:
+        return None, []
+    (answer,) = answers
     if not answer.ok:
         why = "; ".join(str(v) for v in answer.violations[:3]) or "no valid answer"
         return None, [f"the model's names for the split parts broke the rules after {answer.attempts} attempt(s) ({why}); named offline instead"]
@@ -230,7 +233,7 @@ def llm_names(runner, card: CapabilityCard, parts: list[list[MicroCapability]], 
 
 
 def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability], centroids: np.ndarray,
-                     cfg: MergeConfig, rules: LabelRules, runner=None, keep_name: bool = False) -> tuple[Taxonomy, list[str]]:
+                     cfg: MergeConfig, rules: LabelRules, engine, keep_name: bool = False) -> tuple[Taxonomy, list[str]]:
     """`keep_name`: the name was given by hand (`edit rename`), so the largest part keeps it and the card
     it was given; the other parts are named afresh."""
     i = _find(taxonomy, name)
@@ -244,9 +247,7 @@ def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability]
     parts = [[micro[k] for k in g] for g in groups]
     taken = [n for n in taxonomy.names() if n != name or keep_name]
     notes: list[str] = []
-    cards = None
-    if runner is not None:
-        cards, notes = llm_names(runner, cap, parts, taken, rules, sum(m.n_criteria for m in micro))
+    cards, notes = llm_names(engine, cap, parts, taken, rules, sum(m.n_criteria for m in micro))
     if cards is None:
         cards = offline_names(cap, parts, taken, rules)
     if keep_name:  # parts come largest first
@@ -359,7 +360,7 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
             raise EditError(f"{run.path}: split needs micro_capabilities.json, clusters.parquet and label_embeddings.npy; "
                             "fix: split in the run that built the taxonomy")
         renamed = any(e.get("op") == "rename" and e.get("args", [None, None])[1] == args[0] for e in run.manifest.get("edits", []))
-        new, notes = split_capability(old, args[0], micro, centroids, s.cfg.merge, s.cfg.labels, s.runner, keep_name=renamed)
+        new, notes = split_capability(old, args[0], micro, centroids, s.cfg.merge, s.cfg.labels, s.engine, keep_name=renamed)
         new.capabilities = _with_shares(new, micro)
         notes += add_boundaries(new, micro, centroids, s.cfg.merge, s.cfg.labels)
         affected = tags.filter(pl.col("tags").list.contains(args[0]))
@@ -416,12 +417,10 @@ def _with_shares(taxonomy: Taxonomy, micro: list[MicroCapability]):
 
 
 def _retag(s, taxonomy: Taxonomy, ids: pl.Series) -> pl.DataFrame:
-    """Stage 3 over just these criteria, through the run's backend (runner, or offline)."""
-    from taxonomy.stages.tag import tag
-
+    """Stage 3 over just these criteria, through the run's backend."""
     criteria = s.run.read_parquet("criteria.parquet").filter(pl.col("criterion_id").is_in(ids.to_list()))
     stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
     if stage1 is not None:
         stage1 = stage1.filter(pl.col("criterion_id").is_in(ids.to_list()))
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-    return tag(criteria, taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)
+    return s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels)

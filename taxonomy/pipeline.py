@@ -19,11 +19,11 @@ from typing import Any, Callable
 import numpy as np
 import polars as pl
 
+from taxonomy.backend import Backend, choose_backend
 from taxonomy.config import ConfigError, PipelineConfig
 from taxonomy.corpus import load_corpus
 from taxonomy.llm.cache import Cache
-from taxonomy.llm.providers import make_provider, resolve_provider_name
-from taxonomy.llm.runner import Runner
+from taxonomy.llm.providers import resolve_provider_name
 from taxonomy.prompts import template_hash
 from taxonomy.run import PROMPTS, STAGES, USAGE_KEYS, RunDir, RunError, default_run_dir, elapsed, now, versions
 from taxonomy.schemas import MicroCapability
@@ -60,20 +60,23 @@ class Session:
     cfg: PipelineConfig
     run: RunDir
     backend: str  # "offline", "gemini", "vertex" or "openai"
-    runner: Runner | None  # None: the offline backend
-    cache: Cache | None
+    engine: Backend  # what answers the stages, chosen once when the session opens
     # True when the config came from a pipeline TOML: the corpus is re-read and re-hashed once per
     # session, so a grown or edited corpus is noticed. A session over a run directory uses its snapshot.
     from_source: bool = True
     _corpus_checked: bool = field(default=False, repr=False)
 
+    @property
+    def runner(self):
+        """The LLM backend's runner (the stages never test it: they ask `engine`)."""
+        return getattr(self.engine, "runner", None)
+
+    @property
+    def cache(self) -> Cache | None:
+        return self.engine.cache
+
     def notice(self) -> str:
-        if self.runner is None:
-            return (
-                "Backend: offline (no LLM: kinds of check induced from the corpus by classical NLP, no domain word lists). "
-                "For the LLM pipeline set GEMINI_API_KEY, or pass --provider gemini | vertex | openai."
-            )
-        return f"Backend: {self.backend} (model {self.cfg.llm.model}); answers are cached in {self.cache.path}."
+        return self.engine.notice(self.cfg)
 
     def embedding_choice(self) -> str:
         return embedding_choice(self.cfg, self.backend)
@@ -83,7 +86,7 @@ class Session:
         if choice == "gemini":
             from taxonomy.embed.gemini import GeminiEmbedder
 
-            if self.runner is None or self.backend not in ("gemini", "vertex"):
+            if self.backend not in ("gemini", "vertex"):
                 raise ConfigError(
                     f"{self.cfg.base_dir}: key embedding.provider: gemini embeddings need --provider gemini or vertex; "
                     'fix: set embedding.provider = "local" or "auto"'
@@ -110,10 +113,10 @@ class Session:
             raise ConfigError(f"{where}.base_url: empty (and so is llm.base_url); fix: set the /v1 URL of the embedding server, e.g. http://localhost:8000/v1")
         if not emb.openai_model:
             raise ConfigError(f"{where}.openai_model: empty; fix: name the server's embedding model, e.g. openai_model = \"nomic-embed-text\"")
-        if self.cache is None:  # the offline LLM backend has no cache; embeddings still need one
-            self.cache = Cache(self.cfg.resolve(self.cfg.output.dir) / self.cfg.name / "cache.sqlite")
+        # The offline backend has no LLM cache; embeddings still need one.
+        cache = self.cache or Cache(self.cfg.resolve(self.cfg.output.dir) / self.cfg.name / "cache.sqlite")
         return OpenAIEmbedder(
-            base_url, emb.openai_model, emb.batch_size, self.cache, api_key_env=llm.api_key_env, max_retries=llm.max_retries,
+            base_url, emb.openai_model, emb.batch_size, cache, api_key_env=llm.api_key_env, max_retries=llm.max_retries,
             timeout_s=llm.timeout_s, backoff=(llm.backoff_initial_s, llm.backoff_max_s),
             on_call=lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0),
         )
@@ -137,22 +140,13 @@ def open_session(
             f"{run.path}: holds a run of pipeline {owner!r}, not {cfg.name!r}; "
             f"fix: pass another --run-dir, or leave it out to use outputs/{cfg.name}/"
         )
-    runner = cache = None
-    if backend != "offline":
-        # One cache per pipeline, wherever the run directory is: a new run dir re-pays nothing.
-        if cfg.llm.mode == "batch":
-            from taxonomy.llm.batch import check_batch_backend
-
-            check_batch_backend(backend)
-        cache = Cache(cfg.resolve(cfg.output.dir) / cfg.name / "cache.sqlite")
-        runner = Runner(make_provider(cfg.llm, backend, credentials), cfg.llm, cache, show_progress=show_progress,
-                        batch_dir=run.path,
-                        on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens, c.cached_tokens))
-    session = Session(cfg, run, backend, runner, cache, from_source=from_source)
+    engine = choose_backend(cfg, backend, credentials=credentials, show_progress=show_progress, batch_dir=run.path,
+                            on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens, c.cached_tokens))
+    session = Session(cfg, run, backend, engine, from_source=from_source)
     if from_source and load_now:  # a corpus that does not load stops here, before the manifest takes the new settings
         ensure_criteria(session)
     run.manifest.update({
-        "pipeline": cfg.name, "backend": backend, "model": "none" if runner is None else cfg.llm.model,
+        "pipeline": cfg.name, "backend": backend, "model": engine.model,
         "versions": versions(), "settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})),
         "config_dir": str(cfg.base_dir), "seeds": {"cluster": cfg.cluster.seed},
         "prompt_hashes": {stage: template_hash(name) for stage, name in PROMPTS.items()},
@@ -222,13 +216,7 @@ def _backend_identity(s: Session, stage: str) -> dict[str, Any]:
         if choice == "openai":
             return {"embedder": "openai", "base_url": s.cfg.embedding.base_url or s.cfg.llm.base_url}
         return {"embedder": choice, "backend": s.backend}
-    if s.runner is None:
-        return {"backend": "offline", "code": code_hash()}
-    llm = s.cfg.llm
-    ident = {"backend": s.backend, "model": llm.model, "temperature": llm.temperature, "reask_attempts": llm.reask_attempts}
-    if s.backend == "openai":
-        ident["base_url"] = llm.base_url
-    return ident
+    return s.engine.identity(s.cfg)
 
 
 def fingerprint(s: Session, stage: str, taxonomy_hash: str | None = None) -> tuple[str, dict[str, Any]]:
@@ -291,7 +279,7 @@ def _usage(s: Session, stage: str) -> dict[str, Any]:
     """Paid calls and tokens summed over every process that worked on this run (the run's ledger),
     embeddings included; cache hits, retries and re-asks are this process's."""
     paid = s.run.usage_totals().get(stage)
-    here = s.runner.usage.get(stage) if s.runner is not None else None
+    here = s.engine.usage.get(stage)
     if paid is None and here is None:
         return {}
     out: dict[str, Any] = here.as_dict(s.cfg.llm.prices) if here is not None else {}
@@ -310,14 +298,11 @@ def _usage(s: Session, stage: str) -> dict[str, Any]:
 
 
 def step_discover(s: Session) -> dict[str, Any]:
-    from taxonomy.stages.common import long_briefs
-    from taxonomy.stages.discover import discover
-
     criteria = ensure_criteria(s)
-    labels = discover(criteria, s.cfg, s.runner)
+    labels = s.engine.discover(criteria, s.cfg)
     s.run.write_parquet("stage1_labels.parquet", labels)
     failed = labels.filter(pl.col("status") == "failed")
-    notes = long_briefs(criteria, s.cfg.discover.brief_max_chars) if s.runner is not None else []
+    notes = s.engine.brief_notes(criteria, s.cfg)
     return {"criteria": labels.height, "failed": failed.height, "unique_labels": labels["labels"].explode().drop_nulls().n_unique(),
             "notes": notes}
 
@@ -332,10 +317,7 @@ def step_cluster(s: Session) -> dict[str, Any]:
             f"{s.run.path / 'stage1_labels.parquet'}: no criterion got a valid label ({stage1.height} failed), so there is nothing to cluster; "
             "fix: read the problems column, and check the [labels] settings and the model"
         )
-    if s.runner is None and s.cfg.embedding.provider in ("auto", "local"):
-        from taxonomy.offline.embed import CriterionLabelEmbedder
-
-        embedder = CriterionLabelEmbedder(ensure_criteria(s), stage1, seed=s.cfg.cluster.seed)
+    embedder = s.engine.label_embedder(ensure_criteria(s), stage1, s.cfg, embedder)
     result = cluster_labels(stage1, embedder, s.cfg.cluster)
     s.run.write_parquet("clusters.parquet", result.clusters)
     s.run.write_parquet("criterion_clusters.parquet", result.criterion_clusters)
@@ -349,12 +331,9 @@ def _micro(s: Session) -> list[MicroCapability]:
 
 
 def step_canonicalize(s: Session) -> dict[str, Any]:
-    from taxonomy.stages.canonicalize import canonicalize
-
-    micro, notes = canonicalize(
+    micro, notes = s.engine.canonicalize(
         s.run.read_parquet("clusters.parquet", "cluster"), s.run.read_parquet("criterion_clusters.parquet", "cluster"),
-        ensure_criteria(s), s.cfg, s.runner, stage1=s.run.read_parquet("stage1_labels.parquet", "discover"),
-        label_embeddings=s.run.read_npy("label_embeddings.npy", "cluster"),
+        ensure_criteria(s), s.cfg, s.run.read_parquet("stage1_labels.parquet", "discover"), s.run.read_npy("label_embeddings.npy", "cluster"),
     )
     s.run.write_json("micro_capabilities.json", [m.model_dump() for m in micro])
     return {"micro_capabilities": len(micro), "notes": notes}
@@ -378,21 +357,13 @@ def micro_co_labels(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
 
 
 def step_merge(s: Session) -> dict[str, Any]:
-    from taxonomy.stages.merge import constraint_failure, merge
+    from taxonomy.stages.merge import constraint_failure
     from taxonomy.taxonomy_io import taxonomy_markdown
 
     micro = _micro(s)
     centroids, co_micro = micro_centroids(s.run, micro), micro_co_labels(s.run, micro)
-    taxonomy = merge(micro, centroids, s.cfg, s.runner, corpus=s.cfg.name, co_micro=co_micro)
-    if s.runner is None and not taxonomy.violations:
-        from taxonomy.merge_rules import share_violations
-        from taxonomy.offline.describe import describe_offline
-        from taxonomy.siblings import merge_siblings
-
-        # No model names the offline capabilities: their criteria's own phrases do (offline/describe.py).
-        taxonomy = describe_offline(taxonomy, ensure_criteria(s), s.run.read_parquet("stage1_labels.parquet", "discover"), s.cfg,
-                                    merge_siblings(taxonomy, micro, centroids, co_micro))
-        taxonomy.violations = share_violations(taxonomy.names(), [c.share for c in taxonomy.capabilities], s.cfg.merge)
+    taxonomy = s.engine.merge(micro, centroids, s.cfg, s.cfg.name, co_micro, ensure_criteria(s),
+                              s.run.read_parquet("stage1_labels.parquet", "discover"))
     if taxonomy.violations and not s.cfg.merge.accept_violations:
         # Kept for inspection under a name no later stage reads; the stage fails.
         s.run.write_json("taxonomy.rejected.json", taxonomy.model_dump())
@@ -408,19 +379,17 @@ def step_merge(s: Session) -> dict[str, Any]:
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     from taxonomy.siblings import unbounded_cotagged
-    from taxonomy.stages.common import long_briefs
-    from taxonomy.stages.tag import tag
     from taxonomy.taxonomy_io import load_taxonomy
 
     taxonomy = load_taxonomy(taxonomy_path or s.run.need("taxonomy.json", "merge"))
     stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
     criteria = ensure_criteria(s)
-    tags = tag(criteria, taxonomy, s.cfg, s.runner, stage1=stage1, micro_labels=micro_labels)
+    tags = s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels)
     s.run.write_parquet("stage3_tags.parquet", tags)
     summary = primary_shares(tags, criteria)
     s.run.write_text("stage3_summary.md", summary_markdown(summary))
-    notes = long_briefs(criteria, s.cfg.discover.brief_max_chars) if s.runner is not None else []
+    notes = s.engine.brief_notes(criteria, s.cfg)
     # Stage 3 co-tagging is the other half of "nearest sibling": a pair tagged together often must have a boundary.
     notes += unbounded_cotagged(tags, taxonomy.names(), [c.non_examples for c in taxonomy.capabilities], s.cfg.tag.cotag_min_share)
     return {"criteria": tags.height, "failed": tags.filter(pl.col("status") == "failed").height, "taxonomy_hash": taxonomy.content_hash,

@@ -266,7 +266,7 @@ def test_a_long_brief_is_cut_with_a_marker_and_reported(gemini_env, tmp_path):
 
 def test_offline_path_applies_the_category_check(offline_env, tmp_path):
     from taxonomy.config import PipelineConfig
-    from taxonomy.stages.discover import _discover_offline
+    from taxonomy.offline.backend import OfflineBackend
 
     frame = pl.DataFrame({
         "task_id": ["t"] * 2, "criterion_id": ["t/0", "t/1"], "text": ["Total revenue equals the sum of 4 quarters"] * 2,
@@ -282,7 +282,7 @@ def test_offline_path_applies_the_category_check(offline_env, tmp_path):
 
     offline.discover_offline = paraphrasing
     try:
-        rows = _discover_offline(frame, PipelineConfig.model_validate({"name": "x", "corpus": {"path": "."}}).labels, 20)
+        rows = OfflineBackend().discover(frame, PipelineConfig.model_validate({"name": "x", "corpus": {"path": "."}}))
     finally:
         offline.discover_offline = original
     assert rows["status"].to_list() == ["ok", "failed"] and "paraphrases" in rows["problems"][1][0]

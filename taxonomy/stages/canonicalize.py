@@ -101,43 +101,39 @@ def _add_nearby(inputs: list[dict], clusters: pl.DataFrame, embeddings: np.ndarr
 
 
 def canonicalize(
-    clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner | None,
+    clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner,
     stage1: pl.DataFrame | None = None, label_embeddings: np.ndarray | None = None,
 ) -> tuple[list[MicroCapability], list[str]]:
-    """Returns the named micro-capabilities and the notes of any fallback taken. `stage1` (the Stage 1
-    labels) widens each cluster's examples to every criterion carrying one of its labels;
+    """The model names every micro-cluster. Returns the micro-capabilities and the notes of any fallback taken.
+    `stage1` (the Stage 1 labels) widens each cluster's examples to every criterion carrying one of its labels;
     `label_embeddings` (rows of `clusters`) gives each naming call its nearest clusters."""
-    # The offline namer keeps the inputs it was tuned on (the dominant criteria only, no neighbours).
-    inputs = cluster_inputs(clusters, criterion_clusters, criteria, cfg, *((stage1, label_embeddings) if runner is not None else ()))
-    total = max(criterion_clusters.height, 1)
+    inputs = cluster_inputs(clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings)
     cards, notes = _name_all(inputs, cfg, runner)
-    if runner is not None:
-        _point_boundaries_at_names(cards, inputs)
-    micro = [
+    _point_boundaries_at_names(cards, inputs)
+    return micro_capabilities(inputs, cards, criterion_clusters.height), notes
+
+
+def micro_capabilities(inputs: list[dict], cards: list[CapabilityCard], n_criteria: int) -> list[MicroCapability]:
+    """Each named cluster as a micro-capability with its size and share of the corpus."""
+    total = max(n_criteria, 1)
+    return [
         MicroCapability(
             **card.model_dump(), cluster_id=inp["cluster_id"], n_criteria=inp["n_criteria"],
             share=inp["n_criteria"] / total, member_labels=inp["all_labels"],
         )
         for inp, card in zip(inputs, cards)
     ]
-    return micro, notes
 
 
-def _name_all(inputs: list[dict], cfg: PipelineConfig, runner: Runner | None) -> tuple[list[CapabilityCard], list[str]]:
+def name_offline(inp: dict, cfg: PipelineConfig, taken: set[str]) -> CapabilityCard:
+    """A cluster named from its labels and criteria by the offline namer (no model)."""
     from taxonomy.offline.canonicalize import name_cluster_offline
 
-    def offline(inp: dict, taken: set[str]) -> CapabilityCard:
-        members = [(m["label"], m["frequency"]) for m in inp["members"]]
-        return name_cluster_offline(inp["cluster_id"], members, [e["text"] for e in inp["examples"]], cfg.labels, taken)
+    members = [(m["label"], m["frequency"]) for m in inp["members"]]
+    return name_cluster_offline(inp["cluster_id"], members, [e["text"] for e in inp["examples"]], cfg.labels, taken)
 
-    if runner is None:
-        taken: set[str] = set()
-        cards = []
-        for inp in inputs:
-            cards.append(offline(inp, taken))
-            taken.add(cards[-1].name)
-        return cards, []
 
+def _name_all(inputs: list[dict], cfg: PipelineConfig, runner: Runner) -> tuple[list[CapabilityCard], list[str]]:
     notes: list[str] = []
     answers = runner.run("canonicalize", [_job(inp, cfg, []) for inp in inputs], "Stage 2 canonicalize")
     cards: list[CapabilityCard | None] = [a.value if a.ok else None for a in answers]
@@ -153,7 +149,7 @@ def _name_all(inputs: list[dict], cfg: PipelineConfig, runner: Runner | None) ->
     taken = set()
     for i, card in enumerate(cards):
         if card is None or card.name in taken:
-            cards[i] = offline(inputs[i], taken)
+            cards[i] = name_offline(inputs[i], cfg, taken)
             notes.append(f"cluster {inputs[i]['cluster_id']}: no valid unique name from the model; named offline `{cards[i].name}`")
         taken.add(cards[i].name)
     return cards, notes

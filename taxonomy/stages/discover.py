@@ -38,10 +38,8 @@ def validate_answer(answer: DiscoveryAnswer, texts: list[str], rules: LabelRules
     return out + check_distinct_in_batch(labels, rules, category)
 
 
-def discover(criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner | None) -> pl.DataFrame:
-    """Stage 1 over a criteria table; `runner=None` selects the offline backend."""
-    if runner is None:
-        return _discover_offline(criteria, cfg.labels, cfg.discover.batch_size)
+def discover(criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner) -> pl.DataFrame:
+    """Stage 1 over a criteria table: the model labels each batch, code validates, violations are re-asked."""
     batches = list(criterion_batches(criteria, cfg.discover.batch_size, cfg.discover.brief_max_chars))
     jobs = [_job(b, cfg) for b in batches]
     answers = runner.run("discover", jobs, "Stage 1 discovery")
@@ -66,24 +64,3 @@ def _job(batch: Batch, cfg: PipelineConfig) -> Job[DiscoveryAnswer]:
     texts = [r["text"] for r in batch.rows]
     return Job(prompt=prompt, schema=DiscoveryAnswer, validate=partial(validate_answer, texts=texts, rules=cfg.labels, category=batch.category),
                prefix=shared_prefix(prompt))
-
-
-def _discover_offline(criteria: pl.DataFrame, rules: LabelRules, batch_size: int) -> pl.DataFrame:
-    """The offline labels pass the same validators an LLM's answer would; anything that fails is marked failed."""
-    from taxonomy.offline.discover import discover_offline
-
-    found = discover_offline(criteria, rules).join(criteria.select("criterion_id", "text"), on="criterion_id", how="left")
-    labels_of = dict(zip(found["criterion_id"].to_list(), found["labels"].to_list()))
-    paraphrases: dict[str, list[str]] = {}  # the same batch check as on the LLM path
-    for batch in criterion_batches(criteria, batch_size, 0):
-        ids = [r["criterion_id"] for r in batch.rows]
-        for v in check_distinct_in_batch({i: labels_of.get(cid) or [] for i, cid in enumerate(ids)}, rules, batch.category):
-            paraphrases.setdefault(ids[v.item], []).append(v.message)
-    rows = []
-    for r in found.iter_rows(named=True):
-        problems = item_problems(r["labels"], r["rationale"], r["text"], rules) + paraphrases.get(r["criterion_id"], [])
-        rows.append({
-            "criterion_id": r["criterion_id"], "labels": [] if problems else r["labels"], "rationale": r["rationale"],
-            "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
-        })
-    return pl.DataFrame(rows, schema=SCHEMA)

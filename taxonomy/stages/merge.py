@@ -10,7 +10,7 @@ them ("non-examples contrasting it with its nearest siblings"): code computes ea
 capability's nearest siblings (siblings.py), and one small call writes the non-examples against
 exactly those; a boundary that breaks the rule is asked again in a focused follow-up that carries
 only that capability, its siblings and the violation, never the whole merge again. The offline
-backend goes straight to the solver, starting from Ward over the micro-capability centroids.
+backend (offline/backend.py) goes straight to the solver and `assemble`.
 """
 from __future__ import annotations
 
@@ -231,29 +231,6 @@ def draw_boundaries(proposal: list[MergedCapability], micro, centroids, cfg: Pip
     return repairs
 
 
-def _offline_start(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig) -> list[MergedCapability] | None:
-    """Offline start: Ward over the micro-capability centroids, with k the middle of the allowed
-    count; the solver then repairs count and shares as for any start. Ward, like the offline
-    Stage 1 tree it mirrors, needs no seed: with weighted k-means here the same corpus gave
-    capabilities that moved 22% of PaperBench's criteria between seeds (benchmarks/stability.py)."""
-    from sklearn.cluster import AgglomerativeClustering
-    from threadpoolctl import threadpool_limits
-
-    k = (cfg.merge.min_caps + cfg.merge.max_caps) // 2
-    weights = np.array([max(m.n_criteria, 0) for m in micro], dtype=float)
-    if len(micro) <= k or weights.sum() <= 0:
-        return None
-    with threadpool_limits(1):  # tiny problem: BLAS/OpenMP threads only contend
-        groups = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(centroids)
-    start = []
-    for g in sorted(set(groups.tolist())):
-        members = [m for m, gi in zip(micro, groups) if gi == g]
-        lead = max(members, key=lambda m: (m.n_criteria, m.name))
-        start.append(MergedCapability(**lead.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}),
-                                      member_input_names=[m.name for m in members]))
-    return start
-
-
 def _distinguish(capabilities: list, suffix: str) -> list:
     """Two capabilities cut from one group (a repair split) inherit the same card text; a reader
     and a Stage 3 tagger must still tell them apart, so each names what it covers."""
@@ -270,46 +247,48 @@ def _distinguish(capabilities: list, suffix: str) -> list:
     return capabilities
 
 
-OFFLINE_UNKNOWN = "Unknown: the offline backend has no domain-free signal to decide it; set it by hand or run the LLM merge."
+SOLVER_UNKNOWN = "Unknown: this capability was formed by the repair solver, not decided by the model."
 
 
-def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, runner: Runner | None, corpus: str = "",
+def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, runner: Runner, corpus: str = "",
           co_micro: np.ndarray | None = None) -> Taxonomy:
-    """`centroids[i]` is the label-embedding centroid of `micro[i]`; `co_micro[i, j]` (optional) counts
-    criteria whose Stage 1 labels fall in both micro-clusters, for choosing each capability's siblings."""
+    """The model's merge. `centroids[i]` is the label-embedding centroid of `micro[i]`; `co_micro[i, j]` (optional)
+    counts criteria whose Stage 1 labels fall in both micro-clusters, for choosing each capability's siblings."""
     repairs: list[str] = []
     proposal, start = None, None
-    if runner is not None:
-        total = sum(m.n_criteria for m in micro)
-        sim = np.asarray(centroids, dtype=np.float64) @ np.asarray(centroids, dtype=np.float64).T
-        near = [", ".join(f"`{micro[j].name}`" for j in row) for row in choose_siblings(sim, co_micro, k=2)]
-        prompt = render("stage2_merge.j2", ask="membership", rules=cfg.labels, merge=cfg.merge, candidates=micro, n_total=total, near=near,
-                        max_reason_words=MAX_REASON_WORDS)
-        job = Job(prompt=prompt, schema=MembershipAnswer, validate=partial(_membership_violations, micro=micro, centroids=centroids, cfg=cfg))
-        (answer,) = runner.run("merge", [job], "Stage 2 merge")
-        wrong: dict[int, list[str]] = {}
-        if answer.value is not None:
-            mapped, notes = map_unmapped(_merged(answer.value), micro, centroids)
-            repairs += notes
-            mapped, wrong = fix_cards(mapped, micro, cfg, runner)
-        if answer.ok and not wrong:
-            proposal = mapped
-        else:
-            start = mapped if answer.value else None
-            broken = [str(v) for v in answer.violations] + [f"`{mapped[i].name}`: {p}" for i, ps in sorted(wrong.items()) for p in ps]
-            repairs.append(f"the model's merge still broke {len(broken)} rule(s) after {answer.attempts} attempt(s): " + "; ".join(broken[:5]))
+    total = sum(m.n_criteria for m in micro)
+    sim = np.asarray(centroids, dtype=np.float64) @ np.asarray(centroids, dtype=np.float64).T
+    near = [", ".join(f"`{micro[j].name}`" for j in row) for row in choose_siblings(sim, co_micro, k=2)]
+    prompt = render("stage2_merge.j2", ask="membership", rules=cfg.labels, merge=cfg.merge, candidates=micro, n_total=total, near=near,
+                    max_reason_words=MAX_REASON_WORDS)
+    job = Job(prompt=prompt, schema=MembershipAnswer, validate=partial(_membership_violations, micro=micro, centroids=centroids, cfg=cfg))
+    (answer,) = runner.run("merge", [job], "Stage 2 merge")
+    wrong: dict[int, list[str]] = {}
+    if answer.value is not None:
+        mapped, notes = map_unmapped(_merged(answer.value), micro, centroids)
+        repairs += notes
+        mapped, wrong = fix_cards(mapped, micro, cfg, runner)
+    if answer.ok and not wrong:
+        proposal = mapped
+    else:
+        start = mapped if answer.value else None
+        broken = [str(v) for v in answer.violations] + [f"`{mapped[i].name}`: {p}" for i, ps in sorted(wrong.items()) for p in ps]
+        repairs.append(f"the model's merge still broke {len(broken)} rule(s) after {answer.attempts} attempt(s): " + "; ".join(broken[:5]))
     if proposal is None:
-        if runner is None:
-            start = _offline_start(micro, centroids, cfg)
-        # With a model, the boundaries are its own (draw_boundaries below), not the solver's.
-        proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start, co_micro=co_micro,
-                                             boundaries=runner is None)
+        # The boundaries are the model's own (draw_boundaries below), not the solver's.
+        proposal, solver_notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=start, co_micro=co_micro, boundaries=False)
         repairs += solver_notes
-    if runner is not None:
-        repairs += draw_boundaries(proposal, micro, centroids, cfg, runner, co_micro)
+    repairs += draw_boundaries(proposal, micro, centroids, cfg, runner, co_micro)
+    return assemble(proposal, micro, centroids, cfg, corpus, co_micro, repairs, SOLVER_UNKNOWN)
+
+
+def assemble(proposal: list[MergedCapability], micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, corpus: str,
+             co_micro: np.ndarray | None, repairs: list[str], unknown: str) -> Taxonomy:
+    """The taxonomy of a settled merge: every rule checked once more, what still breaks one recorded as a
+    violation, and a P2/P3 that nobody decided marked `unknown` with its reason."""
     remaining = check_merge(proposal, micro, cfg.merge, cfg.labels, capability_similarity(proposal, micro, centroids),
                             co_counts=capability_co_counts(proposal, micro, co_micro))
-    repairs += [f"unresolved: {v}" for v in remaining]
+    repairs = repairs + [f"unresolved: {v}" for v in remaining]
     violations = hard_violations(proposal, micro, cfg.merge)
     if remaining and not violations:  # a name or boundary rule the solver could not mend
         violations = [f"merge rule: {v}" for v in remaining]
@@ -319,8 +298,7 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
             setattr(cap, field, getattr(card, field))
         for field in ("needs_native_inspection", "needs_domain_conventions"):
             if getattr(cap, field) is None and not getattr(cap, f"{field}_reason"):
-                setattr(cap, f"{field}_reason", OFFLINE_UNKNOWN if runner is None else
-                        "Unknown: this capability was formed by the repair solver, not decided by the model.")
+                setattr(cap, f"{field}_reason", unknown)
     labels_of = {m.name: m.member_labels for m in micro}
     for cap in capabilities:
         cap.labels = sorted({label for member in cap.members for label in labels_of.get(member, [])})

@@ -40,13 +40,8 @@ def validate_answer(answer: TagAnswer, n: int, names: list[str], cfg: TagConfig)
     return out
 
 
-def tag(
-    criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, runner: Runner | None,
-    stage1: pl.DataFrame | None = None, micro_labels: dict[str, list[str]] | None = None,
-) -> pl.DataFrame:
-    """Stage 3 over a criteria table; `runner=None` selects the offline backend (which reads Stage 1 labels)."""
-    if runner is None:
-        return _tag_offline(criteria, taxonomy, cfg, stage1, micro_labels)
+def tag(criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, runner: Runner) -> pl.DataFrame:
+    """Stage 3 over a criteria table: the model tags each batch against the closed vocabulary."""
     batches = list(criterion_batches(criteria, cfg.tag.batch_size, cfg.discover.brief_max_chars))
     jobs = [_job(b, taxonomy, cfg) for b in batches]
     answers = runner.run("tag", jobs, "Stage 3 tagging")
@@ -70,22 +65,3 @@ def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[TagAnswer
     )
     check = partial(validate_answer, n=len(batch.rows), names=taxonomy.names(), cfg=cfg.tag)
     return Job(prompt=prompt, schema=TagAnswer, validate=check, prefix=shared_prefix(prompt))
-
-
-def _tag_offline(criteria, taxonomy, cfg, stage1, micro_labels) -> pl.DataFrame:
-    from taxonomy.offline.discover import discover_offline
-    from taxonomy.offline.tag import tag_offline
-
-    if stage1 is None:  # a new corpus against a frozen taxonomy: derive its labels first
-        stage1 = discover_offline(criteria, cfg.labels)
-    found = tag_offline(criteria, stage1.select("criterion_id", "labels"), taxonomy, micro_labels, cfg.tag.max_tags)
-    names = taxonomy.names()
-    rows = []
-    for r in found.iter_rows(named=True):
-        problems = tag_problems(r["tags"], names, cfg.tag)
-        rows.append({
-            "criterion_id": r["criterion_id"], "tags": [] if problems else r["tags"],
-            "primary": None if problems else r["primary"], "score": r["score"],
-            "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
-        })
-    return pl.DataFrame(rows, schema=SCHEMA)

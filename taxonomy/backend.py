@@ -1,0 +1,123 @@
+"""The backend a session runs, chosen once when the session opens (`choose_backend`).
+
+Every stage asks the session's backend for its step; nothing else tests which backend runs.
+
+    backend.discover(criteria, cfg)                                  -> Stage 1 labels table
+    backend.label_embedder(criteria, stage1, cfg, default)           -> the embedder Stage 2a clusters with
+    backend.canonicalize(clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings) -> (micro, notes)
+    backend.merge(micro, centroids, cfg, corpus, co_micro, criteria, stage1) -> Taxonomy
+    backend.tag(criteria, taxonomy, cfg, stage1, micro_labels)       -> Stage 3 tags table
+    backend.ask(stage, jobs, title)                                  -> a model's answers, or None where no model runs
+    backend.brief_notes(criteria, cfg)                               -> notes on briefs cut for the prompts
+
+`LLMBackend` holds the one runner; `taxonomy.offline.backend.OfflineBackend` runs without a model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+import polars as pl
+
+from taxonomy.config import PipelineConfig
+from taxonomy.llm.cache import Cache
+from taxonomy.llm.runner import Answer, Job, Runner, Usage
+from taxonomy.schemas import MicroCapability, Taxonomy
+
+
+class Backend(Protocol):
+    name: str
+    model: str
+    usage: dict[str, Usage]
+    cache: Cache | None
+
+    def notice(self, cfg: PipelineConfig) -> str: ...
+    def identity(self, cfg: PipelineConfig) -> dict[str, Any]: ...
+    def ask(self, stage: str, jobs: Sequence[Job], title: str) -> list[Answer] | None: ...
+    def discover(self, criteria: pl.DataFrame, cfg: PipelineConfig) -> pl.DataFrame: ...
+    def label_embedder(self, criteria: pl.DataFrame, stage1: pl.DataFrame, cfg: PipelineConfig, default: Any) -> Any: ...
+    def canonicalize(self, clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, criteria: pl.DataFrame, cfg: PipelineConfig,
+                     stage1: pl.DataFrame, label_embeddings: np.ndarray) -> tuple[list[MicroCapability], list[str]]: ...
+    def merge(self, micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, corpus: str, co_micro: np.ndarray,
+              criteria: pl.DataFrame, stage1: pl.DataFrame) -> Taxonomy: ...
+    def tag(self, criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, stage1: pl.DataFrame | None,
+            micro_labels: dict[str, list[str]]) -> pl.DataFrame: ...
+    def brief_notes(self, criteria: pl.DataFrame, cfg: PipelineConfig) -> list[str]: ...
+
+
+@dataclass
+class LLMBackend:
+    """Gemini, Vertex or an OpenAI-compatible server, every call through the one runner."""
+    name: str
+    runner: Runner
+    cache: Cache
+
+    @property
+    def model(self) -> str:
+        return self.runner.cfg.model
+
+    @property
+    def usage(self) -> dict[str, Usage]:
+        return self.runner.usage
+
+    def notice(self, cfg: PipelineConfig) -> str:
+        return f"Backend: {self.name} (model {cfg.llm.model}); answers are cached in {self.cache.path}."
+
+    def identity(self, cfg: PipelineConfig) -> dict[str, Any]:
+        llm = cfg.llm
+        ident = {"backend": self.name, "model": llm.model, "temperature": llm.temperature, "reask_attempts": llm.reask_attempts}
+        if self.name == "openai":
+            ident["base_url"] = llm.base_url
+        return ident
+
+    def ask(self, stage: str, jobs: Sequence[Job], title: str) -> list[Answer]:
+        return self.runner.run(stage, jobs, title)
+
+    def discover(self, criteria, cfg):
+        from taxonomy.stages.discover import discover
+
+        return discover(criteria, cfg, self.runner)
+
+    def label_embedder(self, criteria, stage1, cfg, default):
+        return default
+
+    def canonicalize(self, clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings):
+        from taxonomy.stages.canonicalize import canonicalize
+
+        return canonicalize(clusters, criterion_clusters, criteria, cfg, self.runner, stage1=stage1, label_embeddings=label_embeddings)
+
+    def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
+        from taxonomy.stages.merge import merge
+
+        return merge(micro, centroids, cfg, self.runner, corpus=corpus, co_micro=co_micro)
+
+    def tag(self, criteria, taxonomy, cfg, stage1, micro_labels):
+        from taxonomy.stages.tag import tag
+
+        return tag(criteria, taxonomy, cfg, self.runner)
+
+    def brief_notes(self, criteria, cfg):
+        from taxonomy.stages.common import long_briefs
+
+        return long_briefs(criteria, cfg.discover.brief_max_chars)
+
+
+def choose_backend(cfg: PipelineConfig, name: str, *, credentials: Any = None, show_progress: bool = True,
+                   batch_dir: Any = None, on_paid: Any = None) -> Backend:
+    """The one place that decides what answers the stages: a model through the runner, or none."""
+    if name == "offline":
+        from taxonomy.offline.backend import OfflineBackend
+
+        return OfflineBackend()
+    from taxonomy.llm.providers import make_provider
+
+    if cfg.llm.mode == "batch":
+        from taxonomy.llm.batch import check_batch_backend
+
+        check_batch_backend(name)
+    provider = make_provider(cfg.llm, name, credentials)  # a bad provider setting stops before any file is made
+    # One cache per pipeline, wherever the run directory is: a new run dir re-pays nothing.
+    cache = Cache(cfg.resolve(cfg.output.dir) / cfg.name / "cache.sqlite")
+    runner = Runner(provider, cfg.llm, cache, show_progress=show_progress, batch_dir=batch_dir, on_paid=on_paid)
+    return LLMBackend(name, runner, cache)

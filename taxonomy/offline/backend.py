@@ -1,0 +1,141 @@
+"""The key-less backend behind the same interface as the LLM one (taxonomy/backend.py).
+
+No model reads the criteria: every step is corpus statistics, deterministic, on a laptop CPU. Its
+outputs pass the validators an LLM's answers do; what fails is marked failed, never kept.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+from sklearn.cluster import AgglomerativeClustering
+from threadpoolctl import threadpool_limits
+
+from taxonomy.config import PipelineConfig
+from taxonomy.schemas import MergedCapability, MicroCapability
+
+NOTICE = (
+    "Backend: offline (no LLM: criteria grouped by classical NLP statistics; no model read them, so names are their "
+    "characteristic phrases). For meaning set GEMINI_API_KEY, or pass --provider gemini | vertex | openai."
+)
+UNKNOWN = "Unknown: no model read these criteria; set it by hand or run the LLM merge."
+
+
+class OfflineBackend:
+    name = "offline"
+    model = "none"
+    cache = None
+
+    def __init__(self) -> None:
+        self.usage: dict = {}  # no paid calls
+
+    def notice(self, cfg: PipelineConfig) -> str:
+        return NOTICE
+
+    def identity(self, cfg: PipelineConfig) -> dict[str, Any]:
+        # Where no model runs, the code is the model: a run built by another version is not current.
+        from taxonomy.pipeline import code_hash
+
+        return {"backend": "offline", "code": code_hash()}
+
+    def ask(self, stage, jobs, title) -> None:
+        return None
+
+    def brief_notes(self, criteria, cfg) -> list[str]:
+        return []  # no prompt carries the briefs, so none is cut
+
+    def discover(self, criteria: pl.DataFrame, cfg: PipelineConfig) -> pl.DataFrame:
+        """Labels that pass the same validators an LLM's answer would; anything that fails is marked failed."""
+        from taxonomy.offline.discover import discover_offline
+        from taxonomy.stages.common import criterion_batches
+        from taxonomy.stages.discover import SCHEMA, item_problems
+        from taxonomy.validate import check_distinct_in_batch
+
+        rules = cfg.labels
+        found = discover_offline(criteria, rules).join(criteria.select("criterion_id", "text"), on="criterion_id", how="left")
+        labels_of = dict(zip(found["criterion_id"].to_list(), found["labels"].to_list()))
+        paraphrases: dict[str, list[str]] = {}  # the same batch check as on the LLM path
+        for batch in criterion_batches(criteria, cfg.discover.batch_size, 0):
+            ids = [r["criterion_id"] for r in batch.rows]
+            for v in check_distinct_in_batch({i: labels_of.get(cid) or [] for i, cid in enumerate(ids)}, rules, batch.category):
+                paraphrases.setdefault(ids[v.item], []).append(v.message)
+        rows = []
+        for r in found.iter_rows(named=True):
+            problems = item_problems(r["labels"], r["rationale"], r["text"], rules) + paraphrases.get(r["criterion_id"], [])
+            rows.append({
+                "criterion_id": r["criterion_id"], "labels": [] if problems else r["labels"], "rationale": r["rationale"],
+                "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
+            })
+        return pl.DataFrame(rows, schema=SCHEMA)
+
+    def label_embedder(self, criteria, stage1, cfg: PipelineConfig, default):
+        if cfg.embedding.provider not in ("auto", "local"):
+            return default
+        from taxonomy.offline.embed import CriterionLabelEmbedder
+
+        return CriterionLabelEmbedder(criteria, stage1, seed=cfg.cluster.seed)
+
+    def canonicalize(self, clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings):
+        from taxonomy.stages.canonicalize import cluster_inputs, micro_capabilities, name_offline
+
+        inputs = cluster_inputs(clusters, criterion_clusters, criteria, cfg)  # the dominant criteria only
+        taken: set[str] = set()
+        cards = []
+        for inp in inputs:
+            cards.append(name_offline(inp, cfg, taken))
+            taken.add(cards[-1].name)
+        return micro_capabilities(inputs, cards, criterion_clusters.height), []
+
+    def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
+        from taxonomy.merge_rules import share_violations, solve_merge
+        from taxonomy.offline.describe import describe_offline
+        from taxonomy.siblings import merge_siblings
+        from taxonomy.stages.merge import assemble
+
+        proposal, notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=_ward_start(micro, centroids, cfg),
+                                      co_micro=co_micro, boundaries=True)
+        taxonomy = assemble(proposal, micro, centroids, cfg, corpus, co_micro, notes, UNKNOWN)
+        if taxonomy.violations:
+            return taxonomy
+        # No model names the offline capabilities: their criteria's own phrases do.
+        taxonomy = describe_offline(taxonomy, criteria, stage1, cfg, merge_siblings(taxonomy, micro, centroids, co_micro))
+        taxonomy.violations = share_violations(taxonomy.names(), [c.share for c in taxonomy.capabilities], cfg.merge)
+        return taxonomy
+
+    def tag(self, criteria, taxonomy, cfg, stage1, micro_labels) -> pl.DataFrame:
+        from taxonomy.offline.discover import discover_offline
+        from taxonomy.offline.tag import tag_offline
+        from taxonomy.stages.tag import SCHEMA, tag_problems
+
+        if stage1 is None:  # a new corpus against a frozen taxonomy: derive its labels first
+            stage1 = discover_offline(criteria, cfg.labels)
+        found = tag_offline(criteria, stage1.select("criterion_id", "labels"), taxonomy, micro_labels, cfg.tag.max_tags)
+        names = taxonomy.names()
+        rows = []
+        for r in found.iter_rows(named=True):
+            problems = tag_problems(r["tags"], names, cfg.tag)
+            rows.append({
+                "criterion_id": r["criterion_id"], "tags": [] if problems else r["tags"],
+                "primary": None if problems else r["primary"], "score": r["score"],
+                "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
+            })
+        return pl.DataFrame(rows, schema=SCHEMA)
+
+
+def _ward_start(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig) -> list[MergedCapability] | None:
+    """Ward over the micro-capability centroids, k the middle of the allowed count; the solver then repairs
+    count and shares as for any start. Ward needs no seed, so a corpus gives the same capabilities every run."""
+    k = (cfg.merge.min_caps + cfg.merge.max_caps) // 2
+    weights = np.array([max(m.n_criteria, 0) for m in micro], dtype=float)
+    if len(micro) <= k or weights.sum() <= 0:
+        return None
+    with threadpool_limits(1):  # tiny problem: BLAS/OpenMP threads only contend
+        groups = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(centroids)
+    start = []
+    for g in sorted(set(groups.tolist())):
+        members = [m for m, gi in zip(micro, groups) if gi == g]
+        lead = max(members, key=lambda m: (m.n_criteria, m.name))
+        start.append(MergedCapability(**lead.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}),
+                                      member_input_names=[m.name for m in members]))
+    return start
