@@ -32,10 +32,19 @@ def wheel(tmp_path_factory) -> Path:
         if (ROOT / name).is_file() and not name.startswith(("data/", "benchmarks/", "notebooks/")):
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             (src / name).write_bytes((ROOT / name).read_bytes())
-    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(dist)],
-                   check=True, capture_output=True)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(dist)],
+                           check=True, capture_output=True, text=True)
+    (dist / "build.log").write_text(built.stdout + built.stderr)
     (found,) = dist.glob("rubric_taxonomy-*.whl")
     return found
+
+
+def test_the_build_is_quiet(wheel):
+    """`make demo` installs the package first: setuptools' 40-line warnings about the packaging metadata
+    (a data folder not in `packages`, a license or readme form it cannot read) are the user's first output."""
+    log = (wheel.parent / "build.log").read_text()
+    for warning in ("BuildBackendWarning", "SetuptoolsDeprecationWarning", "SetuptoolsWarning", "!!"):
+        assert warning not in log, log
 
 
 def test_wheel_carries_every_package_template_and_schema(wheel):
