@@ -234,6 +234,28 @@ class ExportConfig(Section):
     max_prompt_chars: int = Field(12_000, ge=500)
 
 
+class OfflineConfig(Section):
+    """The key-less backend (taxonomy/offline/): no model reads the criteria; these shape how it groups them."""
+
+    # SVD dimensions of the criterion vectors: room for 80 fine kinds, small enough for 100,000 criteria.
+    dims: int = Field(96, ge=2)
+    # Leading words counted again as the predicate: a criterion's first words say what it asserts.
+    predicate_words: int = Field(4, ge=0)
+    # Share of each task's mean vector removed: what all of a task's criteria share is its topic, not a check.
+    task_mean_share: float = Field(0.5, ge=0, le=1)
+    # The Ward tree cut this low gives the Stage 1 labels (Stage 2's micro-clusters).
+    fine_kinds: int = Field(80, ge=2)
+    # The same tree cut this high gives the broad kinds the label embedding carries, so the merge recovers them.
+    broad_kinds: int = Field(9, ge=1)
+    # Ward's memory grows with n squared: above this many criteria the tree is built over k-means centroids...
+    ward_exact_max: int = Field(12_000, ge=100)
+    # ...this many of them.
+    ward_centroids: int = Field(2_000, ge=10)
+    # Phrases in a capability's title, and criteria quoted to show it.
+    title_phrases: int = Field(3, ge=1)
+    shown_criteria: int = Field(3, ge=1)
+
+
 class OutputConfig(Section):
     # Relative to the TOML's folder when set; empty: ./outputs of the folder the command runs in,
     # made absolute when the config loads, so the run's manifest records where it went.
@@ -261,6 +283,7 @@ class PipelineConfig(Section):
     tag: TagConfig = TagConfig()
     audit: AuditConfig = AuditConfig()
     export: ExportConfig = ExportConfig()
+    offline: OfflineConfig = OfflineConfig()
     output: OutputConfig = OutputConfig()
     # Folder of the TOML file; relative paths inside the config resolve against it.
     base_dir: Path = Path(".")
