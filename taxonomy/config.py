@@ -170,14 +170,44 @@ class DiscoverConfig(Section):
     brief_max_chars: int = Field(4000, ge=0)
 
 
+PAPER_K = 80  # the paper's micro-clusters, for 3,204 criteria
+MIN_AUTO_K = 20
+LABELS_PER_CLUSTER = 5
+
+
 class ClusterConfig(Section):
-    k: int = Field(80, ge=2)
+    # "auto": scaled with the unique labels (k_for); a number is the user's own k, used as given.
+    k: int | Literal["auto"] = "auto"
     linkage: Literal["ward", "average", "complete", "single"] = "ward"
     metric: Literal["euclidean", "cosine"] = "euclidean"
     # Above this many unique labels, cluster mini-batch k-means centroids instead.
     exact_max: int = Field(12_000, ge=10)
     centroids: int = Field(3_000, ge=10)
     seed: int = 0
+
+    @field_validator("k")
+    @classmethod
+    def _two_or_more(cls, k):
+        if isinstance(k, int) and k < 2:
+            raise ValueError(f"k = {k} is below 2; use a number of micro-clusters of at least 2, or \"auto\"")
+        return k
+
+    def k_for(self, unique_labels: int, scaled: bool = True) -> tuple[int, str]:
+        """The k a run uses and why, in words for the cluster stage's line and the estimate.
+
+        The paper's 80 micro-clusters are for thousands of unique labels (3,204 criteria). A small corpus
+        clustered into 80 gets clusters of one or two labels: the naming model has no shared check to see
+        in them, and naming becomes most of the run's calls. So "auto" aims at LABELS_PER_CLUSTER labels a
+        cluster, never fewer than twice the paper's 10 capabilities (the merge needs more than it forms)
+        and never more than the paper's 80. `scaled=False` (labels that are already kinds of check, as the
+        offline backend's are) keeps the paper's 80."""
+        if self.k != "auto":
+            return min(self.k, unique_labels), f"k = {min(self.k, unique_labels)}: cluster.k = {self.k} in the pipeline config"
+        if not scaled:
+            return min(PAPER_K, unique_labels), f"k = {min(PAPER_K, unique_labels)}: the paper's {PAPER_K} (cluster.k = \"auto\")"
+        k = min(PAPER_K, max(MIN_AUTO_K, round(unique_labels / LABELS_PER_CLUSTER)), unique_labels)
+        return k, (f"k = {k}: scaled with {unique_labels} unique labels, about {LABELS_PER_CLUSTER} a cluster, "
+                   f"between {MIN_AUTO_K} and the paper's {PAPER_K} (cluster.k = \"auto\"; set cluster.k to choose)")
 
 
 class CanonicalizeConfig(Section):

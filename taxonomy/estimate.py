@@ -213,7 +213,7 @@ def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
     out.append(StageEstimate("cluster", 0, 0, 0, f"~{unique} unique labels embedded ({embedder})",
                              embed_calls=embed_calls, embed_tokens=0 if embedder == "local" else tokens(unique * label_chars)))
 
-    k = min(cfg.cluster.k, unique)
+    k, k_note = cfg.cluster.k_for(unique)
     per_cluster = max(1, unique // k)
     labels = [_label(cfg, i) for i in range(k * per_cluster)]
     clusters = pl.DataFrame({"label": labels, "cluster_id": [i // per_cluster for i in range(len(labels))], "frequency": [1] * len(labels)})
@@ -227,7 +227,7 @@ def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
     card_chars = label_chars + CARD_TEXT_CHARS + ITEM_OVERHEAD_CHARS
     out.append(StageEstimate("canonicalize", len(jobs), sum(tokens(j.prompt) for j in jobs),
                              tokens(len(jobs) * (card_chars + MICRO_BOUNDARIES * boundary_chars)),
-                             f"one call per micro-cluster (cluster.k = {cfg.cluster.k}, ~{per_cluster} labels each)", *_no_embed(),
+                             f"one call per micro-cluster ({k_note}; ~{per_cluster} labels each)", *_no_embed(),
                              *caching(jobs, cfg)))
 
     names = [_label(cfg, 1000 + i) for i in range(k)]

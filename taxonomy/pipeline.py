@@ -318,12 +318,13 @@ def step_cluster(s: Session) -> dict[str, Any]:
             "fix: read the problems column, and check the [labels] settings and the model"
         )
     embedder = s.engine.label_embedder(ensure_criteria(s), stage1, s.cfg, embedder)
-    result = cluster_labels(stage1, embedder, s.cfg.cluster)
+    # The offline backend's labels are already its fine kinds of check, one micro-cluster each.
+    result = cluster_labels(stage1, embedder, s.cfg.cluster, scaled=s.engine.name != "offline")
     s.run.write_parquet("clusters.parquet", result.clusters)
     s.run.write_parquet("criterion_clusters.parquet", result.criterion_clusters)
     s.run.write_npy("label_embeddings.npy", result.embeddings)
     return {"unique_labels": result.clusters.height, "clusters": result.clusters["cluster_id"].n_unique(),
-            "method": result.method, "embedder": embedder.name}
+            "method": result.method, "embedder": embedder.name, "notes": [result.k_note]}
 
 
 def _micro(s: Session) -> list[MicroCapability]:

@@ -63,7 +63,7 @@ def test_run_a_bare_csv_detects_columns_writes_its_toml_and_resumes_from_it(here
     again = invoke("run", toml, "-q", "--no-report")
     assert again.output.count("already on disk and up to date, skipped") == 5, again.output
     # tuned: a changed knob rebuilds from the stage that reads it
-    toml.write_text(toml.read_text().replace("# [cluster]\n# k = 80", "[cluster]\nk = 30"))
+    toml.write_text(toml.read_text().replace('# [cluster]\n# k = "auto"', "[cluster]\nk = 30"))
     tuned = invoke("run", toml, "-q", "--no-report")
     assert "cluster: recomputing" in tuned.output and "discover: already on disk" in tuned.output
 
@@ -77,7 +77,7 @@ def test_init_writes_the_toml_without_running(here):
     raw = tomllib.loads(text)
     assert raw["corpus"] == {"path": "it.tsv", "format": "table",
                              "columns": {"task_id": "Task", "text": "criterion", "weight": "points", "category": "category", "brief": "prompt"}}
-    assert "# [cluster]\n# k = 80" in text and "# [llm.prices]" in text  # every other key, with its default
+    assert '# [cluster]\n# k = "auto"' in text and "# [llm.prices]" in text  # every other key, with its default
     assert "[merge]" in text and "min_caps = 1" in text  # 40 criteria: bounds a small corpus can meet, said so
     assert load_config(here / "it.toml").corpus.columns.weight == "points"
     assert "already exists" in refused("init", "it.tsv")

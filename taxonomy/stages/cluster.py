@@ -31,10 +31,11 @@ class ClusterResult:
     criterion_clusters: pl.DataFrame  # criterion_id str, dominant_cluster i64
     embeddings: np.ndarray  # row i embeds clusters["label"][i]
     method: str  # which path ran, e.g. "agglomerative(ward, euclidean)"
+    k_note: str = ""  # which k ran and why, for the stage's line
 
 
-def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig) -> ClusterResult:
-    """Cluster the unique labels of the `ok` Stage 1 rows into `min(cfg.k, n_unique)` clusters.
+def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig, scaled: bool = True) -> ClusterResult:
+    """Cluster the unique labels of the `ok` Stage 1 rows into `cfg.k_for(n_unique, scaled)` clusters.
 
     Cluster ids are renumbered 0..k-1 by descending cluster size (unique labels), ties by
     the position of the cluster's most frequent label in `clusters`.
@@ -60,7 +61,8 @@ def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig)
         )
 
     embeddings = embedder.embed(labels)
-    raw, method = _assign(embeddings, cfg)
+    k, k_note = cfg.k_for(len(labels), scaled)
+    raw, method = _assign(embeddings, k, cfg)
     ids = _renumber(raw)
     cluster_of = dict(zip(labels, ids.tolist()))
 
@@ -73,7 +75,7 @@ def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig)
         {"criterion_id": [c for c, _ in dominant], "dominant_cluster": [d for _, d in dominant]},
         schema={"criterion_id": pl.Utf8, "dominant_cluster": pl.Int64},
     )
-    return ClusterResult(clusters, criterion_clusters, embeddings, method)
+    return ClusterResult(clusters, criterion_clusters, embeddings, method, k_note)
 
 
 def dominant_cluster(ranked_cluster_ids: list[int]) -> int:
@@ -94,9 +96,8 @@ def cluster_centroids(embeddings: np.ndarray, cluster_ids: np.ndarray) -> np.nda
 
 
 # ---- internals -------------------------------------------------------------------
-def _assign(x: np.ndarray, cfg: ClusterConfig) -> tuple[np.ndarray, str]:
+def _assign(x: np.ndarray, k: int, cfg: ClusterConfig) -> tuple[np.ndarray, str]:
     n = len(x)
-    k = min(cfg.k, n)
     # Ward is only defined for euclidean distance; on unit rows that ranks pairs as cosine does.
     metric = "euclidean" if cfg.linkage == "ward" else cfg.metric
     if k <= 1:
