@@ -176,3 +176,41 @@ def test_the_names_and_phrases_the_prompts_invite_pass_their_validators():
     assert principle_problems(cap) == []
     two = cap.model_copy(update={"needs_domain_conventions_reason": "It depends on layout. Text loses it."})
     assert principle_problems(two) and "2 sentences" in principle_problems(two)[0]
+
+
+def _guidance_cap(conventions: bool) -> TaxonomyCapability:
+    return _cap("a_b_c_capability", non_examples=["if x y z, prefer `d_e_f_capability`"] if conventions else [],
+                needs_domain_conventions=conventions, needs_domain_conventions_reason="It reads conventions." if conventions else "")
+
+
+EVERY_TEMPLATE = {
+    **VARIANTS,
+    "reask": ("reask.j2", dict(violations=["first problem", "second problem"])),
+    "edit split two": ("edit_split.j2", dict(capability=_cap("a_b_c_capability"), taken=["d_e_f_capability"], parts=[
+        {"share": 0.5, "members": [{"name": "x_y_z_capability", "share": 0.5, "description": "D."}], "labels": ["x_y_z_capability"]},
+        {"share": 0.5, "members": [], "labels": []}])),
+    "edit split three": ("edit_split.j2", dict(capability=_cap("a_b_c_capability"), taken=[], parts=[
+        {"share": 0.3, "members": [], "labels": []}] * 3)),
+    "guidance plain": ("guidance.j2", dict(cap=_guidance_cap(False), examples=[], notes=None)),
+    "guidance full": ("guidance.j2", dict(cap=_guidance_cap(True), notes="Use the house style.",
+                                          examples=[{"task_id": "t", "text": "The loss is logged.", "direction": "penalty"}])),
+}
+
+
+@pytest.mark.parametrize("variant", sorted(EVERY_TEMPLATE))
+def test_no_line_is_glued_onto_the_one_above(variant):
+    """An include, a loop or a whitespace-stripping tag can join a bullet, a heading or a sentence onto
+    the end of the previous line; whichever template and whichever optional parts, none is."""
+    template, context = EVERY_TEMPLATE[variant]
+    prompt = render(template, rules=RULES, **context)
+    glued = re.findall(r"[^\s#][^\S\n]*(?:- [A-Z`<\"]|#{2,} |<(?:criterion|example|label|nearby) )", prompt)
+    glued = [g for g in glued if not g.startswith((">", "("))]  # a fence's own tags follow one another on purpose
+    assert not glued, (variant, glued)
+    assert "\n\n\n" not in prompt and "{{" not in prompt and "{%" not in prompt and "{#" not in prompt
+    assert all(line == line.rstrip() for line in prompt.splitlines()), variant
+    assert not re.search(r"[^\n]\n- [^\n]*\n[A-Za-z][^\n]*\n- ", prompt), variant  # no bullet list broken by a stray line
+
+
+def test_the_naming_rules_keep_each_rule_on_its_own_line():
+    rules = render("_naming_rules.j2", rules=RULES)
+    assert "\n- Names no tool, file format or data source" in rules and "`.)- " not in rules
