@@ -130,6 +130,9 @@ def test_every_template_renders_clean_lines(variant):
         else:
             assert ("(part of: Training)" in prompt) == has_context
         assert ("Rubric category: Code" in prompt) == bool(context["category"]) and ("Cohort: c1" in prompt) == bool(context["cohort"])
+        if template == "stage1_discovery.j2":  # no batch's rule speaks of a category it does not have
+            assert ("rubric category" in prompt.lower()) == bool(context["category"])
+            assert ("Distinct from sibling capabilities within this batch:" in prompt) != bool(context["category"])
         # The batch comes last: everything before "Task ID:" is the shared part a context cache serves.
         assert prompt.index("Task ID:") > prompt.index("Output only the JSON") and f"criterion_idx 0 to {len(context['criteria']) - 1}" in lines[-1]
     if template == "stage2_canonicalize.j2":
