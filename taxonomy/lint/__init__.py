@@ -1,1 +1,57 @@
-"""`taxonomy lint`: find defective criteria in a rubric corpus (to be built: issue 37)."""
+"""`taxonomy lint`: find defective criteria in a rubric corpus, like a code linter finds defective code.
+
+    lint(frame, capability=None, select=None) -> [Finding]   the offline rules, deterministic
+    summary_line(frame, target) -> str                        one line for `taxonomy run`
+    findings_by_criterion(frame, capability=None) -> {criterion_id: [Finding]}   for the report
+
+The rules live one family per module (signs, duplicates, wording, grounding, weights); the LLM's
+findings (llm.py) are validated and merged with them; output.py writes every format.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import polars as pl
+
+from taxonomy.lint.duplicates import duplicate
+from taxonomy.lint.findings import RULES, SEVERITIES, Finding, rank
+from taxonomy.lint.grounding import uncovered_brief, ungrounded
+from taxonomy.lint.reading import Corpus
+from taxonomy.lint.signs import contradiction, sign_mismatch
+from taxonomy.lint.weights import weight_outlier
+from taxonomy.lint.wording import compound, hygiene, vague
+
+__all__ = ["RULES", "SEVERITIES", "Finding", "lint", "summary_line", "findings_by_criterion", "counts"]
+
+CHECKS: dict[str, Callable[[Corpus], list[Finding]]] = {
+    "sign-mismatch": sign_mismatch, "contradiction": contradiction, "duplicate": duplicate, "compound": compound,
+    "vague": vague, "weight-outlier": weight_outlier, "uncovered-brief": uncovered_brief, "ungrounded": ungrounded,
+    "hygiene": hygiene,
+}
+
+
+def lint(frame: pl.DataFrame, capability: dict[str, str] | None = None, select: Iterable[str] | None = None) -> list[Finding]:
+    """The offline rules over a criteria frame (criterion_id, task_id, text, weight, brief), in the corpus's order."""
+    corpus = Corpus.of(frame, capability)
+    order = {r.criterion_id: r.idx for r in corpus.rows}
+    found = [f for rule in (select or CHECKS) for f in CHECKS[rule](corpus)]
+    return sorted(found, key=lambda f: (order.get(f.criterion_ids[0], 0), -rank(f.severity), f.rule))
+
+
+def counts(findings: list[Finding]) -> dict[str, int]:
+    return {s: sum(f.severity == s for f in findings) for s in reversed(SEVERITIES)}
+
+
+def summary_line(frame: pl.DataFrame, target: str, capability: dict[str, str] | None = None) -> str:
+    """What `taxonomy run` prints: the offline findings summed, and the command that lists them."""
+    n = counts(lint(frame, capability))
+    return f"Lint: {n['error']} errors, {n['warning']} warnings, {n['info']} notes in the rubric; list them with `taxonomy lint {target}`"
+
+
+def findings_by_criterion(frame: pl.DataFrame, capability: dict[str, str] | None = None) -> dict[str, list[Finding]]:
+    """Each criterion's offline findings (a finding about two criteria is listed under both)."""
+    out: dict[str, list[Finding]] = {}
+    for f in lint(frame, capability):
+        for cid in f.criterion_ids:
+            out.setdefault(cid, []).append(f)
+    return out

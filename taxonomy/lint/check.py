@@ -1,0 +1,61 @@
+"""`taxonomy lint` as a library call: read the target, run the offline rules, add the model's review
+when a model is configured, place every finding on its file's line."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from taxonomy.config import ConfigError
+from taxonomy.lint import lint
+from taxonomy.lint.findings import RULES, SEVERITIES, Finding
+from taxonomy.lint.llm import STAGE, jobs, merge, read_answers
+from taxonomy.lint.output import summary
+from taxonomy.lint.reading import Corpus
+from taxonomy.lint.target import Target, load_target
+
+
+def rules(select: str | None, ignore: str | None) -> list[str]:
+    """The rules `--select` and `--ignore` leave; an unknown name is a one-line error naming the known ones."""
+    def names(option: str, value: str | None) -> list[str]:
+        listed = [n.strip() for n in (value or "").split(",") if n.strip()]
+        for n in listed:
+            if n not in RULES:
+                raise ConfigError(f"{option} {n}: unknown rule; fix: use one or more of {', '.join(RULES)}, separated by commas")
+        return listed
+
+    chosen, dropped = names("--select", select) or list(RULES), set(names("--ignore", ignore))
+    return [r for r in RULES if r in chosen and r not in dropped]
+
+
+def fails(findings: list[Finding], fail_on: str) -> bool:
+    if fail_on == "never":
+        return False
+    least = SEVERITIES.index(fail_on)
+    return any(SEVERITIES.index(f.severity) >= least for f in findings)
+
+
+def check(path: Path, chosen: list[str], provider: str | None = None, quiet: bool = True) -> tuple[list[Finding], dict]:
+    target = load_target(path)
+    found = lint(target.frame, target.capability, chosen)
+    found, llm = _with_model(target, found, chosen, provider, quiet)
+    where = target.locations()
+    for f in found:
+        f.location = where.get(f.criterion_ids[0], {"file": None, "line": None})
+    n_tasks = target.frame["task_id"].n_unique()
+    return found, summary(found, target.frame.height, n_tasks, llm)
+
+
+def _with_model(target: Target, found: list[Finding], chosen: list[str], provider: str | None, quiet: bool) -> tuple[list[Finding], dict]:
+    from taxonomy.llm.providers import resolve_provider_name
+
+    backend = resolve_provider_name(provider or target.cfg.llm.provider)
+    if backend == "offline":
+        return found, {"asked": 0, "why": "offline: set GEMINI_API_KEY or pass --provider for the model's review"}
+    from taxonomy.pipeline import open_session
+
+    session = open_session(target.cfg, provider=backend, run_dir=target.run_dir, show_progress=not quiet, from_source=target.run_dir is None)
+    corpus = Corpus.of(target.frame)
+    asked = jobs(corpus)
+    answers = session.runner.run(STAGE, [job for _, job in asked], "lint: reviewing each task's criteria")
+    review = read_answers(corpus, [task for task, _ in asked], answers)
+    model = [f for f in review.findings if f.rule in chosen]
+    return merge(found, model), review.summary()

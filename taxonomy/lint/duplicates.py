@@ -1,0 +1,73 @@
+"""duplicate: the same check twice in one task (under one parent, in a tree), so its weight counts twice.
+
+Exact after folding case, space and punctuation; near when the folded words differ by one word
+that is neither a number nor a negation (those change what is checked)."""
+from __future__ import annotations
+
+from taxonomy.lint.findings import Finding, clip
+from taxonomy.lint.grounding import items
+from taxonomy.lint.reading import Corpus, Row, fold, pairs
+from taxonomy.text import NEGATIONS, normalized
+
+MIN_WORDS = 5    # a one-word change in a shorter criterion is another criterion
+
+
+def duplicate(c: Corpus) -> list[Finding]:
+    folded = {r.idx: tuple(fold(w) for w in normalized(r.text).split()) for r in c.rows}
+
+    def keys(r: Row):
+        t = folded[r.idx]
+        yield t
+        # One word changed, added or dropped leaves the first or the last h words as they were, h
+        # reckoned from the shorter text: (n-1)//2 when this one is the shorter, (n-2)//2 when the longer.
+        for h in {(len(t) - 1) // 2, (len(t) - 2) // 2}:
+            if h >= 2:
+                yield ("head", h, t[:h])
+                yield ("tail", h, t[-h:])
+
+    found = sorted(pairs(c.rows, keys))
+    out = []
+    for i, j in found:
+        a, b = c.rows[i], c.rows[j]
+        if (a.weight < 0) != (b.weight < 0) or not folded[i]:
+            continue  # opposite signs are the contradiction rule's
+        if normalized(a.text) == normalized(b.text):
+            out.append(_finding(a, b, "error", "the same criterion twice"))
+        elif min(len(folded[i]), len(folded[j])) >= MIN_WORDS and sorted(items(a.text)) == sorted(items(b.text)):
+            swapped = _one_word_apart(folded[i], folded[j], c.function)
+            if swapped is not None and not _variant(i, j, found, folded):
+                out.append(_finding(a, b, "info" if swapped else "warning", f"one {'content ' if swapped else ''}word apart"))
+    return out
+
+
+def _finding(a: Row, b: Row, severity: str, how: str) -> Finding:
+    return Finding(
+        "duplicate", severity, a.task_id, [a.criterion_id, b.criterion_id],
+        f'{how}: "{clip(a.text, 80)}" ({a.sign}) and "{clip(b.text, 80)}" ({b.sign}); the check counts {abs(a.weight) + abs(b.weight):g} points',
+        f"{a.text} | {b.text}", "delete one of them (or merge them into one criterion with the weight the check deserves)")
+
+
+def _one_word_apart(a: tuple, b: tuple, function: frozenset[str]) -> bool | None:
+    """None unless one word is changed, added or dropped (and it is neither a number nor a negation);
+    True when a content word was swapped for another, which may as well make a second check."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return None
+    if len(a) == len(b):
+        diff = [(x, y) for x, y in zip(a, b) if x != y]
+        if len(diff) != 1 or any(_meaningful(w) for w in diff[0]):
+            return None
+        return not all(w in function for w in diff[0])
+    long, short = (a, b) if len(a) > len(b) else (b, a)
+    k = next((n for n, (x, y) in enumerate(zip(long, short)) if x != y), len(short))
+    return False if long[:k] + long[k + 1:] == short and not _meaningful(long[k]) else None
+
+
+def _variant(i: int, j: int, found: list[tuple[int, int]], folded: dict) -> bool:
+    """A third criterion one word from both (mean / min / max of one template) makes a family of variants."""
+    near_i = {b if a == i else a for a, b in found if i in (a, b)}
+    near_j = {b if a == j else a for a, b in found if j in (a, b)}
+    return any(len(folded[k]) == len(folded[i]) == len(folded[j]) for k in (near_i & near_j) - {i, j})
+
+
+def _meaningful(word: str) -> bool:
+    return word in NEGATIONS or any(ch.isdigit() for ch in word)

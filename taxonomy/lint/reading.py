@@ -1,0 +1,137 @@
+"""How the linter reads one criterion: folded words, negation, opening cue, sentences and clauses.
+
+Every cue list here is English grammar, not a domain: negation words (taxonomy.text.NEGATIONS),
+the auxiliaries that carry a negation ("does not"), and verbs that negate what follows them
+("fails to"). Which openings go with rewards or penalties is learned from each corpus.
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Callable, Iterable
+
+import polars as pl
+
+from taxonomy.text import NEGATIONS, STEM_LETTERS, function_words, stem, words
+
+# "does not recommend" negates "recommends": the auxiliary carries no content of its own.
+AUXILIARIES = frozenset("do does did doing".split())
+# "fails to mention" negates "mentions"; grammar of implicative verbs, the same in every field.
+NEGATING_VERBS = frozenset("fail fails failed failing".split())
+LANGUAGE_SAMPLE = 500
+# Words that open a subordinate clause (a condition, a reason, a time): English grammar.
+SUBORDINATORS = frozenset("if when whenever unless whether because although though while since until before after where".split())
+_SUBORDINATE = re.compile(r"\b(?:" + "|".join(sorted(SUBORDINATORS)) + r")\b[^,;.:]*", re.I)
+_QUOTED = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”|\$[^$]*\$")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
+
+
+def fold(word: str) -> str:
+    """One form per word: long words by their stem, short ones without a plural/3rd-person "s"."""
+    if len(word) > STEM_LETTERS:
+        return stem(word)
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+def main_clause(text: str) -> list[str]:
+    """The words of the main clause: quoted terms and subordinate clauses (from "if", "when", "after"
+    ... to the next comma) left out, so a "not" inside "if ... not ..." or a name such as "No
+    Expansion" negates nothing the criterion asserts."""
+    return words(_SUBORDINATE.sub(" ", _QUOTED.sub(" ", text or "")))
+
+
+def negations(ws: list[str]) -> int:
+    """How many times the words negate: negation words and "fail(s) to"."""
+    n = sum(w in NEGATIONS for w in ws)
+    return n + sum(w in NEGATING_VERBS and nxt == "to" for w, nxt in zip(ws, ws[1:] + [""]))
+
+
+def core(ws: list[str]) -> tuple[str, ...]:
+    """The statement with its negation taken out, folded: a statement and its negation share it."""
+    out, skip = [], False
+    for w, nxt in zip(ws, ws[1:] + [""]):
+        if skip:
+            skip = False
+            continue
+        if w in NEGATING_VERBS and nxt == "to":
+            skip = True
+            continue
+        if w in NEGATIONS or w in AUXILIARIES:
+            continue
+        out.append(fold(w))
+    return tuple(out)
+
+
+def opening(ws: list[str], function: frozenset[str]) -> str | None:
+    """The criterion's first word when it says something ("Fails", "Correctly"); None for "The", "A", "Does"."""
+    if not ws or ws[0] in function or ws[0] in NEGATIONS:
+        return None
+    return ws[0]
+
+
+def negated_opening(ws: list[str]) -> bool:
+    return negations(ws[:3]) > 0
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of a text: split after ".", "!" or "?" when a capital or quote follows."""
+    return [s.strip() for s in _SENTENCE.split(text or "") if s.strip()]
+
+
+@dataclass
+class Row:
+    """One criterion as the rules read it."""
+
+    idx: int
+    criterion_id: str
+    task_id: str
+    text: str
+    weight: float
+    brief: str
+    context: str  # the ancestor requirements in a tree corpus: the same leaf text under two parents is two checks
+    ws: list[str]
+    content: set[str] = field(default_factory=set)  # folded content words, set by Corpus.of
+
+    @property
+    def sign(self) -> str:
+        return f"{self.weight:+g}"
+
+
+@dataclass
+class Corpus:
+    """The criteria to lint, grouped by task, with what the rules learn from the whole corpus."""
+
+    rows: list[Row]
+    function: frozenset[str]
+    tasks: dict[str, list[Row]] = field(default_factory=dict)
+    capability: dict[str, str] = field(default_factory=dict)  # criterion_id -> primary capability (a run's tags)
+
+    @classmethod
+    def of(cls, frame: pl.DataFrame, capability: dict[str, str] | None = None) -> "Corpus":
+        texts = [t or "" for t in frame["text"].to_list()]
+        contexts = frame["context"].to_list() if "context" in frame.columns else [""] * frame.height
+        rows = [Row(i, cid, tid, text, float(w), brief or "", ctx or "", words(text)) for i, (cid, tid, text, w, brief, ctx) in enumerate(zip(
+            frame["criterion_id"].to_list(), frame["task_id"].to_list(), texts, frame["weight"].to_list(), frame["brief"].to_list(), contexts))]
+        # Which languages the corpus uses is clear from a few hundred criteria; reading 3,000 costs seconds.
+        function = function_words(texts[:: max(1, len(texts) // LANGUAGE_SAMPLE)])
+        tasks: dict[str, list[Row]] = {}
+        for r in rows:
+            r.content = content(r.ws, function)
+            tasks.setdefault(r.task_id, []).append(r)
+        return cls(rows, function, tasks, capability or {})
+
+
+def pairs(rows: list[Row], keys: Callable[[Row], Iterable]) -> set[tuple[int, int]]:
+    """Pairs of rows (by idx, smaller first) under one task and parent that share a key: the only
+    pairs a rule needs to compare, so a task of 400 criteria costs no 80,000 comparisons."""
+    block: dict = defaultdict(list)
+    for r in rows:
+        for k in set(keys(r)):
+            block[(r.task_id, r.context, k)].append(r.idx)
+    return {(a, b) for members in block.values() for a, b in combinations(members, 2)}
+
+
+def content(ws: list[str], function: frozenset[str]) -> set[str]:
+    return {fold(w) for w in ws if w not in function and w not in NEGATIONS and w not in NEGATING_VERBS and len(w) > 1}

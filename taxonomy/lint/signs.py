@@ -1,0 +1,108 @@
+"""sign-mismatch and contradiction: signs read against the wording, learned from the corpus's own signs.
+
+An opening word ("Fails", "Correctly") that the corpus's other criteria use almost only with one sign
+is a cue; a criterion carrying the other sign disagrees with its own corpus. A negated opening
+("Does not ...", "No ...") is never more than a hint: rewarding an absence is a legitimate wording.
+"""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from taxonomy.lint.findings import Finding, clip
+from taxonomy.lint.grounding import items
+from taxonomy.lint.reading import Corpus, Row, core, main_clause, negated_opening, negations, opening, pairs
+
+CUE_SUPPORT = 10      # other criteria with the opening before it says anything
+CUE_SHARE = 0.9       # share of them with the other sign, for a hint (info)
+STRONG_SUPPORT = 20   # ...and for a warning: more criteria,
+STRONG_SHARE = 0.97   # a near-unanimous sign, and an opening that is not a negation
+SAME_CHECK = 0.8      # content-word overlap (Jaccard) at which two criteria state one thing...
+MAX_APART = 3         # ...when at most this many content words tell them apart
+NEGATION_APART = 1    # a statement and its negation: at most one other word apart
+
+
+def _penalty(r: Row) -> bool:
+    return r.weight < 0
+
+
+def sign_mismatch(c: Corpus) -> list[Finding]:
+    cues = [opening(r.ws, c.function) for r in c.rows]
+    counts: dict[str, Counter] = defaultdict(Counter)
+    for r, cue in zip(c.rows, cues):
+        if cue and r.weight != 0:
+            counts[cue][_penalty(r)] += 1
+    out = []
+    for r, cue in zip(c.rows, cues):
+        if not cue or r.weight == 0:
+            continue
+        others = counts[cue].copy()
+        others[_penalty(r)] -= 1
+        n, against = sum(others.values()), others[not _penalty(r)]
+        if n < CUE_SUPPORT or against / n < CUE_SHARE:
+            continue
+        strong = n >= STRONG_SUPPORT and against / n >= STRONG_SHARE and not negated_opening(r.ws)
+        kind, wanted = ("penalties", "negative") if not _penalty(r) else ("rewards", "positive")
+        word = r.text.split()[0]
+        out.append(Finding(
+            "sign-mismatch", "warning" if strong else "info", r.task_id, [r.criterion_id],
+            f'"{clip(r.text, 90)}" carries {r.sign}, but {against} of {n} other criteria opening with "{word}" are {kind}',
+            r.text, f"make the weight {wanted} ({-r.weight:+g}), or reword the criterion as the behaviour its sign scores"))
+    return out + _opposite_elsewhere(c)
+
+
+def _opposite_elsewhere(c: Corpus) -> list[Finding]:
+    """The same wording with the opposite sign in another task: a hint, since context can differ."""
+    by_text: dict[tuple, list[Row]] = defaultdict(list)
+    for r in c.rows:
+        if len(r.ws) >= 4 and r.weight != 0:
+            by_text[tuple(r.ws)].append(r)
+    out = []
+    for rows in by_text.values():
+        signs = {_penalty(r) for r in rows}
+        if len(signs) < 2 or len({r.task_id for r in rows}) < 2:
+            continue
+        for r in rows:
+            other = next(o for o in rows if _penalty(o) != _penalty(r) and o.task_id != r.task_id)
+            out.append(Finding(
+                "sign-mismatch", "info", r.task_id, [r.criterion_id],
+                f'"{clip(r.text, 90)}" carries {r.sign} here and {other.sign} in task {other.task_id}',
+                r.text, "give the same wording the same sign, or reword one of them to say what differs"))
+    return out
+
+
+def contradiction(c: Corpus) -> list[Finding]:
+    read = {r.idx: (core(r.ws), negations(main_clause(r.text)) % 2, sorted(items(r.text))) for r in c.rows}
+    spread = Counter(w for r in c.rows for w in r.content)
+
+    def keys(r: Row):
+        yield read[r.idx][0]
+        # Two sets at most MAX_APART words apart share one of their MAX_APART + 1 rarest words.
+        yield from sorted(r.content, key=lambda w: (spread[w], w))[:MAX_APART + 1]
+
+    out = []
+    for i, j in sorted(pairs(c.rows, keys)):
+        (a, (core_a, neg_a, items_a)), (b, (core_b, neg_b, items_b)) = (c.rows[i], read[i]), (c.rows[j], read[j])
+        if a.weight == 0 or b.weight == 0 or items_a != items_b:
+            continue
+        same_sign = _penalty(a) == _penalty(b)
+        # A negation must negate the same words ("using symmetric data" is no negation of "without data").
+        if neg_a != neg_b and same_sign and _same_statement(core_a, core_b, a.content, b.content, NEGATION_APART):
+            what = "a statement and its negation carry the same sign"
+        elif neg_a == neg_b and not same_sign and _same_statement(core_a, core_b, a.content, b.content, MAX_APART):
+            what = "the same statement carries opposite signs"
+        else:
+            continue  # same sign and wording is a duplicate; a statement and its negation with opposite signs agree
+        out.append(Finding(
+            "contradiction", "error", a.task_id, [a.criterion_id, b.criterion_id],
+            f'{what}: "{clip(a.text, 80)}" ({a.sign}) and "{clip(b.text, 80)}" ({b.sign})',
+            f"{a.text} | {b.text}", "keep the one whose sign matches what the task wants and delete the other"))
+    return out
+
+
+def _same_statement(core_a: tuple, core_b: tuple, words_a: set, words_b: set, most_apart: int) -> bool:
+    if core_a == core_b:
+        return len(core_a) >= 3
+    if min(len(words_a), len(words_b)) < 3:
+        return False
+    apart = len(words_a ^ words_b)
+    return apart <= most_apart and len(words_a & words_b) / len(words_a | words_b) >= SAME_CHECK

@@ -1,0 +1,91 @@
+"""What `taxonomy lint TARGET` reads: the criteria of a corpus file, a pipeline TOML or a run
+directory (with that run's tags), and where each criterion sits in its file."""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import polars as pl
+
+from taxonomy.config import PipelineConfig
+from taxonomy.corpus.config import _show
+
+_SOURCE = re.compile(r"^(?P<file>.*?)(?::(?P<line>\d+))?(?:#(?P<pointer>.*))?$")
+
+
+@dataclass
+class Target:
+    frame: pl.DataFrame
+    cfg: PipelineConfig
+    run_dir: Path | None = None
+    capability: dict[str, str] = field(default_factory=dict)  # criterion_id -> primary capability, from a run's tags
+
+    def corpus_root(self) -> Path:
+        path = Path(self.cfg.corpus.path).expanduser()
+        path = path if path.is_absolute() else Path(self.cfg.base_dir) / path
+        return path if path.is_dir() else path.parent
+
+    def locations(self) -> dict[str, dict]:
+        """criterion_id -> {"file", "line"}: the corpus file's own line, found for JSON nodes by their text."""
+        root = self.corpus_root()
+        sources = self.frame["source"].to_list() if "source" in self.frame.columns else [""] * self.frame.height
+        out = {}
+        for cid, text, source in zip(self.frame["criterion_id"].to_list(), self.frame["text"].to_list(), sources):
+            m = _SOURCE.match(source or "")
+            file = root / m["file"] if m and m["file"] else None
+            line = int(m["line"]) if m and m["line"] and not m["file"].endswith(".parquet") else None
+            if file is not None and line is None and m["pointer"]:
+                line = _line_of(str(file), text or "")
+            out[cid] = {"file": _show(file) if file is not None else None, "line": line}
+        return out
+
+
+def load_target(target: Path) -> Target:
+    """A run directory (it has manifest.json), a pipeline TOML, or a corpus file or folder (detected)."""
+    from taxonomy.corpus import load_corpus
+
+    if target.is_dir() and (target / "manifest.json").exists():
+        return _from_run(target)
+    if target.suffix.lower() == ".toml":
+        from taxonomy.config import load_config
+
+        cfg = load_config(target)
+    else:
+        from taxonomy.pipeline_toml import corpus_config, detect
+
+        cfg = corpus_config(detect(target))
+    return Target(load_corpus(cfg.corpus, cfg.base_dir).frame, cfg)
+
+
+def _from_run(run_dir: Path) -> Target:
+    from taxonomy.cli import config_from_run
+    from taxonomy.run import RunDir
+
+    run = RunDir(run_dir)
+    cfg = config_from_run(run_dir)
+    frame = run.read_parquet("criteria.parquet", "run")
+    capability = {}
+    if run.has("stage3_tags.parquet"):
+        tags = run.read_parquet("stage3_tags.parquet", "tag")
+        if "primary" in tags.columns:
+            capability = {c: p for c, p in zip(tags["criterion_id"].to_list(), tags["primary"].to_list()) if p}
+    return Target(frame, cfg, run_dir, capability)
+
+
+@lru_cache(maxsize=64)
+def _file_text(path: str) -> str:
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # a .gz or unreadable file: no line, the file is still named
+        return ""
+
+
+def _line_of(path: str, text: str) -> int | None:
+    content = _file_text(path)
+    at = content.find(json.dumps(text, ensure_ascii=False)[1:-1]) if text else -1
+    if at < 0:
+        at = content.find(json.dumps(text)[1:-1]) if text else -1
+    return content.count("\n", 0, at) + 1 if at >= 0 else None

@@ -1,0 +1,110 @@
+"""compound, vague and hygiene: what one criterion's own wording says.
+
+Cues are grammar and typography (list markers, "N of the following", clause joints); the words a
+criterion of this corpus opens with ("Recommends", "States") are learned from the corpus.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections import Counter
+
+from taxonomy.lint.findings import Finding, clip
+from taxonomy.lint.reading import Corpus, Row, fold
+
+OPENER_MIN = 5          # criteria opening with a word before it counts as how a check starts...
+OPENER_SHARE = 0.002    # ...or this share of the corpus, whichever is more,
+OPENER_TASKS = 3        # in this many tasks
+GENERIC_TASKS = 0.05    # a word found in this share of tasks names nothing particular
+VAGUE_WORDS = 8        # a criterion of more content words says something particular
+OVERLONG_CHARS = 1000
+# English words that judge or hedge rather than name (grammar of appraisal, the same in every field), folded.
+JUDGING = frozenset(fold(w) for w in (
+    "appropriate appropriately adequate adequately sufficient sufficiently proper properly suitable suitably good well "
+    "nice clear clearly helpful relevant reasonable reasonably correct correctly accurate accurately quality effective "
+    "effectively useful meaningful thorough thoroughly comprehensive overall generally somewhat fairly possibly perhaps "
+    "maybe probably might reasonable acceptable decent satisfactory strong robust high").split())
+_ITEM = re.compile(r"(?:^|[\s:;,])\(?([1-9]|[a-hA-H]|i{1,3}|iv)[.)]\s+\S")
+_SERIES = ({"1", "2"}, {"a", "b"}, {"i", "ii"})  # a list numbers its first two items
+_BULLET = re.compile(r"\n\s*(?:[-*•]|\d+[.)])\s+\S")
+_N_OF = re.compile(r"\b(?:\d+|two|three|four|five|six)\s+(?:out\s+)?of\s+(?:the\s+following|these|the\s+\d+|\d+)\b", re.I)
+_JOINT = re.compile(r"(?:;|[.!?](?=\s+[A-Z])|,?\s+(?:and|but|and\s+also|as\s+well\s+as|while)\s+)\s*([^\W\d_]+)", re.U)
+_MOJIBAKE = re.compile("\ufffd|Ã[\u0080-\u00bf]|â€|Â[\u00a0-\u00bf]|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u200b-\u200f\ufeff]")
+_NAMED = re.compile(r"\d|[\"'`“”‘’«»]|\S\s+[A-Z]")
+
+
+def openers(c: Corpus) -> frozenset[str]:
+    """Words that start many criteria in several tasks: how a check of this corpus is written."""
+    firsts = Counter((r.ws[0], r.task_id) for r in c.rows if r.ws)
+    tasks = Counter(w for w, _ in firsts)
+    count = Counter(r.ws[0] for r in c.rows if r.ws)
+    least = max(OPENER_MIN, OPENER_SHARE * len(c.rows))
+    return frozenset(w for w, n in count.items() if n >= least and tasks[w] >= OPENER_TASKS and w not in c.function)
+
+
+def compound(c: Corpus) -> list[Finding]:
+    starts = openers(c)
+    out = []
+    for r in c.rows:
+        severity, why = _bundled(r.text, starts)
+        if why:
+            out.append(Finding(
+                "compound", severity, r.task_id, [r.criterion_id], f'"{clip(r.text, 100)}" {why}',
+                r.text, "split it into one criterion per check, each with its own weight, so a response meeting half of it gets half the points"))
+    return out
+
+
+def _bundled(text: str, starts: frozenset[str]) -> tuple[str, str]:
+    """(severity, why): a numbered list or "N of the following" is several checks for certain; a
+    clause written like a criterion of its own usually is, but may be the same check's second half."""
+    marks = {m.lower() for m in _ITEM.findall(text)}
+    if any(series <= marks for series in _SERIES) or len(_BULLET.findall(text)) >= 2:
+        return "warning", "lists several items, each a check of its own"
+    m = _N_OF.search(text)
+    if m:
+        return "warning", f'scores "{m.group(0)}" items as one check'
+    joined = [w for w in _JOINT.findall(text) if w.lower() in starts]
+    if joined:
+        return "info", f'joins checks: its part from "{joined[0]}" on is written like a criterion of its own'
+    return "", ""
+
+
+def vague(c: Corpus) -> list[Finding]:
+    if len(c.tasks) < 20:
+        return []  # too few tasks to tell a generic word from a particular one
+    spread: Counter = Counter()
+    for rows in c.tasks.values():
+        spread.update(set().union(*(r.content for r in rows)))
+    generic = {w for w, n in spread.items() if n >= GENERIC_TASKS * len(c.tasks)}
+    out = []
+    for r in c.rows:
+        rest = r.content - JUDGING
+        if len(rest) < len(r.content) and rest <= generic and len(rest) <= VAGUE_WORDS and not _NAMED.search(r.text.strip()):
+            out.append(Finding(
+                "vague", "info", r.task_id, [r.criterion_id],
+                f'"{clip(r.text, 100)}" names no object, number, quoted term or item: every word of it is common to many tasks',
+                r.text, "say what the response must contain or do, so two graders would agree"))
+    return out
+
+
+def hygiene(c: Corpus) -> list[Finding]:
+    out = []
+    for r in c.rows:
+        for severity, what, fix in _junk(r):
+            out.append(Finding("hygiene", severity, r.task_id, [r.criterion_id], f'"{clip(r.text, 80)}" {what}', r.text, fix))
+    return out
+
+
+def _junk(r: Row) -> list[tuple[str, str, str]]:
+    text, found = r.text, []
+    bad = _MOJIBAKE.search(text)
+    if bad:
+        name = unicodedata.name(bad.group(0)[0], f"U+{ord(bad.group(0)[0]):04X}")
+        found.append(("warning", f"holds encoding junk ({bad.group(0)!r}, {name})", "re-save the corpus as UTF-8 and retype the broken characters"))
+    if not r.ws:
+        found.append(("warning", "has no words", "write the check as a sentence"))
+    if text != text.strip() or "  " in text.strip().replace("\n", " ") or "\t" in text:
+        found.append(("info", "has stray white space (leading, trailing, doubled or tabs)", "trim the text"))
+    if len(text) > OVERLONG_CHARS:
+        found.append(("info", f"is {len(text)} characters long: graders skim long criteria", "keep the check in one or two sentences; move explanations to the brief"))
+    return found
