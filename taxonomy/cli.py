@@ -106,6 +106,17 @@ def _config_for(target: Path, limit: Optional[int] = None, batch: Optional[bool]
     return cfg, found, n
 
 
+def _check_provider(provider: Optional[str]) -> None:
+    """A misspelt --provider stops before anything is written (no run folder, no answer cache)."""
+    from typing import get_args
+
+    from taxonomy.config import ConfigError, LLMConfig
+
+    known = get_args(LLMConfig.model_fields["provider"].annotation)
+    if provider is not None and provider not in known:
+        raise ConfigError(f"--provider {provider}: unknown provider; fix: use one of {', '.join(known)}")
+
+
 def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], quiet: bool, limit: Optional[int] = None,
              frozen: Optional[Path] = None, batch: Optional[bool] = None):
     """A pipeline TOML or a corpus opens (or resumes) its default run; a run directory reopens with its recorded settings."""
@@ -113,6 +124,7 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
     from taxonomy.run import RunDir
     from taxonomy.taxonomy_io import load_taxonomy
 
+    _check_provider(provider)
     is_run = _is_run(target)
     cfg, found, n = _config_for(target, limit, batch)
     if is_run:
@@ -123,8 +135,14 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
     s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix, from_source=not is_run, load_now=not is_run)
     console.print(s.notice(), highlight=False)
     if found is not None:
-        _write_pipeline_toml(s, found, n)
+        # Against a frozen taxonomy nothing is merged, so the merge bounds' note says nothing to act on.
+        _write_pipeline_toml(s, found, None if frozen is not None else n)
     return s
+
+
+def _frozen_taxonomy(path: Path) -> Path:
+    """`--taxonomy` takes a run directory, as report, export and edit do, or a taxonomy.json."""
+    return path / "taxonomy.json" if path.is_dir() else path
 
 
 def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
@@ -242,7 +260,7 @@ def merge_command(run_dir: Path = typer.Argument(..., help="run directory"), pro
 @app.command()
 @_guard
 def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TOML / corpus to tag against --taxonomy"),
-        taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="a frozen taxonomy.json to tag against"),
+        taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="a frozen taxonomy to tag against: a run directory or its taxonomy.json"),
         distilled: Optional[Path] = typer.Option(None, "--distilled", help="a model from `taxonomy distill`: tag cheaply, send only low-confidence criteria to the LLM"),
         threshold: Optional[float] = typer.Option(None, help="with --distilled: confidence below which a criterion goes to the LLM (default: the one saved at training)"),
         provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt,
@@ -250,6 +268,7 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
     """Stage 3: tag every criterion with 1-3 taxonomy capabilities, most confident first."""
     from taxonomy.pipeline import primary_shares, run_stage
 
+    taxonomy = _frozen_taxonomy(taxonomy) if taxonomy is not None else None
     s = _session(target, provider, run_dir, quiet, frozen=None if _is_run(target) else taxonomy, batch=batch)
     if distilled is not None:
         from taxonomy.distill import tag_with_distilled
@@ -326,6 +345,7 @@ def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int
     from taxonomy.llm.providers import ProviderError, make_provider, resolve_provider_name
     from taxonomy.pipeline import embedding_choice
 
+    _check_provider(provider)
     cfg, _, _ = _config_for(pipeline, limit, batch)
     backend = resolve_provider_name(provider or cfg.llm.provider)
     result = estimate_cost(cfg, backend, embedding_choice(cfg, backend))
@@ -486,12 +506,13 @@ def diff(run_a: Path = typer.Argument(..., help="the first run directory (the ba
 @app.command()
 @_guard
 def audit(target: Path = typer.Argument(..., help="the new corpus: a pipeline TOML or a corpus file"),
-          taxonomy: Path = typer.Option(..., "--taxonomy", help="the frozen taxonomy.json to audit against"),
+          taxonomy: Path = typer.Option(..., "--taxonomy", help="the frozen taxonomy to audit against: a run directory or its taxonomy.json"),
           provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt) -> None:
     """Coverage audit of a new corpus against a frozen taxonomy: shares, gaps, unmapped, duplicates, bundles."""
     from taxonomy.analysis.audit_run import run_audit
     from taxonomy.run import record_use
 
+    taxonomy = _frozen_taxonomy(taxonomy)
     s = _session(target, provider, run_dir, quiet, frozen=taxonomy)
     result = run_audit(s, taxonomy)
     record_use(s.run, "audit", s.run.manifest["stages"]["tag"]["taxonomy_hash"])

@@ -295,6 +295,16 @@ class OutputConfig(Section):
 class PipelineConfig(Section):
     name: str
 
+    @model_validator(mode="before")
+    @classmethod
+    def _name_from_corpus(cls, raw):
+        # Only [corpus] is needed: the pipeline is named after its corpus file ("support.csv" -> "support").
+        if isinstance(raw, dict) and "name" not in raw and isinstance(raw.get("corpus"), dict) and raw["corpus"].get("path"):
+            from taxonomy.corpus.config import corpus_stem
+
+            raw = {**raw, "name": corpus_stem(raw["corpus"]["path"])}
+        return raw
+
     @field_validator("name")
     @classmethod
     def _plain_name(cls, name: str) -> str:

@@ -139,7 +139,9 @@ def describe_capability(taxonomy: Taxonomy, name: str, text: str) -> Taxonomy:
 
 
 def merge_capabilities(taxonomy: Taxonomy, a: str, b: str, labels_of: dict[str, list[str]]) -> Taxonomy:
-    """B folds into A: A keeps its name and card, takes B's members; boundaries to B now point at A."""
+    """B folds into A: A keeps its name and card, takes B's members, labels, phrases and placement lines,
+    so whatever placed a criterion in B (tags, a frozen-taxonomy audit) now places it in A; boundaries to B
+    now point at A."""
     ia, ib = _find(taxonomy, a), _find(taxonomy, b)
     if ia == ib:
         raise EditError(f"merge `{a}` `{b}`: the same capability twice; fix: name two different capabilities")
@@ -149,11 +151,46 @@ def merge_capabilities(taxonomy: Taxonomy, a: str, b: str, labels_of: dict[str, 
     keep.share = round(keep.share + gone.share, 6)
     keep.labels = sorted(set(keep.labels) | set(gone.labels) | {lab for m in keep.members for lab in labels_of.get(m, [])})
     keep.non_examples = [ne for ne in keep.non_examples if not _name_pattern(b).search(ne)]
+    # A tagger reading only the cards (a model, or the offline card similarity) must still see what B held.
+    keep.description = f"{keep.description.rstrip()} Merged into it: {gone.description.strip()}"
+    _merge_phrases(keep, gone)
     out.capabilities.pop(ib)
-    out.placement = []  # its counts were measured on the tags before the merge
-    for cap in out.capabilities:
+    if getattr(out, "placement", None):
+        out.placement = _merged_placement(out.placement, a, b)
+    for cap in out.capabilities:  # no text names a capability that is gone
+        cap.description = _swap_name_in_text(cap.description, b, a)
+        cap.diagnostic_signal = _swap_name_in_text(cap.diagnostic_signal, b, a)
         if cap is not keep:
             cap.non_examples = list(dict.fromkeys(_swap_name_in_text(ne, b, a) for ne in cap.non_examples))
+    return out
+
+
+def _merge_phrases(keep, gone) -> None:
+    """The offline scoring model of the merged capability: each phrase at the stronger of its two weights and
+    the larger offset, so it outscores everything A or B outscored (a criterion of either stays in it)."""
+    if not getattr(gone, "key_phrases", None):
+        return
+    weights = dict(zip(keep.key_phrases, keep.phrase_weights))
+    for phrase, w in zip(gone.key_phrases, gone.phrase_weights):
+        weights[phrase] = max(w, weights.get(phrase, w))
+    keep.key_phrases, keep.phrase_weights = list(weights), list(weights.values())
+    keep.score_offset = max(keep.score_offset, gone.score_offset)
+
+
+def _merged_placement(rules: list, a: str, b: str) -> list:
+    """The placement list with B's lines sending criteria to A: the same criteria are caught, so the counts
+    hold; the two capabilities' `unlisted` steps become one."""
+    out, unlisted = [], None
+    for rule in rules:
+        rule = rule.model_copy(update={"capability": a if rule.capability == b else rule.capability})
+        if rule.kind == "unlisted" and rule.capability == a:
+            if unlisted is not None:  # the quoted criterion of the larger part stands for both
+                big = max(unlisted, rule, key=lambda r: r.caught)
+                out[out.index(unlisted)] = unlisted = big.model_copy(update={"caught": unlisted.caught + rule.caught,
+                                                                              "right": unlisted.right + rule.right})
+                continue
+            unlisted = rule
+        out.append(rule)
     return out
 
 
@@ -352,9 +389,8 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
         new = merge_capabilities(old, args[0], args[1], {m.name: m.member_labels for m in micro})
         if old.capabilities[_find(old, args[1])].checks:
             notes.append(f"`{args[1]}`'s statement of what it checks went with it; `{args[0]}` keeps its own")
-        if micro:
-            new.capabilities = _with_shares(new, micro)
         new_tags = map_tags(tags, {args[1]: args[0]})
+        retagged = tags.filter(pl.col("tags").list.contains(args[1])).height
     else:
         if not micro or centroids is None:
             raise EditError(f"{run.path}: split needs micro_capabilities.json, clusters.parquet and label_embeddings.npy; "
@@ -367,6 +403,8 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
         fresh = _retag(s, new, affected["criterion_id"])
         new_tags = retag_rows(tags, fresh)
         retagged = fresh.height
+    if op in ("merge", "split"):
+        _shares_from_tags(new, new_tags)
     after = constraint_violations(new, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
     if not micro:
         notes.append("merge constraints not checked: this run has no micro_capabilities.json")
@@ -404,6 +442,14 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     run.save_manifest()
     stale = list(stale_uses(run).values()) + stale
     return EditResult(op, old.content_hash, new.content_hash, new, retagged, saved, stale, after, notes)
+
+
+def _shares_from_tags(taxonomy: Taxonomy, tags: pl.DataFrame) -> None:
+    """Each capability's share as its primary tags give it, so taxonomy.md, the report and the tag
+    counts beside them say the same (an edit moves tags, not the micro counts Stage 2c started from)."""
+    counts = dict(tags.filter(pl.col("primary").is_not_null()).group_by("primary").len().iter_rows())
+    for cap in taxonomy.capabilities:
+        cap.share = round(counts.get(cap.name, 0) / max(tags.height, 1), 6)
 
 
 def _with_shares(taxonomy: Taxonomy, micro: list[MicroCapability]):

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from taxonomy.config import ConfigError, PipelineConfig
-from taxonomy.corpus.config import ColumnMap
+from taxonomy.corpus.config import ColumnMap, corpus_stem
 from taxonomy.corpus.detect import Detected, detect
 
 # Below this many criteria the paper's merge bounds (8-10 capabilities, 2-40% each) cannot be met:
@@ -26,7 +26,7 @@ SMALL_MERGE = {"min_caps": 1, "max_caps": 10, "min_share": 0.0, "max_share": 1.0
 
 def pipeline_name(corpus: Path) -> str:
     """A folder-safe pipeline name from the file name ("my rubric (v2).csv" -> "my_rubric_v2")."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", corpus.name.split(".")[0]).strip("._-") or "corpus"
+    return corpus_stem(corpus)
 
 
 def corpus_config(found: Detected, n_criteria: int | None = None) -> PipelineConfig:
@@ -69,12 +69,20 @@ def _commented(section: str, model: BaseModel) -> list[str]:
     return lines
 
 
+def _relative(path: str, folder: Path) -> str:
+    """`path` as seen from the TOML's folder, so the TOML and what it names move together (a run folder
+    carried off with its corpus keeps working); absolute only where no relative path exists."""
+    try:
+        return Path(os.path.relpath(Path(path).resolve(), folder)).as_posix()
+    except ValueError:  # another drive (Windows)
+        return str(path)
+
+
 def render(cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: int | None = None, pin_output: bool = False) -> str:
     """The TOML text for `cfg`; the corpus path is relative to the TOML's folder when the file lies under it.
     `pin_output`: write [output] dir, so the TOML resumes the same run from any folder (a run's own copy)."""
-    corpus = Path(cfg.corpus.path)
     folder = toml_path.parent.resolve()
-    path = os.path.relpath(corpus, folder) if corpus.is_relative_to(folder) else str(corpus)
+    path = _relative(cfg.corpus.path, folder)
     lines = [
         f"# Pipeline for {found.path.name}, written by rubric-taxonomy. Run it with `taxonomy run {toml_path.name}`.",
         "# Only [corpus] is needed; every other key is shown commented out with its default.",
@@ -100,7 +108,7 @@ def render(cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: in
                   *(f"{k} = {_value(getattr(cfg.merge, k))}" for k in SMALL_MERGE)]
     skip.add("output")
     if pin_output:
-        lines += ["", "[output]", f"dir = {_value(cfg.output.dir)}"]
+        lines += ["", "[output]", f"dir = {_value(_relative(cfg.output.dir, folder))}"]
     else:
         lines += ["", "# [output]", '# dir = "outputs"   (unset: ./outputs of the folder the command runs in)']
     for section in PipelineConfig.model_fields:

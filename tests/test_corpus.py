@@ -327,7 +327,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 BAD_TABLES = {
     # name: (file name, content, extra config, expected row, words the message must contain)
-    "missing column": ("c.csv", "task_id,criterion\nt,Do it.\n", {}, "1", ["'text'", "columns found: task_id, criterion"]),
+    "missing column": ("c.csv", "task_id,body\nt,Do it.\n", {}, "1", ["'text'", "columns found: task_id, body"]),
     "missing mapped column": ("c.jsonl", '{"text": "x"}\n', {"columns": ColumnMap(weight="points")}, "-", ["'points'", "columns.weight"]),
     "invalid json": ("c.jsonl", '{"text": "ok"}\n{"text": "broken\n', {}, "2", ["invalid JSON"]),
     "not an object": ("c.jsonl", '{"text": "ok"}\n["text"]\n', {}, "2", ["expected a JSON object"]),

@@ -83,6 +83,11 @@ def _one_line(s: str) -> str:
     return re.sub(r"\s*\n\s*", " ", str(s)).strip()
 
 
+def corpus_stem(path: str | Path) -> str:
+    """A folder-safe name from a corpus file or folder name ("my rubric (v2).csv" -> "my_rubric_v2")."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(path).name.split(".")[0]).strip("._-") or "corpus"
+
+
 def _show(path: Path) -> str:
     """A path as shown in messages: relative to the working folder when under it."""
     try:

@@ -72,6 +72,15 @@ def match_columns(found: list[str]) -> dict[str, str]:
     return used
 
 
+def resolve_columns(cols: ColumnMap, found: list[str]) -> ColumnMap:
+    """A TOML's [corpus.columns] as written; a key left at its default name that the file lacks is found
+    by name as for a bare file, so the same CSV reads alike with or without a TOML."""
+    defaults = ColumnMap()
+    fixed = {k: v for k, v in cols.model_dump().items() if v != getattr(defaults, k) or v in found}
+    guessed = match_columns([c for c in found if c not in fixed.values()])
+    return ColumnMap(**{**{k: v for k, v in guessed.items() if k not in fixed}, **fixed})
+
+
 def _folder_format(path: Path) -> str:
     if (path / "papers").is_dir():
         return "paperbench"

@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 
 from taxonomy.corpus.config import ColumnMap, CorpusConfig, CorpusError, _show
-from taxonomy.corpus.detect import CORPUS_SUFFIXES, _folder_format
+from taxonomy.corpus.detect import CORPUS_SUFFIXES, _folder_format, resolve_columns
 from taxonomy.corpus.jsonio import _read_jsonl, _read_text, read_json
 from taxonomy.corpus.records import _extras_frame, _list, _Loaded, _prefix_ids, _record, _weight
 
@@ -81,8 +81,8 @@ def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
         )
     show, rel = _show(path), path.name
     raw, rownums = _read_table(path)
-    cols, defaults = cfg.columns, ColumnMap()
     found = raw.columns
+    cols, defaults = resolve_columns(cfg.columns, found), ColumnMap()
     for key, src in cols.model_dump().items():
         explicit = src != getattr(defaults, key)
         if src not in found and (key == "text" or explicit):

@@ -1,0 +1,146 @@
+"""What a new user hits in the first hour (issue 38, part A), each through the CLI."""
+from __future__ import annotations
+
+import json
+import shutil
+import tomllib
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from taxonomy.cli import app
+from taxonomy.corpus import CorpusConfig, load_corpus
+from taxonomy.schemas import Taxonomy
+from tests.conftest import ROOT, invoke, offline_devai_run
+
+
+@pytest.fixture(autouse=True)
+def _offline(offline_env):
+    return offline_env
+
+
+@pytest.fixture
+def here(tmp_path, monkeypatch) -> Path:
+    """A user's folder, the current directory of every command."""
+    work = tmp_path / "support"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> Path:
+    return offline_devai_run(tmp_path_factory.mktemp("first-hour-a"))
+
+
+def devai_frame() -> pl.DataFrame:
+    return load_corpus(CorpusConfig(path=str(ROOT / "data" / "devai"), format="devai"), ROOT).frame
+
+
+def support_csv(path: Path, n: int | None = None) -> Path:
+    """A user's own CSV: the DevAI criteria under the columns of the issue's support rubric."""
+    frame = devai_frame().select(pl.col("task_id"), pl.col("text").alias("criterion"), pl.lit(2).alias("weight"),
+                                 pl.col("brief"))
+    (frame if n is None else frame.head(n)).write_csv(path)
+    return path
+
+
+def refused(*args) -> str:
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "fix: " in errors[0], result.output
+    return errors[0]
+
+
+def primaries(run: Path) -> dict[str, str]:
+    tags = pl.read_parquet(run / "stage3_tags.parquet")
+    return dict(zip(tags["criterion_id"].to_list(), tags["primary"].to_list()))
+
+
+# ---- item 1: an edit keeps tags, shares and a frozen-taxonomy audit in agreement -----------------
+def test_merge_keeps_tags_shares_and_a_frozen_audit_in_agreement(built, tmp_path, here):
+    run = tmp_path / "run"
+    shutil.copytree(built, run)
+    new = here / "new.csv"  # criteria the taxonomy has not seen as a corpus of their own
+    devai_frame().sample(40, seed=3).select(pl.col("task_id").alias("task"), pl.col("text").alias("criterion"),
+                                            "weight").write_csv(new)
+    invoke("audit", new, "--taxonomy", run / "taxonomy.json", "--run-dir", tmp_path / "audit-before", "-q")
+    before, tags_before = Taxonomy.model_validate_json((run / "taxonomy.json").read_text()), primaries(run)
+    keep, gone = before.names()[4], before.names()[5]
+    result = invoke("edit", run, "merge", keep, gone, "--allow-violations")
+    after, tags_after = Taxonomy.model_validate_json((run / "taxonomy.json").read_text()), primaries(run)
+    moved = {cid: (keep if p == gone else p) for cid, p in tags_before.items()}
+    assert tags_after == moved  # the merged pair's criteria go to the merged capability, the rest keep theirs
+    assert " 0 criteria re-tagged" not in result.output
+    # shares say what the tags say, capability by capability
+    n = len(tags_after)
+    for cap in after.capabilities:
+        assert cap.share == pytest.approx(sum(p == cap.name for p in tags_after.values()) / n, abs=1e-6), cap.name
+    md = (run / "taxonomy.md").read_text()
+    untouched = after.capabilities[0]
+    assert f"| {100 * before.capabilities[0].share:.1f}% |" in md.split(f"`{untouched.name}`", 1)[1].split("\n", 1)[0]
+    # the placement list taxonomy.md gives readers (where the backend writes one) still holds, B's lines sending to A
+    if getattr(before, "placement", None):
+        assert after.placement and after.placement_hash == after.content_hash
+        assert not any(r.capability == gone for r in after.placement)
+        assert gone not in md.split("## Placing a criterion")[1].split("\n## ")[0]
+    # an audit against the edited taxonomy places the new criteria as the one before did, B read as A (nearly
+    # all: the offline tagger re-reads a new corpus against the capabilities, and the merged one is broader)
+    invoke("audit", new, "--taxonomy", run / "taxonomy.json", "--run-dir", tmp_path / "audit-after", "-q")
+    audit_before, audit_after = primaries(tmp_path / "audit-before"), primaries(tmp_path / "audit-after")
+    expected = {cid: (keep if p == gone else p) for cid, p in audit_before.items()}
+    assert sum(audit_after[cid] == p for cid, p in expected.items()) >= 0.9 * len(expected)
+
+
+# ---- item 3: a TOML with only [corpus] -----------------------------------------------------------
+def test_a_toml_with_only_corpus_names_the_pipeline_and_detects_columns(here):
+    support_csv(here / "support.csv", 60)
+    (here / "support.toml").write_text('[corpus]\npath = "support.csv"\n')
+    invoke("discover", "support.toml", "-q")
+    run = here / "outputs" / "support" / "offline"  # named after the corpus file
+    assert json.loads((run / "manifest.json").read_text())["pipeline"] == "support"
+    criteria = pl.read_parquet(run / "criteria.parquet")
+    assert criteria["text"].to_list() == devai_frame()["text"].head(60).to_list()
+    assert criteria["weight"].unique().to_list() == [2.0] and criteria["brief"].str.len_chars().min() > 0
+    # a column the TOML names still wins over detection
+    (here / "brief.toml").write_text('[corpus]\npath = "support.csv"\n[corpus.columns]\ntext = "brief"\n')
+    invoke("discover", "brief.toml", "--run-dir", "brief-run", "-q")
+    named = pl.read_parquet(here / "brief-run" / "criteria.parquet")
+    assert named["text"].to_list() == devai_frame()["brief"].head(60).to_list()
+
+
+# ---- item 4: audit takes a run directory like its siblings, and prints no merge note ----------
+def test_audit_takes_the_run_directory_and_prints_no_merge_note(built, here):
+    support_csv(here / "small.csv", 20)  # under the size whose merge bounds a run relaxes
+    by_dir = invoke("audit", "small.csv", "--taxonomy", built, "-q")
+    assert "# Coverage audit" in by_dir.output and "merge" not in by_dir.output.lower()
+    by_file = invoke("audit", "small.csv", "--taxonomy", built / "taxonomy.json", "-q")
+    assert by_file.output == by_dir.output
+
+
+# ---- item 7: a misspelt provider writes nothing ------------------------------------------------
+@pytest.mark.parametrize("command", ["run", "estimate", "discover"])
+def test_a_misspelt_provider_stops_before_anything_is_written(here, command):
+    support_csv(here / "support.csv", 20)
+    line = refused(command, "support.csv", "--provider", "gemni")
+    assert "gemni" in line and all(p in line for p in ("gemini", "vertex", "openai", "offline"))
+    assert sorted(p.name for p in here.iterdir()) == ["support.csv"]
+
+
+# ---- item 10: the run folder's pipeline.toml travels with it -----------------------------------
+def test_the_run_folders_pipeline_toml_holds_relative_paths_and_moves(here, tmp_path, monkeypatch):
+    support_csv(here / "support.csv", 60)
+    invoke("run", "support.csv", "-q", "--no-report")
+    toml = here / "outputs" / "support" / "offline" / "pipeline.toml"
+    raw = tomllib.loads(toml.read_text())
+    assert not Path(raw["corpus"]["path"]).is_absolute() and not Path(raw["output"]["dir"]).is_absolute()
+    assert str(tmp_path) not in toml.read_text()
+    moved = tmp_path / "elsewhere" / "support"
+    monkeypatch.chdir(tmp_path)
+    shutil.move(here, moved)  # the folder with its corpus and its outputs
+    again = invoke("run", moved / "outputs" / "support" / "offline" / "pipeline.toml", "-q", "--no-report")
+    assert again.output.count("already on disk and up to date, skipped") == 5, again.output
+    assert str(moved / "outputs" / "support" / "offline") in again.output
