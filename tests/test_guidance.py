@@ -2,18 +2,22 @@
 real google-genai SDK against the local Gemini-shaped server."""
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import polars as pl
 import pytest
+import yaml
 
 from taxonomy.guidance import (
+    NO_DRAFT,
+    NOTES_MAX_CHARS,
     GuidanceAnswer,
     GuidanceError,
     draft_guidance,
+    export_run,
     generate_guidance,
-    offline_draft,
     relevant_note_lines,
     routed_criteria,
     select_examples,
@@ -22,6 +26,7 @@ from taxonomy.guidance import (
     write_guidance,
 )
 from taxonomy.config import load_config
+from taxonomy.guidance.vally import validate_eval
 from taxonomy.pipeline import open_session
 from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
@@ -102,16 +107,10 @@ def build_run(path: Path) -> Path:
     return path
 
 
-class Offline:
-    """A stand-in session for the offline backend (what open_session gives without an LLM)."""
-
-    def __init__(self, run_dir: Path):
-        from taxonomy.config import PipelineConfig
-
-        self.cfg = PipelineConfig.model_validate({"name": "toy", "corpus": {"path": "."}})
-        self.run = RunDir(run_dir)
-        self.runner = None
-        self.backend = "offline"
+def Offline(run_dir: Path):
+    """An offline session on a run directory (what `taxonomy guidance RUN` opens without a key)."""
+    cfg = load_config(write_pipeline(run_dir.parent))
+    return open_session(cfg, provider="offline", run_dir=run_dir, show_progress=False)
 
 
 def sections(md: str) -> list[str]:
@@ -125,9 +124,11 @@ def test_offline_writes_every_file_and_routes_every_criterion(tmp_path):
     folder = run / "guidance"
     for cap in CAPS:
         text = (folder / f"{cap}.md").read_text()
-        for heading in ("## When it applies", "## Procedure", "## Evidence that settles a verdict", "## Pitfalls", "## Example criteria"):
+        for heading in ("## When it applies", "## What the check needs", "## Example criteria"):
             assert heading in text, (cap, heading)
-        assert "lorem" not in text.lower()
+        # No model ran: the one line saying so, and no procedure, evidence or pitfalls in a model's place.
+        assert [line for line in text.splitlines() if "No model drafted" in line] == [NO_DRAFT]
+        assert "## Procedure" not in text and "## Evidence" not in text and "## Pitfalls" not in text
     assert sorted(p.name for p in (folder / "tasks").glob("*.md")) == ["paper__a.md", "t1.md", "t3.md"]
     routing = pl.read_csv(folder / "routing.csv", infer_schema_length=0).fill_null("")
     assert routing.columns[:5] == ["criterion_id", "task_id", "primary", "tags", "guidance_files"]
@@ -139,6 +140,7 @@ def test_offline_writes_every_file_and_routes_every_criterion(tmp_path):
         assert (folder / row["task_file"]).is_file()
     assert info["capabilities"] == 3 and info["tasks"] == 3 and info["files"] == 7
     assert info["calls"] == 0 and info["fallbacks"] == {} and info["sources"] == {"llm": 0, "offline": 3, "fallback": 0}
+    assert info["undrafted"] == CAPS
     assert info["criteria"] == len(ROWS) and info["untagged_criteria"] == 1
 
 
@@ -155,43 +157,38 @@ def test_task_file_holds_exactly_the_sections_its_criteria_need(tmp_path):
     # t3: visual 3, presence 1; no metric.
     t3 = (tasks / "t3.md").read_text()
     assert sections(t3) == [VISUAL, PRESENCE]
-    assert len(re.findall(r"^## ", t3, re.M)) == 2 and "### Procedure" in t3
+    assert len(re.findall(r"^## ", t3, re.M)) == 2 and "### What the check needs" in t3
+    assert t3.count(NO_DRAFT) == 1  # said once for the task, not once per section
     assert "t3-c1, t3-c2, t3-c3" in t3
 
 
-def test_offline_drafts_pass_the_validator_and_say_only_what_their_criteria_support():
-    tax, crit, tg = taxonomy(), criteria(), tags()
-    drafts = draft_guidance(tax, crit, tg, None, None)
-    assert set(drafts) == set(CAPS) and set(drafts.source.values()) == {"offline"}
-    for cap in tax.capabilities:
-        d = drafts[cap.name]
-        assert validate_guidance(d) == []
-        assert cap.description in d.summary and d.summary.startswith("No model drafted this guidance")
-        text = " ".join([d.summary, *d.procedure, *d.evidence, *d.pitfalls]).lower()
-        # No fixed procedure for a kind of check: a word none of the card and criteria use is never added.
-        own = " ".join([cap.description, cap.diagnostic_signal, cap.example_pattern, *cap.non_examples,
-                        *crit.filter(pl.col("criterion_id").is_in(tg.filter(pl.col("primary") == cap.name)["criterion_id"].to_list()))["text"].to_list()]).lower()
-        for invented in ("recompute", "thousands vs millions", "rendered output", "false pass"):
-            assert invented not in text or invented in own, (cap.name, invented)
-    metric = drafts[METRIC]
-    assert any("results/metrics.txt" in e for e in metric.evidence)  # an artifact an example criterion names
-    assert any("results/metrics.txt" in s for s in metric.procedure)
+def test_no_model_means_no_draft_in_its_place():
+    drafts = draft_guidance(taxonomy(), criteria(), tags(), NOTES, lambda stage, jobs, title: None)
+    assert dict(drafts) == {cap: None for cap in CAPS} and set(drafts.source.values()) == {"offline"}
+    assert drafts.undrafted() == CAPS and drafts.fallbacks == {}
 
 
-def test_domain_notes_reach_the_right_capability_file(tmp_path):
+def test_offline_notes_are_not_woven_into_guidance_and_the_run_says_so(tmp_path, caplog):
     run = build_run(tmp_path / "run")
     notes = tmp_path / "notes.md"
     notes.write_text(NOTES)
     info = generate_guidance(Offline(run), notes)
     assert info["notes"] == str(notes)
-    text = {cap: (run / "guidance" / f"{cap}.md").read_text() for cap in CAPS}
-    accuracy, style, folders = "tolerance of 0.5 percentage points", "colour-blind palette", "only under the `outputs/`"
-    assert accuracy in text[METRIC] and accuracy not in text[VISUAL]
-    assert style in text[VISUAL] and style not in text[METRIC]
-    assert folders in text[PRESENCE]
-    assert "Thanks for reading" not in "".join(text.values()) and "# Domain notes" not in "".join(text.values())
-    # The task files carry the same sections, so the notes travel with them.
-    assert style in (run / "guidance" / "tasks" / "t3.md").read_text()
+    assert "colour-blind palette" not in files_text(run / "guidance")  # no model chose where they belong
+    assert any("notes" in rec.getMessage() and "no model" in rec.getMessage() for rec in caplog.records)
+
+
+def test_long_notes_reach_each_prompt_cut_to_the_lines_that_concern_it(gemini_env, tmp_path):
+    notes = tmp_path / "notes.md"
+    filler = "".join(f"- Unrelated house rule number {i} about kitchen appliances and their warranty.\n" for i in range(120))
+    notes.write_text(NOTES + filler)
+    assert len(notes.read_text()) > NOTES_MAX_CHARS
+    generate_guidance(llm_session(tmp_path), notes)
+    prompts = {re.search(r"Capability `([a-z_]+)`", r.texts[0]).group(1): r.texts[0] for r in guidance_requests(gemini_env)}
+    accuracy, style = "tolerance of 0.5 percentage points", "colour-blind palette"
+    assert accuracy in prompts[METRIC] and accuracy not in prompts[VISUAL]
+    assert style in prompts[VISUAL] and style not in prompts[METRIC]
+    assert "kitchen appliances" not in prompts[METRIC]
 
 
 def test_relevant_note_lines_use_keyword_overlap():
@@ -334,7 +331,7 @@ def test_invalid_answer_is_reasked_with_the_violation(gemini_env, tmp_path):
     assert "`summary` is empty" in reask.texts[2]
 
 
-def test_persistently_invalid_answer_falls_back_to_offline_and_is_reported(gemini_env, tmp_path, caplog):
+def test_persistently_invalid_answer_leaves_no_guidance_and_is_reported(gemini_env, tmp_path, caplog):
     def visual_never_valid(req):
         if f"Capability `{VISUAL}`" in req.texts[0]:
             return {"summary": "fine", "procedure": [f"step {i}" for i in range(12)], "evidence": ["e"], "pitfalls": ["p"]}
@@ -344,35 +341,31 @@ def test_persistently_invalid_answer_falls_back_to_offline_and_is_reported(gemin
     session = llm_session(tmp_path)
     info = generate_guidance(session)
     assert list(info["fallbacks"]) == [VISUAL] and "`procedure` has 12 items" in info["fallbacks"][VISUAL][0]
-    assert info["sources"] == {"llm": 2, "offline": 0, "fallback": 1}
+    assert info["sources"] == {"llm": 2, "offline": 0, "fallback": 1} and info["undrafted"] == [VISUAL]
     attempts = session.cfg.llm.reask_attempts + 1
     assert len([r for r in guidance_requests(gemini_env) if f"Capability `{VISUAL}`" in r.texts[0]]) == attempts
     text = (tmp_path / "run" / "guidance" / f"{VISUAL}.md").read_text()
-    assert "step 11" not in text and CARDS[VISUAL][0] in text and "stayed invalid" in text
+    # No text in the model's place: the honest line, the (model-written) card and P2/P3, no procedure.
+    assert NO_DRAFT in text and "step 11" not in text and "## Procedure" not in text and "Criteria like this one" not in text
+    assert CARDS[VISUAL][0] in text and "stayed invalid" in text
     assert "Check the evidence directly." in (tmp_path / "run" / "guidance" / f"{METRIC}.md").read_text()
-    assert any(VISUAL in rec.getMessage() and "offline draft" in rec.getMessage() for rec in caplog.records)
+    assert any(VISUAL in rec.getMessage() and "no guidance" in rec.getMessage() for rec in caplog.records)
+
+    # The exports judges read: the drafted guidance where the model gave it, the honest line where it did not.
+    export_run(session, ["vally", "jsonl"])
+    doc = yaml.safe_load((tmp_path / "run" / "export" / "vally" / "eval.yaml").read_text(encoding="utf-8"))
+    assert validate_eval(doc) == []
+    prompts = [g["config"]["prompt"] for st in doc["stimuli"] for g in st["graders"]]
+    visual = [p for p in prompts if f"(`{VISUAL}`)" in p]
+    metric = [p for p in prompts if f"(`{METRIC}`)" in p]
+    assert visual and all(NO_DRAFT in p and "step 1" not in p and "### Procedure" not in p for p in visual)
+    assert metric and all("Check the evidence directly." in p and "No model drafted" not in p for p in metric)
+    sections = {s["capability"]: s for s in map(json.loads, (tmp_path / "run" / "export" / "guidance_sections.jsonl").read_text().splitlines())}
+    assert sections[VISUAL]["drafted"] is False and sections[VISUAL]["procedure"] == [] and sections[VISUAL]["summary"] is None
+    assert sections[METRIC]["drafted"] is True and sections[METRIC]["summary"]
 
 
 def test_transient_error_is_retried(gemini_env, tmp_path):
     gemini_env.push(Reply.error(503, "busy"))
     info = generate_guidance(llm_session(tmp_path))
     assert info["retries"] == 1 and info["fallbacks"] == {}
-
-
-def test_offline_draft_without_examples_or_signal_is_still_valid():
-    cap = TaxonomyCapability(name="judge_unusual_thing_quality_capability", description="Judge an unusual thing.",
-                             diagnostic_signal="", example_pattern="", non_examples=[], members=[])
-    assert validate_guidance(offline_draft(cap, [], None)) == []
-
-
-def test_offline_procedure_compares_only_the_figures_a_criterion_states():
-    """A number inside a quoted name ("20 Newsgroups") or joined to a word ("ResNet-50") names something; only a
-    figure the criterion states (30 epochs, 0.85) is one to compare with the deliverable."""
-    cap = TaxonomyCapability(name="check_for_dataset_capability", description="Criteria that use “dataset”.",
-                             diagnostic_signal="", example_pattern="", non_examples=[], members=[])
-    examples = [{"text": 'The "20 Newsgroups" dataset is used.'},
-                {"text": "A ResNet-50 model is trained for 30 epochs on the “Top 100” split."},
-                {"text": "Accuracy on the test set is at least 0.85."}]
-    compare = [s for s in offline_draft(cap, examples, None).procedure if s.startswith("Compare each figure")]
-    assert compare == ["Compare each figure the criterion states (e.g. `30`, `0.85`) with the deliverable's, as written."]
-    assert not any(s.startswith("Compare each figure") for s in offline_draft(cap, examples[:1], None).procedure)

@@ -1,18 +1,18 @@
-"""Drafting judge guidance per capability (an LLM with a runner, else offline) and the whole `taxonomy guidance` use."""
+"""Drafting judge guidance per capability (where a model runs) and the whole `taxonomy guidance` use."""
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import polars as pl
 
 from taxonomy.guidance.files import write_guidance
-from taxonomy.guidance.inputs import routed_criteria, select_examples
+from taxonomy.guidance.inputs import judge_view, routed_criteria, select_examples
 from taxonomy.guidance.model import GuidanceAnswer, GuidanceDrafts, GuidanceError, validate_guidance
-from taxonomy.guidance.offline import notes_for_prompt, offline_draft
+from taxonomy.guidance.notes import notes_for_prompt
 from taxonomy.guidance.stored import inputs_fingerprint, save_drafts
-from taxonomy.llm.runner import Job, Runner
+from taxonomy.llm.jobs import Answer, Job
 from taxonomy.prompts import render, template_hash
 from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy
@@ -31,39 +31,38 @@ def p3_first(taxonomy: Taxonomy) -> list:
     return sorted(taxonomy.capabilities, key=lambda c: rank[c.needs_domain_conventions])
 
 
-def draft_guidance(
-    taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame, notes: str | None, runner: Runner | None,
-    examples_per_cap: int = 5,
-) -> GuidanceDrafts:
-    """Guidance per capability: one LLM call each with a runner (stage "guidance"), else the offline draft.
+Ask = Callable[[str, Sequence[Job], str], "list[Answer] | None"]
 
-    An LLM answer that is still invalid after the runner's re-asks is replaced by the offline draft
-    for that capability; `drafts.fallbacks` names it with the reasons, and a warning is logged.
+
+def draft_guidance(
+    taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame, notes: str | None, ask: Ask, examples_per_cap: int = 5,
+) -> GuidanceDrafts:
+    """Guidance per capability, one model call each (stage "guidance"): `ask(stage, jobs, title)` returns the
+    model's answers, or None where no model runs.
+
+    No text is written in a model's place: a capability gets None where no model ran, or where its answer
+    stayed invalid after the runner's re-asks (`drafts.fallbacks` names it with the reasons, and a warning
+    is logged).
     """
     routed = routed_criteria(criteria, tags)
     notes = notes if notes and notes.strip() else None
-    examples = {cap.name: select_examples(routed, cap.name, examples_per_cap) for cap in taxonomy.capabilities}
-    drafts = GuidanceDrafts()
     order = p3_first(taxonomy)
-    if runner is None:
-        for cap in order:
-            drafts[cap.name] = offline_draft(cap, examples[cap.name], notes, taxonomy)
-            drafts.source[cap.name] = "offline"
-        return drafts
-    prompts = [render(PROMPT, cap=cap.as_stated(), examples=examples[cap.name], notes=notes_for_prompt(cap, notes, taxonomy=taxonomy))
-               for cap in order]
-    jobs = [Job(prompt, GuidanceAnswer, validate_guidance) for prompt in prompts]
-    answers = runner.run(STAGE, jobs, "Judge guidance")
-    for cap, answer in zip(order, answers):
-        if answer.ok:
+    jobs = [Job(render(PROMPT, cap=cap.as_stated(), examples=select_examples(routed, cap.name, examples_per_cap),
+                       notes=notes_for_prompt(cap, notes, taxonomy=taxonomy)), GuidanceAnswer, validate_guidance)
+            for cap in order]
+    answers = ask(STAGE, jobs, "Judge guidance")
+    drafts = GuidanceDrafts()
+    for i, cap in enumerate(order):
+        answer = answers[i] if answers is not None else None
+        if answer is not None and answer.ok:
             drafts[cap.name], drafts.source[cap.name] = answer.value, "llm"
             continue
-        reasons = [str(v) for v in answer.violations] or ["no valid answer"]
-        log.warning("guidance for %s: no valid answer after %d attempts (%s); using the offline draft",
-                    cap.name, answer.attempts, "; ".join(reasons))
-        drafts[cap.name] = offline_draft(cap, examples[cap.name], notes, taxonomy)
-        drafts.source[cap.name] = "fallback"
-        drafts.fallbacks[cap.name] = reasons
+        drafts[cap.name], drafts.source[cap.name] = None, "offline" if answer is None else "fallback"
+        if answer is not None:
+            reasons = [str(v) for v in answer.violations] or ["no valid answer"]
+            log.warning("guidance for %s: no valid answer after %d attempts (%s); it has no guidance",
+                        cap.name, answer.attempts, "; ".join(reasons))
+            drafts.fallbacks[cap.name] = reasons
     return drafts
 
 
@@ -82,7 +81,7 @@ def read_notes(notes_path: Path | None) -> str | None:
 
 
 def generate_guidance(session: Any, notes_path: Path | None = None, examples_per_cap: int = 5) -> dict[str, Any]:
-    """Read a finished run, draft guidance (LLM with `session.runner`, else offline), write it, return a manifest entry.
+    """Read a finished run, draft guidance where the session's model runs, write it, return a manifest entry.
 
     The caller records the returned dict (e.g. `session.run.record("guidance", info)`).
     """
@@ -93,19 +92,24 @@ def generate_guidance(session: Any, notes_path: Path | None = None, examples_per
     criteria = run.read_parquet("criteria.parquet", "discover")
     taxonomy = load_taxonomy(run.need("taxonomy.json", "merge"), session.cfg.labels)
     tags = run.read_parquet("stage3_tags.parquet", "tag")
-    drafts = draft_guidance(taxonomy, criteria, tags, notes, session.runner, examples_per_cap)
-    files = write_guidance(run, taxonomy, criteria, tags, drafts, examples_per_cap)
+    shown = judge_view(taxonomy)
+    drafts = draft_guidance(shown, criteria, tags, notes, session.engine.ask, examples_per_cap)
+    files = write_guidance(run, shown, criteria, tags, drafts, examples_per_cap)
     save_drafts(run, drafts, inputs_fingerprint(taxonomy, criteria, tags), notes)
+    if notes and all(source == "offline" for source in drafts.source.values()):
+        log.warning("%s: domain notes are woven into guidance by a model, and no model ran; set a key (or --provider) "
+                    "and run `taxonomy guidance` again to use them", notes_path)
     info: dict[str, Any] = {
         **files.as_dict(),
         "notes": str(notes_path) if notes_path is not None else None,
         "prompt_hash": template_hash(PROMPT),
         "sources": {s: list(drafts.source.values()).count(s) for s in ("llm", "offline", "fallback")},
+        "undrafted": drafts.undrafted(),
         "p3_capabilities": [c.name for c in taxonomy.capabilities if c.needs_domain_conventions],
         "drafting_order": [c.name for c in p3_first(taxonomy)],
         "fallbacks": dict(drafts.fallbacks),
         "calls": 0,
     }
-    if session.runner is not None and STAGE in session.runner.usage:
-        info.update(session.runner.usage[STAGE].as_dict(session.cfg.llm.prices))
+    if STAGE in session.engine.usage:
+        info.update(session.engine.usage[STAGE].as_dict(session.cfg.llm.prices))
     return info

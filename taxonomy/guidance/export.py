@@ -19,6 +19,7 @@ from typing import Any
 from taxonomy.guidance import principles
 from taxonomy.guidance.draft import generate_guidance, read_notes
 from taxonomy.guidance.files import write_guidance
+from taxonomy.guidance.inputs import judge_view
 from taxonomy.guidance.jsonl import build_routing
 from taxonomy.guidance.model import GuidanceDrafts
 from taxonomy.guidance.openjudge import build_graders
@@ -87,6 +88,7 @@ def export_run(session: Any, formats: list[str], out: Path | None = None, notes_
     tags = run.read_parquet("stage3_tags.parquet", "tag")
     tasks = load_tasks(taxonomy, criteria, tags)  # checked before any guidance is (re)drafted
     drafts, how = _drafts(session, inputs_fingerprint(taxonomy, criteria, tags), notes_path)
+    taxonomy = judge_view(taxonomy)
     target = RunDir(Path(out) if out is not None else run.path / DEFAULT_FOLDER)
     result = ExportResult(target.path, guidance=how)
     header = (f"vally eval written by rubric-taxonomy (`taxonomy export`) from run {run.path.name}, "

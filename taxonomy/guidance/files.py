@@ -11,7 +11,6 @@ import polars as pl
 
 from taxonomy.guidance.inputs import routed_criteria, select_examples
 from taxonomy.guidance.model import GuidanceAnswer, GuidanceError
-from taxonomy.guidance.offline import _sentence
 from taxonomy.guidance.principles import FIELDS as PRINCIPLES
 from taxonomy.guidance.principles import WORD, any_of, judge_lines
 from taxonomy.run import RunDir
@@ -97,23 +96,37 @@ def _pitfall_lines(pitfalls: list[str]) -> list[str]:
     return out[:-1]
 
 
+def _sentence(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if not text or text[-1] in ".!?" else text + "."
+
+
+# Where no model drafted guidance the judge is told so, and the person running the export how to get it.
+NO_DRAFT = ("No model drafted guidance for this kind of check: judge each criterion from its own text. "
+            "For guidance, run `taxonomy guidance RUN_DIR` with a model (`export GEMINI_API_KEY=...`, or "
+            "`--provider openai` with `llm.base_url` set to a local server), then export again.")
+
+
 def _when_it_applies(cap: TaxonomyCapability, summary: str) -> list[str]:
     described = _sentence(cap.described())
-    lines = [] if described in " ".join(summary.split()) else [described, ""]
-    if cap.diagnostic_signal.strip():
-        lines.append(f"- **Signal:** {_line(cap.diagnostic_signal, 2000)}")
-    if cap.example_pattern.strip():
-        lines.append(f"- **Typical criterion:** {_line(cap.example_pattern, 2000)}")
-    lines += [f"- **Not this capability:** {_line(ne, 2000)}" for ne in cap.non_examples]
-    return lines
+    head = [] if described in " ".join(summary.split()) else [described]
+    card = [f"- **Signal:** {_line(cap.diagnostic_signal, 2000)}"] if cap.diagnostic_signal.strip() else []
+    card += [f"- **Typical criterion:** {_line(cap.example_pattern, 2000)}"] if cap.example_pattern.strip() else []
+    card += [f"- **Not this capability:** {_line(ne, 2000)}" for ne in cap.non_examples]
+    return head + ([""] if head and card else []) + card
 
 
-def guidance_body(cap: TaxonomyCapability, draft: GuidanceAnswer, level: str) -> list[str]:
-    """The guidance proper, with sub-headings at `level` ("##" in a capability file, "###" in a task file)."""
-    return [
-        _line(draft.summary, 4000), "",
-        f"{level} When it applies", "", *_when_it_applies(cap, draft.summary), "",
-        f"{level} What the check needs", "", *judge_lines(cap), "",
+def guidance_body(cap: TaxonomyCapability, draft: GuidanceAnswer | None, level: str, say_undrafted: bool = True) -> list[str]:
+    """The guidance proper, with sub-headings at `level` ("##" in a capability file, "###" in a task file).
+    Without a model's draft: the NO_DRAFT line (unless the caller said it once already), what is known of
+    the capability, and P2/P3."""
+    summary = _line(draft.summary, 4000) if draft is not None else NO_DRAFT if say_undrafted else ""
+    applies = _when_it_applies(cap, summary)
+    lines = ([summary, ""] if summary else []) + ([f"{level} When it applies", "", *applies, ""] if applies else [])
+    lines += [f"{level} What the check needs", "", *judge_lines(cap), ""]
+    if draft is None:
+        return lines
+    return lines + [
         f"{level} Procedure", "", *_numbered(draft.procedure), "",
         f"{level} Evidence that settles a verdict", "", *_bullets(draft.evidence), "",
         f"{level} Pitfalls", "", *_pitfall_lines(draft.pitfalls), "",
@@ -122,12 +135,11 @@ def guidance_body(cap: TaxonomyCapability, draft: GuidanceAnswer, level: str) ->
 
 _SOURCE_NOTE = {
     "llm": "drafted by an LLM from the capability card, example criteria and domain notes",
-    "offline": "drafted offline from the capability card, example criteria and domain notes (no LLM)",
-    "fallback": "drafted offline because the LLM's answer stayed invalid after re-asking",
+    "fallback": "no guidance: the LLM's answer stayed invalid after re-asking",
 }
 
 
-def capability_markdown(cap: TaxonomyCapability, draft: GuidanceAnswer, examples: list[dict[str, str]],
+def capability_markdown(cap: TaxonomyCapability, draft: GuidanceAnswer | None, examples: list[dict[str, str]],
                         n_primary: int, n_any: int, source: str = "") -> str:
     lines = [f"# Judge guidance: {title(cap.name, cap.title)}", "", f"Capability `{cap.name}`: primary tag of {n_primary} criteria, "
              f"needed (any tag) by {n_any}.", "", *guidance_body(cap, draft, "##")]
@@ -140,12 +152,15 @@ def capability_markdown(cap: TaxonomyCapability, draft: GuidanceAnswer, examples
     return "\n".join(lines).rstrip() + "\n"
 
 
-def task_markdown(task_id: str, sections: list[tuple[TaxonomyCapability, GuidanceAnswer, list[str]]],
+def task_markdown(task_id: str, sections: list[tuple[TaxonomyCapability, GuidanceAnswer | None, list[str]]],
                   n_criteria: int, n_untagged: int) -> str:
     """One judge-guidance document for a task: a `##` section per capability its criteria need."""
     lines = [f"# Judge guidance for task {_line(task_id, 200)}", "",
              f"This task has {n_criteria} criteria; they need {len(sections)} kinds of check, one section each below, "
              "the most needed first. The criterion text always governs: this guidance says how to check, not what to require."]
+    none_drafted = all(draft is None for _, draft, _ in sections)
+    if sections and none_drafted:  # said once for the whole file, not once per section
+        lines += ["", NO_DRAFT]
     if n_untagged:
         lines += ["", f"{n_untagged} of its criteria have no capability tag; judge them from the criterion text alone."]
     lines.append("")
@@ -153,12 +168,12 @@ def task_markdown(task_id: str, sections: list[tuple[TaxonomyCapability, Guidanc
         lines += [f"## {title(cap.name, cap.title)} (`{cap.name}`)", "",
                   f"Needed by {len(ids)} of the task's criteria: {', '.join(_line(i, 80) for i in ids[:20])}"
                   + (", …" if len(ids) > 20 else "") + ".", "",
-                  *guidance_body(cap, draft, "###")]
+                  *guidance_body(cap, draft, "###", say_undrafted=not none_drafted)]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def write_guidance(run: RunDir, taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame,
-                   drafts: dict[str, GuidanceAnswer], examples_per_cap: int = 5, folder: str = FOLDER) -> GuidanceFiles:
+                   drafts: dict[str, GuidanceAnswer | None], examples_per_cap: int = 5, folder: str = FOLDER) -> GuidanceFiles:
     """Capability files, the routing table and per-task guidance, written atomically under run/<folder>/
     (`run` may be any folder opened as a RunDir, e.g. an export's)."""
     routed = routed_criteria(criteria, tags)

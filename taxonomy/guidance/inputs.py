@@ -1,7 +1,10 @@
-"""What guidance is drafted from: criteria joined with their tags, and example criteria per capability."""
+"""What guidance is drafted from: criteria joined with their tags, example criteria per capability, and the
+capability cards as judges may read them."""
 from __future__ import annotations
 
 import polars as pl
+
+from taxonomy.schemas import Taxonomy
 
 
 # ---- inputs ---------------------------------------------------------------------------
@@ -16,14 +19,31 @@ def routed_criteria(criteria: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
 
 
 def select_examples(routed: pl.DataFrame, capability: str, n: int) -> list[dict[str, str]]:
-    """Up to n criteria whose primary tag is `capability`: one per task first (corpus order), then the rest."""
+    """Up to n criteria whose primary tag is `capability`, in corpus order: a new task with a new text first,
+    then any new text, then the rest (a rubric repeating one criterion in every task is quoted once first)."""
     rows = routed.filter(pl.col("primary") == capability).to_dicts()
-    first_of_task, seen = [], set()
+    tasks: set = set()
+    texts: set = set()
+    fresh, new_text, rest = [], [], []
     for r in rows:
-        if r["task_id"] not in seen:
-            seen.add(r["task_id"])
-            first_of_task.append(r)
-    chosen_ids = {r["criterion_id"] for r in first_of_task[:n]}
-    rest = [r for r in rows if r["criterion_id"] not in chosen_ids]
-    chosen = (first_of_task[:n] + rest)[:n]
+        text = " ".join(str(r["text"] or "").split())
+        if text in texts:
+            rest.append(r)
+        elif r["task_id"] in tasks:
+            new_text.append(r)
+        else:
+            fresh.append(r)
+            tasks.add(r["task_id"])
+        texts.add(text)
+    chosen = (fresh + new_text + rest)[:n]
     return [{"task_id": str(r["task_id"]), "criterion_id": str(r["criterion_id"]), "text": str(r["text"] or "")} for r in chosen]
+
+
+def judge_view(taxonomy: Taxonomy) -> Taxonomy:
+    """The taxonomy as judges and the guidance prompt see it. Cards the offline backend drew from corpus
+    statistics (opening shares, phrase counts, "prefer the sibling" boundaries) tell a judge nothing it can
+    act on, so they are left out; a person's `describe` sentence, the names and P2/P3 stay."""
+    if taxonomy.written_by != "offline":
+        return taxonomy
+    blank = {"description": "", "diagnostic_signal": "", "example_pattern": "", "non_examples": []}
+    return taxonomy.model_copy(update={"capabilities": [c.model_copy(update=blank) for c in taxonomy.capabilities]})

@@ -4,7 +4,10 @@ of the guidance sections routed to it, plus the sections themselves.
     routing.jsonl            {task_id, criterion_id, criterion, weight, penalty, capabilities, guidance_sections,
                               needs_native_inspection, needs_domain_conventions}
     guidance_sections.jsonl  {id, capability, title, description, needs_native_inspection(_reason),
-                              needs_domain_conventions(_reason), summary, procedure, evidence, pitfalls, markdown}
+                              needs_domain_conventions(_reason), drafted, summary, procedure, evidence, pitfalls, markdown}
+
+`drafted` is false where no model drafted guidance: summary is null, the lists are empty, and the
+markdown says so and how to get guidance.
 
 P2/P3 are true, false or null (unknown). On a routing line they hold for the criterion: true when any
 capability it is tagged with needs it, false when all are decided false; the reasons are in its sections.
@@ -24,7 +27,14 @@ def section_id(capability: str) -> str:
     return capability
 
 
-def build_routing(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, GuidanceAnswer]) -> tuple[list[dict], list[dict]]:
+def _drafted(draft: GuidanceAnswer | None) -> dict[str, Any]:
+    """The model's guidance fields; where no model drafted any, `drafted` false and the fields empty."""
+    if draft is None:
+        return {"drafted": False, "summary": None, "procedure": [], "evidence": [], "pitfalls": []}
+    return {"drafted": True, **draft.model_dump()}
+
+
+def build_routing(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, GuidanceAnswer | None]) -> tuple[list[dict], list[dict]]:
     """(routing lines in corpus order, one guidance section per capability in taxonomy order)."""
     caps = {c.name: c for c in taxonomy.capabilities}
     routing = [{
@@ -34,6 +44,6 @@ def build_routing(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, Guida
     } for task in tasks for c in task.criteria]
     sections: list[dict[str, Any]] = [{
         "id": section_id(cap.name), "capability": cap.name, "title": title(cap.name, cap.title), "description": cap.described(),
-        **fields(cap), **drafts[cap.name].model_dump(), "markdown": guidance_text(cap, drafts[cap.name]),
+        **fields(cap), **_drafted(drafts[cap.name]), "markdown": guidance_text(cap, drafts[cap.name]),
     } for cap in taxonomy.capabilities]
     return routing, sections

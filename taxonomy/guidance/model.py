@@ -35,13 +35,18 @@ def validate_guidance(answer: GuidanceAnswer, min_items: int = MIN_ITEMS, max_it
 
 
 class GuidanceDrafts(dict):
-    """capability name → GuidanceAnswer, plus where each came from and which LLM answers failed.
+    """capability name → the GuidanceAnswer a model drafted, or None where no model drafted one.
 
-    `source[name]` is "llm", "offline", or "fallback" (the offline draft after an invalid LLM answer);
-    `fallbacks[name]` lists the last violations of the answer that was given up on.
+    `source[name]` is "llm" (a model's valid answer), "offline" (no model ran) or "fallback" (the model's
+    answer stayed invalid after re-asking: no guidance, never text posing as the model's); `fallbacks[name]`
+    lists the last violations of the answer that was given up on.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.source: dict[str, str] = {}
         self.fallbacks: dict[str, list[str]] = {}
+
+    def undrafted(self) -> list[str]:
+        """The capabilities no model drafted guidance for."""
+        return [name for name, draft in self.items() if draft is None]

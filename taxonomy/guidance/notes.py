@@ -1,17 +1,15 @@
-"""Offline guidance drafts from a capability's own criteria, and the domain-note lines relevant to a capability."""
+"""The domain-note lines relevant to a capability, so long notes reach each guidance prompt cut to what concerns it."""
 from __future__ import annotations
 
 import re
 
-from taxonomy.guidance.model import MAX_ITEMS, GuidanceAnswer
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
+from taxonomy.text import stem, words
 
 NOTES_MAX_CHARS = 6000  # longer domain notes are cut to the lines relevant to each capability
-NOTE_LINES_PER_CAP = 3  # domain-note lines an offline draft quotes per capability
 
 
 # ---- words ------------------------------------------------------------------------------
-_TOKEN = re.compile(r"[a-z][a-z0-9]+")
 # Words every capability card uses; they say nothing about which capability a note concerns.
 _GENERIC = frozenset(
     "the and for with that this from into onto each every any all are was were has have had not but its their "
@@ -23,23 +21,8 @@ _GENERIC = frozenset(
 )
 
 
-def _stem(word: str) -> str:
-    """A crude stem: a plural `s` dropped, then the first five letters (recompute ~ recomputed, file ~ files)."""
-    if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
-        word = word[:-1]
-    return word[:5]
-
-
 def _stems(text: str) -> set[str]:
-    return {_stem(w) for w in _TOKEN.findall(text.lower()) if len(w) >= 4 and w not in _GENERIC}
-
-
-_ARTIFACT = re.compile(r"`([^`]{2,80})`|\b([\w.-]+/[\w./-]+|[\w-]+\.[a-z][a-z0-9]{0,4})\b")
-# A figure stands on its own: "ResNet-50" and "Set5" name something, and so does a number inside a quoted
-# name ("20 Newsgroups"), which _QUOTED blanks out before figures are looked for.
-_QUANTITY = re.compile(r"(?<![\w.])(?<!\w-)(\d[\d,.]*\s?%?)")
-_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”|«[^»]*»|„[^“”]*[“”]")
-_EG = re.compile(r"\b(?:e\.g|i\.e|etc|vs|cf)\.?$", re.I)
+    return {stem(w) for w in words(text) if len(w) >= 4 and w not in _GENERIC}
 
 
 # ---- relevance of domain-note lines -----------------------------------------------------
@@ -69,7 +52,7 @@ def capability_keywords(cap: TaxonomyCapability) -> tuple[set[str], set[str], se
 
 
 def relevant_note_lines(
-    cap: TaxonomyCapability, notes: str | None, limit: int | None = NOTE_LINES_PER_CAP,
+    cap: TaxonomyCapability, notes: str | None, limit: int | None = None,
     taxonomy: Taxonomy | None = None, min_score: float = 1.5,
 ) -> list[str]:
     """Note lines that share words with the capability; best overlap first, ties in file order.
@@ -113,76 +96,3 @@ def notes_for_prompt(cap: TaxonomyCapability, notes: str | None, max_chars: int 
         kept.append(line)
         size += len(line) + 1
     return "\n".join(kept) or None
-
-
-# ---- the offline draft ----------------------------------------------------------------
-# No model drafts it, so it says only what the capability's own criteria support: what they
-# mention, what they name, the figures they state, the siblings they are confused with, and the
-# benchmark's own notes. No procedure or pitfall is invented for a kind of check it cannot read.
-def _sentence(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text if not text or text[-1] in ".!?" else text + "."
-
-
-def _quote(items: list[str], n: int = 3) -> str:
-    return ", ".join(f"`{i}`" for i in items[:n])
-
-
-def _criteria_hints(examples: list[dict[str, str]]) -> tuple[list[str], list[str]]:
-    """Artifacts (file names, paths, code spans) and figures the example criteria name, first seen first."""
-    artifacts: list[str] = []
-    quantities: list[str] = []
-    for ex in examples:
-        text = ex["text"]
-        for m in _ARTIFACT.finditer(text):
-            a = (m.group(1) or m.group(2) or "").strip()
-            named = bool(a) and not a[0].isdigit() and not _EG.search(a) and ("/" in a or "." in a.strip("."))
-            if named and a not in artifacts:
-                artifacts.append(a)
-        for m in _QUANTITY.finditer(_QUOTED.sub(" ", text)):
-            q = m.group(1).strip().rstrip(".,")
-            if q and q not in quantities and not any(q in a for a in artifacts):
-                quantities.append(q)
-    return artifacts, quantities
-
-
-def _title(cap: TaxonomyCapability) -> str:
-    return f"`{cap.name}`" + (f" ({cap.title})" if cap.title else "")
-
-
-def offline_draft(cap: TaxonomyCapability, examples: list[dict[str, str]], notes: str | None,
-                  taxonomy: Taxonomy | None = None) -> GuidanceAnswer:
-    """Guidance drawn from the capability's own criteria and card, and the domain-note lines that match it."""
-    conventions = relevant_note_lines(cap, notes, taxonomy=taxonomy)
-    artifacts, quantities = _criteria_hints(examples)
-    names = taxonomy.names() if taxonomy else []
-
-    summary = (f"No model drafted this guidance; it is drawn from the criteria tagged {_title(cap)}. "
-               + _sentence(cap.described()))
-
-    procedure = [f"Restate the criterion as the one claim it makes; criteria of this kind turn on {_phrase_hint(cap)}."]
-    procedure += [f"Apply the benchmark's own note: {_sentence(line)}" for line in conventions]
-    if artifacts:
-        procedure.append(f"Open what the criterion names, where it names it (these criteria name e.g. {_quote(artifacts)}), "
-                         "and read it there rather than in the agent's account of it.")
-    if quantities:
-        procedure.append(f"Compare each figure the criterion states (e.g. {_quote(quantities)}) with the deliverable's, as written.")
-    procedure.append("Mark the criterion met only if the evidence shows every part of it.")
-
-    evidence = [f"Criteria like this one: “{ex['text'].strip()}”" for ex in examples[:2] if ex.get("text", "").strip()]
-    if artifacts:
-        evidence.append(f"The artifacts these criteria name, opened directly (e.g. {_quote(artifacts)}).")
-    if not evidence:
-        evidence.append("The part of the deliverable the criterion names, read directly.")
-
-    pitfalls = [f"Tagged here by mistake: {_sentence(b)}" for b in cap.non_examples if any(f"`{n}`" in b for n in names) or not names]
-    if not pitfalls:
-        pitfalls.append("Grading a point the criterion does not state; grade only what it states.")
-    return GuidanceAnswer(summary=summary, procedure=procedure[:MAX_ITEMS], evidence=evidence[:MAX_ITEMS], pitfalls=pitfalls[:MAX_ITEMS])
-
-
-def _phrase_hint(cap: TaxonomyCapability) -> str:
-    phrases = cap.key_phrases[:3] or ([cap.title] if cap.title else [])
-    if not phrases:
-        return "what it names"
-    return ", ".join(f"“{p}”" for p in phrases[:-1]) + (" or " if len(phrases) > 1 else "") + f"“{phrases[-1]}”"

@@ -37,6 +37,11 @@ def _principles(cap: TaxonomyCapability) -> str:
     return f"P2 needs native inspection: {WORD[cap.needs_native_inspection]}; P3 needs domain conventions: {WORD[cap.needs_domain_conventions]}."
 
 
+def _described(cap: TaxonomyCapability) -> str:
+    # An offline taxonomy's card is left out of what judges read (inputs.judge_view): the criteria it tags are named instead.
+    return " ".join(cap.described().split()) or f"Criteria tagged `{cap.name}` ({title(cap.name, cap.title)})."
+
+
 def grader_config(name: str, description: str, cap_title: str, guidance: str, model: str) -> dict[str, Any]:
     user = "\n".join([
         f"Grade the agent's work on the criteria below, which all need one kind of check: {_escape(cap_title)}.",
@@ -55,12 +60,11 @@ def grader_config(name: str, description: str, cap_title: str, guidance: str, mo
     }
 
 
-def build_graders(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, GuidanceAnswer], model: str) -> tuple[list[dict], list[dict]]:
+def build_graders(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, GuidanceAnswer | None], model: str) -> tuple[list[dict], list[dict]]:
     """(grader configs, inputs lines). A grader for untagged criteria is added only when some exist."""
     caps = {c.name: c for c in taxonomy.capabilities}
     order = {n: i for i, n in enumerate(caps)}
-    graders = [grader_config(c.name, f"{' '.join(c.described().split())} {_principles(c)}", title(c.name, c.title),
-                             guidance_text(c, drafts[c.name]), model)
+    graders = [grader_config(c.name, f"{_described(c)} {_principles(c)}", title(c.name, c.title), guidance_text(c, drafts[c.name]), model)
                for c in taxonomy.capabilities]
     lines = []
     for task in tasks:

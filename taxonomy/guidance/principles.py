@@ -20,27 +20,27 @@ _JUDGE = {
     "needs_native_inspection": ("Native inspection (P2)", {
         True: "needed: inspect the artifacts themselves (structure, metadata, cross-file references), not a text or rendered view of them.",
         False: "not needed: the content read as text or rendered is enough to judge.",
-        None: "unknown: not decided for this capability.",
+        None: ("unknown: not decided for this kind of check; where a criterion turns on how an artifact is built "
+               "(structure, metadata, cross-file references), inspect the artifact itself."),
     }),
     "needs_domain_conventions": ("Domain conventions (P3)", {
         True: "needed: the check depends on conventions the criterion text does not state.",
         False: "not needed: the criterion text states what the check depends on.",
-        None: "unknown: not decided for this capability.",
+        None: ("unknown: not decided for this kind of check; where a criterion relies on a convention it does not state, "
+               "say in your reason which convention you applied."),
     }),
 }
 
 
 def judge_lines(cap: DesignPrinciples) -> list[str]:
-    """Two markdown bullets, one per principle, telling a grader what the check needs and why."""
+    """Two markdown bullets, one per principle, telling a grader what the check needs and why. An unknown
+    value comes without its reason: that says why the tool could not decide, which no grader can act on."""
     out = []
     for field in FIELDS:
         head, says = _JUDGE[field]
         value = getattr(cap, field)
-        reason = " ".join(str(getattr(cap, f"{field}_reason") or "").split())
-        if value is None and reason.lower().startswith("unknown:"):  # the merge's own words for why it is undecided
-            out.append(f"- **{head}:** unknown: {reason[len('unknown:'):].strip()}")
-        else:
-            out.append(f"- **{head}:** {says[value]}" + (f" Why: {reason}" if reason else ""))
+        reason = " ".join(str(getattr(cap, f"{field}_reason") or "").split()) if value is not None else ""
+        out.append(f"- **{head}:** {says[value]}" + (f" Why: {reason}" if reason else ""))
     return out
 
 

@@ -92,7 +92,8 @@ def criteria_block(criteria: list[Criterion]) -> str:
 
 
 def guidance_text(cap: TaxonomyCapability | None, draft: GuidanceAnswer | None) -> str:
-    """A capability's guidance as markdown with `###` sub-headings; a fixed line for untagged criteria."""
-    if cap is None or draft is None:
+    """A capability's guidance as markdown with `###` sub-headings (the one no-draft line where no model
+    drafted it); a fixed line for untagged criteria (cap None)."""
+    if cap is None:
         return "No capability guidance applies to these criteria (Stage 3 gave them no capability); judge them from the criterion text alone."
     return "\n".join(guidance_body(cap, draft, "###")).strip()

@@ -15,11 +15,14 @@ from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy
 
 DRAFTS = f"{FOLDER}/drafts.json"
+# Part of the fingerprint: drafts stored before a capability could have no draft held offline text in its
+# place, so they are drafted again rather than served.
+FORMAT = "2"
 
 
 def inputs_fingerprint(taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame) -> str:
     """What a draft depends on: the taxonomy's content, each criterion's text and its tags."""
-    h = hashlib.sha256(taxonomy.compute_hash().encode())
+    h = hashlib.sha256(f"{FORMAT}:{taxonomy.compute_hash()}".encode())
     h.update(criteria.select("criterion_id", "task_id", "text").write_csv().encode())
     h.update(tags.select("criterion_id", pl.col("tags").list.join(";")).write_csv().encode())
     return h.hexdigest()
@@ -33,7 +36,8 @@ def save_drafts(run: RunDir, drafts: GuidanceDrafts, fingerprint: str, notes: st
     run.write_json(DRAFTS, {
         "inputs": fingerprint,
         "notes": notes_fingerprint(notes),
-        "drafts": {name: {**answer.model_dump(), "source": drafts.source.get(name, "")} for name, answer in drafts.items()},
+        "drafts": {name: {**(answer.model_dump() if answer is not None else {}), "source": drafts.source.get(name, "")}
+                   for name, answer in drafts.items()},
     })
 
 
@@ -50,7 +54,7 @@ def load_drafts(run: RunDir, fingerprint: str, notes: str | None = None, check_n
         drafts = GuidanceDrafts()
         for name, item in stored["drafts"].items():
             drafts.source[name] = item.pop("source", "")
-            drafts[name] = GuidanceAnswer.model_validate(item)
+            drafts[name] = GuidanceAnswer.model_validate(item) if item else None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise GuidanceError(f"{path}: damaged ({str(exc).splitlines()[0]}); fix: delete it and run `taxonomy guidance {run.path}` again") from None
     return drafts
