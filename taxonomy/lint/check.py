@@ -13,6 +13,16 @@ from taxonomy.lint.reading import Corpus
 from taxonomy.lint.target import Target, load_target
 
 
+FAIL_ON = ("error", "warning", "never")
+
+
+def choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
+    """A checked option value: anything else is one line naming the allowed ones (exit 2)."""
+    if value not in allowed:
+        raise ConfigError(f"{option} {value}: not a choice; fix: use one of {' | '.join(allowed)}")
+    return value
+
+
 def rules(select: str | None, ignore: str | None) -> list[str]:
     """The rules `--select` and `--ignore` leave; an unknown name is a one-line error naming the known ones."""
     def names(option: str, value: str | None) -> list[str]:

@@ -73,8 +73,6 @@ def _uri(file: str) -> str:
 
 
 def sarif(findings: list[Finding], summ: dict) -> str:
-    from taxonomy import __version__
-
     rules = list(RULES)
     results = []
     for f in findings:
@@ -91,12 +89,21 @@ def sarif(findings: list[Finding], summ: dict) -> str:
             result["locations"] = [{"physicalLocation": physical}]
         results.append(result)
     driver = {
-        "name": "taxonomy lint", "version": __version__, "informationUri": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/",
+        "name": "taxonomy lint", "version": _version(), "informationUri": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/",
         "rules": [{"id": r, "name": r.replace("-", " ").title().replace(" ", ""), "shortDescription": {"text": d}} for r, d in RULES.items()],
     }
     log = {"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
            "runs": [{"tool": {"driver": driver}, "results": results, "properties": {"summary": summ}}]}
     return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("rubric-taxonomy")
+    except PackageNotFoundError:
+        return "0+checkout"
 
 
 def _escape(value: str, prop: bool = False) -> str:

@@ -72,7 +72,8 @@ def opening(ws: list[str], function: frozenset[str]) -> str | None:
 
 
 def negated_opening(ws: list[str]) -> bool:
-    return negations(ws[:3]) > 0
+    """"Does not ...", "No ...": rewarding an absence is a legitimate wording ("fails to" is not one)."""
+    return any(w in NEGATIONS for w in ws[:3])
 
 
 def sentences(text: str) -> list[str]:

