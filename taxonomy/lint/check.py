@@ -65,7 +65,9 @@ def _with_model(target: Target, found: list[Finding], chosen: list[str], provide
     session = open_session(target.cfg, provider=backend, run_dir=target.run_dir, show_progress=not quiet, from_source=target.run_dir is None)
     corpus = Corpus.of(target.frame)
     asked = jobs(corpus)
-    answers = session.runner.run(STAGE, [job for _, job in asked], "lint: reviewing each task's criteria")
+    answers = session.engine.ask(STAGE, [job for _, job in asked], "lint: reviewing each task's criteria")
+    if answers is None:
+        return found, {"asked": 0, "why": f"the {backend} backend runs no model"}
     review = read_answers(corpus, [task for task, _ in asked], answers)
     model = [f for f in review.findings if f.rule in chosen]
     return merge(found, model), review.summary()
