@@ -298,10 +298,13 @@ def test_duplicate_text_within_task_warns_once(tmp_path):
     rows = [("t1", "Same text."), ("t1", "Other."), ("t1", "Same text."), ("t2", "Same text."), ("t1", "Same text.")]
     p.write_text("".join(json.dumps({"task_id": t, "text": x}) + "\n" for t, x in rows))
     corpus = load(p)
-    assert corpus.frame.height == 5  # kept
+    assert corpus.frame["source"].to_list() == ["dups.jsonl:1", "dups.jsonl:2", "dups.jsonl:4"]  # collapsed into the first
     assert len(corpus.warnings) == 1
     w = corpus.warnings[0]
     assert w.startswith("2 criteria repeat") and "dups.jsonl:3" in w and "dups.jsonl:5" in w and "dups.jsonl:4" not in w
+    assert "collapsed" in w and "taxonomy lint" in w
+    kept = load(p, on_duplicate="keep")  # as the linter reads a rubric, to list them
+    assert kept.frame.height == 5 and "kept" in kept.warnings[0]
 
 
 def test_on_empty_skip_drops_and_warns(tmp_path):

@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -144,3 +147,26 @@ def test_the_run_folders_pipeline_toml_holds_relative_paths_and_moves(here, tmp_
     again = invoke("run", moved / "outputs" / "support" / "offline" / "pipeline.toml", "-q", "--no-report")
     assert again.output.count("already on disk and up to date, skipped") == 5, again.output
     assert str(moved / "outputs" / "support" / "offline") in again.output
+
+
+# ---- item 6: bad rows are said once, with counts, and exact repeats are collapsed ----------------
+def test_repeated_near_duplicate_and_overlong_rows_are_said_once_and_repeats_collapsed(here):
+    base = devai_frame().head(40)
+    rows = [{"task_id": r["task_id"], "criterion": r["text"] + ("  " if k == 2 else ""), "weight": 1}
+            for r in base.iter_rows(named=True) for k in range(3)]  # each criterion three times
+    rows += [{"task_id": "t1", "criterion": "The agent greets the customer.", "weight": 1},
+             {"task_id": "t1", "criterion": "THE AGENT greets  the customer", "weight": 1},
+             {"task_id": "t1", "criterion": "The agent explains the refund policy. " * 525, "weight": 1}]
+    pl.DataFrame(rows).write_csv(here / "support.csv")
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    done = subprocess.run([sys.executable, "-m", "taxonomy", "run", "support.csv", "-q", "--no-report"], cwd=here, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    said = [line for line in done.stderr.splitlines() if "support.csv: " in line and "taxonomy lint support.csv" in line]
+    assert len(said) == 3, done.stderr  # once each, though the command reads the corpus twice
+    repeats, near, long = said
+    assert "80 criteria repeat" in repeats and "collapsed" in repeats and "43 criteria left" in repeats
+    assert "1 criterion differs" in near and "case, spaces" in near
+    assert "1 criterion is over 5,000 characters" in long and "the longest 19,950" in long
+    criteria = pl.read_parquet(here / "outputs" / "support" / "offline" / "criteria.parquet")
+    assert criteria.height == 43 and criteria["text"].n_unique() == 43

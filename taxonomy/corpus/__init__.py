@@ -30,6 +30,7 @@ A bare file with no pipeline TOML is recognised by detect.detect (format and col
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Callable
 
@@ -53,6 +54,8 @@ __all__ = [
     "read_json",
 ]
 
+log = logging.getLogger("taxonomy.corpus")
+
 LOADERS: dict[str, Callable[[Path, CorpusConfig], _Loaded]] = {
     "table": _load_table,
     "paperbench": _load_paperbench,
@@ -61,6 +64,17 @@ LOADERS: dict[str, Callable[[Path, CorpusConfig], _Loaded]] = {
     "tasks_jsonl": _load_tasks_jsonl,
     "healthbench": _load_healthbench,
 }
+
+
+_said: set[tuple[str, str]] = set()
+
+
+def _say_once(path: Path, warnings: list[str]) -> None:
+    """Each warning about a corpus once per process, though a command may load it twice (to size it, then to run)."""
+    for text in warnings:
+        if (str(path.resolve()), text) not in _said:
+            _said.add((str(path.resolve()), text))
+            log.warning("%s: %s", _show(path), text)
 
 
 def load_corpus(cfg: CorpusConfig, base_dir: Path) -> Corpus:
@@ -77,7 +91,8 @@ def load_corpus(cfg: CorpusConfig, base_dir: Path) -> Corpus:
     loaded = LOADERS[cfg.format](path, cfg)
     if not loaded.records:
         raise CorpusError(_show(path), "-", "no criteria in it (an empty file, or a header with no rows)", "add criteria, or point [corpus] path at the right file")
-    corpus = _finalize(loaded, cfg)
+    corpus = _finalize(loaded, cfg, lint=f"taxonomy lint {_show(path)}")
+    _say_once(path, corpus.warnings)
     if corpus.frame.is_empty():
         raise CorpusError(_show(path), "-", "no criteria left after filtering (on_empty, papers)", "check the [corpus] filters, or the criterion text column")
     return corpus

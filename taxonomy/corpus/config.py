@@ -50,6 +50,12 @@ class CorpusConfig(BaseModel):
     # A criterion longer than this is never sent to a model: refused ("error") or cut ("truncate").
     max_chars: int = Field(20_000, ge=100)
     on_long: Literal["error", "truncate"] = "error"
+    # A criterion longer than this is kept but warned about: a check is a sentence or two.
+    warn_chars: int = Field(5_000, ge=100)
+    # The same criterion twice in a task (same text after trimming spaces, same weight): one row ("collapse"),
+    # or both ("keep", as `taxonomy lint` reads a rubric, to list them). Unset: collapsed, except in the
+    # published benchmarks (paperbench, devai, healthbench), whose verdicts name every criterion by id.
+    on_duplicate: Literal["collapse", "keep"] | None = None
 
 
 @dataclass

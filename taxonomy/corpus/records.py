@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from taxonomy.corpus.config import LEADING_COLUMNS, Corpus, CorpusConfig, CorpusError, place
+from taxonomy.corpus.rows import check_rows
 
 # Bookkeeping columns carried through loading for error messages, dropped at the end.
 _WHERE = {"_file": pl.Utf8, "_row": pl.Utf8}
@@ -118,7 +119,7 @@ def _prefix_ids(records: list[dict]) -> None:
             r["criterion_id"] = f"{r['task_id']}/{r['criterion_id']}"
 
 
-def _finalize(loaded: _Loaded, cfg: CorpusConfig) -> Corpus:
+def _finalize(loaded: _Loaded, cfg: CorpusConfig, lint: str = "taxonomy lint") -> Corpus:
     warnings = list(loaded.warnings)
     frame = pl.DataFrame(loaded.records, schema={**LEADING_COLUMNS, **_WHERE})
     extras = loaded.extras if loaded.extras is not None and loaded.extras.width else None
@@ -169,10 +170,8 @@ def _finalize(loaded: _Loaded, cfg: CorpusConfig) -> Corpus:
             )
         first[cid] = i
 
-    dup = frame.with_row_index("_i").filter(pl.col("_i") > pl.col("_i").min().over("task_id", "text"))
-    if dup.height:
-        rows = _list(dup["source"].to_list())
-        warnings.append(f"{dup.height} criteria repeat an earlier criterion's text in the same task (kept): {rows}")
+    frame, found = check_rows(frame, cfg, lint)
+    warnings += found
 
     if cfg.limit is not None:
         frame = frame.head(cfg.limit)
