@@ -328,6 +328,9 @@ def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Option
     _print_failures(s, "stage1_labels.parquet")
     _print_failures(s, "stage3_tags.parquet")
     _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet"), s.run.read_parquet("criteria.parquet")))
+    from taxonomy.lint import run_summary  # the rubric's own defects, offline, and the command that lists them
+
+    out.print(run_summary(s.run.path), markup=False, highlight=False)
     if report:
         s.run.check_readable()
         _render_report(s.run.path)

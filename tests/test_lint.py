@@ -301,6 +301,17 @@ def test_library_summary_line_and_findings_per_criterion(tmp_path):
                           "text": [r["criterion"] for r in rows], "weight": [float(r["weight"]) for r in rows],
                           "brief": [r["brief"] for r in rows]})
     line = summary_line(frame, "runs/x")
-    assert line.startswith("Lint: 0 errors, 1 warnings,") and line.endswith("list them with `taxonomy lint runs/x`")
+    assert line.startswith("Lint: 0 errors, 1 warning,") and line.endswith("list them with `taxonomy lint runs/x`")
     per = findings_by_criterion(frame)
     assert [f.rule for f in per["c6"] if f.severity == "warning"] == ["sign-mismatch"]
+
+
+def test_taxonomy_run_prints_the_lint_line(tmp_path):
+    rows = base_rows()
+    rows[6]["weight"] = 6
+    write(tmp_path, rows)
+    (tmp_path / "p.toml").write_text('name = "p"\n[corpus]\npath = "rubric.jsonl"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "out"\n')
+    result = CliRunner().invoke(app, ["run", "p.toml", "-q", "--no-report", "--run-dir", "run", "--accept-violations"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    assert "\nLint: 0 errors, 1 warning, 0 notes in the rubric; list them with `taxonomy lint run`\n" in result.stdout
+    assert [f["criterion_ids"] for f in findings(Path("run")) if f["severity"] == "warning"] == [["t01/7"]]

@@ -1,7 +1,8 @@
 """`taxonomy lint`: find defective criteria in a rubric corpus, like a code linter finds defective code.
 
     lint(frame, capability=None, select=None) -> [Finding]   the offline rules, deterministic
-    summary_line(frame, target) -> str                        one line for `taxonomy run`
+    summary_line(frame, target) -> str                        one line: the findings summed, the command listing them
+    run_summary(run_dir) -> str                               that line for a finished run (`taxonomy run` prints it)
     findings_by_criterion(frame, capability=None) -> {criterion_id: [Finding]}   for the report
 
 The rules live one family per module (signs, duplicates, wording, grounding, weights); the LLM's
@@ -9,6 +10,7 @@ findings (llm.py) are validated and merged with them; output.py writes every for
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Iterable
 
 import polars as pl
@@ -21,7 +23,7 @@ from taxonomy.lint.signs import contradiction, sign_mismatch
 from taxonomy.lint.weights import weight_outlier
 from taxonomy.lint.wording import compound, hygiene, vague
 
-__all__ = ["RULES", "SEVERITIES", "Finding", "lint", "summary_line", "findings_by_criterion", "counts"]
+__all__ = ["RULES", "SEVERITIES", "Finding", "lint", "summary_line", "run_summary", "findings_by_criterion", "counts"]
 
 CHECKS: dict[str, Callable[[Corpus], list[Finding]]] = {
     "sign-mismatch": sign_mismatch, "contradiction": contradiction, "duplicate": duplicate, "compound": compound,
@@ -45,7 +47,21 @@ def counts(findings: list[Finding]) -> dict[str, int]:
 def summary_line(frame: pl.DataFrame, target: str, capability: dict[str, str] | None = None) -> str:
     """What `taxonomy run` prints: the offline findings summed, and the command that lists them."""
     n = counts(lint(frame, capability))
-    return f"Lint: {n['error']} errors, {n['warning']} warnings, {n['info']} notes in the rubric; list them with `taxonomy lint {target}`"
+    said = ", ".join(plural(n[s], name) for s, name in (("error", "error"), ("warning", "warning"), ("info", "note")))
+    return f"Lint: {said} in the rubric; list them with `taxonomy lint {target}`"
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def run_summary(run_dir: Path) -> str:
+    """summary_line for a finished run directory, with its capabilities (what `taxonomy lint RUN` lists)."""
+    from taxonomy.corpus.config import _show
+    from taxonomy.lint.target import load_target
+
+    target = load_target(Path(run_dir))
+    return summary_line(target.frame, _show(Path(run_dir)), target.capability)
 
 
 def findings_by_criterion(frame: pl.DataFrame, capability: dict[str, str] | None = None) -> dict[str, list[Finding]]:
