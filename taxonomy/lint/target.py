@@ -57,6 +57,7 @@ def load_target(target: Path) -> Target:
         from taxonomy.pipeline_toml import corpus_config, detect
 
         cfg = corpus_config(detect(target))
+    cfg.corpus.on_duplicate = "keep"  # a repeat is a finding to list, not a row to collapse
     return Target(load_corpus(cfg.corpus, cfg.base_dir).frame, cfg)
 
 
