@@ -312,7 +312,12 @@ def test_taxonomy_run_prints_the_lint_line(tmp_path):
     rows[6]["weight"] = 6
     write(tmp_path, rows)
     (tmp_path / "p.toml").write_text('name = "p"\n[corpus]\npath = "rubric.jsonl"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "out"\n')
-    result = CliRunner().invoke(app, ["run", "p.toml", "-q", "--no-report", "--run-dir", "run", "--accept-violations"], catch_exceptions=False)
+    result = CliRunner().invoke(app, ["run", "p.toml", "-q", "--run-dir", "run", "--accept-violations"], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     assert "\nLint: 0 errors, 1 warning, 0 notes in the rubric; list them with `taxonomy lint run`\n" in result.stdout
     assert [f["criterion_ids"] for f in findings(Path("run")) if f["severity"] == "warning"] == [["t01/7"]]
+    # The report shows the finding beside the criterion it is about.
+    html = " ".join((tmp_path / "run" / "report.html").read_text(encoding="utf-8").split())
+    section = html[html.index('<section id="lint">'):html.index("</section>", html.index('<section id="lint">'))]
+    assert ('<td class="text">Fails to mention when migraine needs a visit to a clinician.</td><td>t01</td> '
+            '<td><strong>warning</strong> <code>sign-mismatch</code>:') in section

@@ -54,6 +54,7 @@ def render_report(run_dir: Path, out: Path | None = None, diff_markdown: str | N
 
 
 def build_context(run_dir: Path) -> dict[str, Any]:
+    from taxonomy.lint import report_section
     from taxonomy.run import RunDir, stale_uses
 
     stale = stale_uses(RunDir(run_dir))  # sections made with another taxonomy are left out, never shown as current
@@ -100,6 +101,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
         "breakdown": _absent(stale["breakdown"]) if "breakdown" in stale else _breakdown(run_dir / "breakdown"),
         "cost": _cost(manifest),
         "failures": _failures(run_dir, criteria.height),
+        "lint": report_section(criteria, tags),  # the rubric's own defects, beside the criteria they are about
         "diff": None,
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }

@@ -3,7 +3,8 @@
     lint(frame, capability=None, select=None) -> [Finding]   the offline rules, deterministic
     summary_line(frame, target) -> str                        one line: the findings summed, the command listing them
     run_summary(run_dir) -> str                               that line for a finished run (`taxonomy run` prints it)
-    findings_by_criterion(frame, capability=None) -> {criterion_id: [Finding]}   for the report
+    findings_by_criterion(frame, capability=None) -> {criterion_id: [Finding]}
+    report_section(criteria, tags) -> dict                    the report's rows: criteria beside their findings
 
 The rules live one family per module (signs, duplicates, wording, grounding, weights); the LLM's
 findings (llm.py) are validated and merged with them; output.py writes every format.
@@ -62,6 +63,24 @@ def run_summary(run_dir: Path) -> str:
 
     target = load_target(Path(run_dir))
     return summary_line(target.frame, _show(Path(run_dir)), target.capability)
+
+
+def report_section(criteria: pl.DataFrame, tags: pl.DataFrame | None = None, limit: int = 200) -> dict:
+    """The report's lint section: each criterion with a warning or an error, its text beside the findings
+    (notes only counted, with the command that lists them)."""
+    capability = primary_capability(tags)
+    per = findings_by_criterion(criteria, capability)
+    text = dict(zip(criteria["criterion_id"].to_list(), criteria["text"].to_list()))
+    rows = [{"criterion_id": cid, "task_id": f.task_id, "text": text.get(cid, ""), "severity": f.severity, "rule": f.rule,
+             "message": f.message, "fix": f.fix} for cid, found in per.items() for f in found if f.severity != "info"]
+    notes = {cid for cid, found in per.items() if any(f.severity == "info" for f in found)}
+    return {"rows": rows[:limit], "more": max(len(rows) - limit, 0), "criteria_with_notes": len(notes)}
+
+
+def primary_capability(tags: pl.DataFrame | None) -> dict[str, str]:
+    if tags is None or "primary" not in tags.columns:
+        return {}
+    return {c: p for c, p in zip(tags["criterion_id"].to_list(), tags["primary"].to_list()) if p}
 
 
 def findings_by_criterion(frame: pl.DataFrame, capability: dict[str, str] | None = None) -> dict[str, list[Finding]]:

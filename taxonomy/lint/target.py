@@ -68,12 +68,10 @@ def _from_run(run_dir: Path) -> Target:
     run = RunDir(run_dir)
     cfg = config_from_run(run_dir)
     frame = run.read_parquet("criteria.parquet", "run")
-    capability = {}
-    if run.has("stage3_tags.parquet"):
-        tags = run.read_parquet("stage3_tags.parquet", "tag")
-        if "primary" in tags.columns:
-            capability = {c: p for c, p in zip(tags["criterion_id"].to_list(), tags["primary"].to_list()) if p}
-    return Target(frame, cfg, run_dir, capability)
+    from taxonomy.lint import primary_capability
+
+    tags = run.read_parquet("stage3_tags.parquet", "tag") if run.has("stage3_tags.parquet") else None
+    return Target(frame, cfg, run_dir, primary_capability(tags))
 
 
 @lru_cache(maxsize=64)
