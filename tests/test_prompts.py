@@ -88,7 +88,7 @@ VARIANTS = {
     "canonicalize plain": ("stage2_canonicalize.j2", dict(cluster_id=3, members=[{"label": "x_y_z_capability", "frequency": 2}], examples=[],
                                                           nearby=[], taken=[], max_non_examples=3)),
     "canonicalize full": ("stage2_canonicalize.j2", dict(
-        cluster_id=3, members=[{"label": "x_y_z_capability", "frequency": 2}], examples=[{"task_id": "t", "category": "Code", "text": "The loss is logged."}],
+        cluster_id=3, members=[{"label": "x_y_z_capability", "frequency": 2}], examples=[{"task_id": "t", "category": "Code", "text": "The loss is logged.", "direction": "penalty"}],
         nearby=[{"cluster_id": 4, "labels": ["p_q_r_capability", "s_t_u_capability"]}], taken=["a_b_c_capability"], max_non_examples=3)),
     "merge membership": ("stage2_merge.j2", dict(ask="membership", merge=MergeConfig(), n_total=4, max_reason_words=45, near=["`b_c_d_capability`", ""],
                                                  candidates=[MicroCapability(**_cap(n).model_dump(include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}),
@@ -137,6 +137,7 @@ def test_every_template_renders_clean_lines(variant):
         assert prompt.index("Task ID:") > prompt.index("Output only the JSON") and f"criterion_idx 0 to {len(context['criteria']) - 1}" in lines[-1]
     if template == "stage2_canonicalize.j2":
         assert ("Criteria that carry labels" in prompt) == bool(context["examples"])
+        assert ('category="Code" direction="penalty">The loss is logged.' in prompt) == bool(context["examples"])
         assert ('<nearby cluster="4">' in prompt) == bool(context["nearby"]) and ("give an empty `non_examples`" in prompt) != bool(context["nearby"])
         assert prompt.index("Output only the JSON") < prompt.index("Cluster 3; member labels")
     if variant == "merge cards":

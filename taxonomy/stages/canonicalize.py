@@ -65,7 +65,7 @@ def cluster_inputs(clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, cri
         for cid, labels in zip(ok["criterion_id"].to_list(), ok["labels"].to_list()):
             carried.setdefault(cid, set()).update(cluster_of[lab] for lab in (labels or []) if lab in cluster_of)
     rows_by_cluster: dict[int, tuple[list[dict], list[dict]]] = {}
-    for r in criteria.select("criterion_id", "task_id", "text", "category").iter_rows(named=True):
+    for r in criteria.select("criterion_id", "task_id", "text", "category", "direction").iter_rows(named=True):
         for c in sorted(carried.get(r["criterion_id"], ())):
             rows_by_cluster.setdefault(int(c), ([], []))[0 if dominant.get(r["criterion_id"]) == c else 1].append(r)
     examples_by_cluster: dict[int, list[dict]] = {}
