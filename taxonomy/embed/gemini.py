@@ -12,7 +12,7 @@ from taxonomy.llm.cache import Cache, request_key
 
 
 class GeminiEmbedder:
-    def __init__(self, provider, model: str, batch_size: int, cache: Cache, max_retries: int = 6, runner=None):
+    def __init__(self, provider, model: str, batch_size: int, cache: Cache, max_retries: int, runner):
         self.provider = provider  # a GeminiProvider: its client carries the key or the Vertex credentials
         self.runner = runner  # in batch mode, missing embeddings go through one Batch API job first
         self.model = model
@@ -30,7 +30,7 @@ class GeminiEmbedder:
         # Snake-case labels embed better as words (fewer tokens, better separated).
         inputs = [t.replace("_", " ") for t in texts]
         vectors, missing = split_cached(inputs, self.cache, self._key)
-        if missing and self.runner is not None:
+        if missing:
             from taxonomy.llm.batch import embed_in_batch
 
             batched = embed_in_batch(self.runner, self.model, {self._key(t): t for t in missing}) or {}

@@ -366,7 +366,7 @@ class _JobStore:
 
 def embed_in_batch(runner: Runner, model: str, texts: dict[str, str]) -> dict[str, list[float]] | None:
     """Batch embedding for the cluster stage where google-genai offers it (Gemini API); None: embed online."""
-    if runner.cfg.mode != "batch" or runner.provider.name != "gemini" or not texts:
+    if not texts or runner.cfg.mode != "batch" or runner.provider.name != "gemini":
         return None
     if not hasattr(runner.provider.client().batches, "create_embeddings"):
         return None
