@@ -142,6 +142,9 @@ _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:[.,][0-9]+)*")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*%?")
 _QUOTED = re.compile(r"[\"“”`«»「」『』]([^\"“”`«»「」『』]{1,200})[\"“”`«»「」『』]")
+# Single quotes ('term', ‘term’) quote a term only where they open after no letter and close before none:
+# an apostrophe inside or after a word ("don't", "the agents' reports") is not a quote mark.
+_SINGLE_QUOTED = re.compile(r"(?<!\w)['‘]((?:[^'‘’\n]|(?<=\w)['’](?=\w)){1,200}?)['’](?!\w)")
 # Identifiers, file names, paths, dotted names: `results.csv`, `train_model`, `src/app.py`, `learningRate`.
 _IDENT = re.compile(r"[A-Za-z][\w-]*(?:[._/:][\w-]+)+|[a-z]+[A-Z]\w*")
 MIN_PHRASE_WORDS = 3
@@ -178,7 +181,7 @@ def _phrases(words: list[str], n: int) -> set[tuple[str, ...]]:
 def criterion_literals(criterion: str) -> set[str]:
     """Numbers, quoted strings and identifiers in a criterion: quoting one verbatim grounds a rationale."""
     found = set(_NUMBER.findall(criterion)) | set(_IDENT.findall(criterion))
-    found |= {q.strip() for q in _QUOTED.findall(criterion) if len(q.strip()) >= 2}
+    found |= {q.strip() for q in _QUOTED.findall(criterion) + _SINGLE_QUOTED.findall(criterion) if len(q.strip()) >= 2}
     return found
 
 
@@ -210,13 +213,13 @@ def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the
         if _NUMBER.fullmatch(literal):
             if literal.rstrip("%") in body_numbers:
                 return []
-        elif re.search(rf"(?<!\w){re.escape(literal)}(?!\w)", body):  # whole, not inside a longer word
+        elif re.search(rf"(?<!\w){re.escape(literal)}(?!\w)", body, re.IGNORECASE):  # whole, not inside a longer word; case ignored, as for phrases
             return []
     runs = [tuple(crit_words[i:i + n]) for i in range(len(crit_words) - n + 1)]
     example = next((r for r in runs if sum(w not in _STOP for w in r) >= 2), runs[0])
     joiner = "" if all(re.fullmatch(f"[{_CJK}]", w) for w in example) else " "
     return [f'the rationale must quote the criterion verbatim: at least {MIN_PHRASE_WORDS} consecutive words of it '
-            f'(e.g. "{joiner.join(example)}"), or a number, file name or quoted term it contains; shared loose words or a paraphrase do not count']
+            f'(e.g. "{joiner.join(example)}"), or a number, file name or term it puts in quotes of any kind, whole; shared loose words or a paraphrase do not count']
 
 
 # ---- distinct within the rubric category ----------------------------------------------
