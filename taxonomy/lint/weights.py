@@ -17,6 +17,9 @@ from taxonomy.lint.reading import Corpus, Row
 FAR = 10.0        # more than this many times larger or smaller than both references
 NEIGHBOURS = 15
 MIN_GROUP = 5     # references made of fewer criteria say nothing
+RANGE_FAR = 2.0   # a weight this many times beyond the corpus's usual range of its sign...
+RANGE_TASK = 3.0  # ...and this many times its task's median is an outlier as well
+RANGE_MIN = 100   # criteria of one sign a corpus needs before its range says anything
 
 
 def _far(ratio: float) -> bool:
@@ -25,11 +28,13 @@ def _far(ratio: float) -> bool:
 
 def weight_outlier(c: Corpus) -> list[Finding]:
     # The task's own weights first: only a weight far from them needs its similar criteria found.
-    suspects = {}
+    suspects, beyond = {}, _beyond_the_corpus(c)
     for r in c.rows:
-        # Siblings only: in a tree corpus a leaf's weight is scaled by its parents'.
         own = [abs(o.weight) for o in c.tasks[r.task_id] if o is not r and o.weight and o.context == r.context]
-        if r.weight and len(own) >= 2 and _far(abs(r.weight) / median(own)):
+        if not r.weight or len(own) < 2:
+            continue
+        ratio = abs(r.weight) / median(own)
+        if _far(ratio) or (r.idx in beyond and (ratio > RANGE_TASK or ratio < 1 / RANGE_TASK)):
             suspects[r.idx] = median(own)
     if not suspects:
         return []
@@ -39,8 +44,22 @@ def weight_outlier(c: Corpus) -> list[Finding]:
         r = c.rows[i]
         similar = [abs(c.rows[j].weight) for j in peers.get(i, ()) if (c.rows[j].weight < 0) == (r.weight < 0) and c.rows[j].weight]
         ratio = abs(r.weight) / median(similar) if len(similar) >= MIN_GROUP else 1.0
-        if _far(ratio) and (ratio > 1) == (abs(r.weight) > own):
-            out.append(_finding(r, median(similar), own, "same capability" if c.capability else "nearest criteria"))
+        if i in beyond or (_far(ratio) and (ratio > 1) == (abs(r.weight) > own)):
+            how = "no other criterion of the corpus comes near" if i in beyond else "nearest criteria"
+            out.append(_finding(r, median(similar) if similar else own, own, "same capability" if c.capability and i not in beyond else how))
+    return out
+
+
+def _beyond_the_corpus(c: Corpus) -> set[int]:
+    """Weights more than RANGE_FAR times beyond the corpus's usual range of their sign (its 1st to 99th
+    percentile): a 160 in a corpus of 1 to 10 points. Needs a corpus large enough to have a range."""
+    out: set[int] = set()
+    for penalty in (False, True):
+        rows = [(abs(r.weight), r.idx) for r in c.rows if r.weight and (r.weight < 0) == penalty]
+        if len(rows) < RANGE_MIN:
+            continue
+        low, high = np.percentile([w for w, _ in rows], [1, 99])
+        out |= {i for w, i in rows if w > RANGE_FAR * high or w * RANGE_FAR < low}
     return out
 
 

@@ -10,11 +10,12 @@ import unicodedata
 from collections import Counter
 
 from taxonomy.lint.findings import Finding, clip
-from taxonomy.lint.reading import Corpus, Row, fold
+from taxonomy.lint.reading import SUBORDINATORS, Corpus, Row, fold
 
 OPENER_MIN = 5          # criteria opening with a word before it counts as how a check starts...
 OPENER_SHARE = 0.002    # ...or this share of the corpus, whichever is more,
 OPENER_TASKS = 3        # in this many tasks
+CLAUSE_WORDS = 4        # each side of a joint this long, to be a check of its own
 GENERIC_TASKS = 0.05    # a word found in this share of tasks names nothing particular
 VAGUE_WORDS = 8        # a criterion of more content words says something particular
 OVERLONG_CHARS = 1000
@@ -29,32 +30,40 @@ _SERIES = ({"1", "2"}, {"a", "b"}, {"i", "ii"})  # a list numbers its first two 
 _BULLET = re.compile(r"\n\s*(?:[-*•]|\d+[.)])\s+\S")
 _N_OF = re.compile(r"\b(?:\d+|two|three|four|five|six)\s+(?:out\s+)?of\s+(?:the\s+following|these|the\s+\d+|\d+)\b", re.I)
 _JOINT = re.compile(r"(?:;|[.!?](?=\s+[A-Z])|,?\s+(?:and|but|and\s+also|as\s+well\s+as|while)\s+)\s*([^\W\d_]+)", re.U)
+_STRONG = re.compile(r"(?:;|[.!?]|,\s+and)\s*([^\W\d_]+)", re.U)
+# Verbs of being and their auxiliaries: English grammar, how a clause states its predicate.
+_PREDICATE = re.compile(r"\b(?:is|are|was|were|has been|have been|should be|must be|can be|will be)\b", re.I)
 _MOJIBAKE = re.compile("\ufffd|Ã[\u0080-\u00bf]|â€|Â[\u00a0-\u00bf]|[\u0000-\u0008\u000b\u000c\u000e-\u001f\u200b-\u200f\ufeff]")
 _NAMED = re.compile(r"\d|[\"'`“”‘’«»]|\S\s+[A-Z]")
 
 
-def openers(c: Corpus) -> frozenset[str]:
-    """Words that start many criteria in several tasks: how a check of this corpus is written."""
+def openers(c: Corpus, function: bool = False) -> frozenset[str]:
+    """Words that start many criteria in several tasks: how a check of this corpus is written
+    ("Recommends", "States"); with `function`, function words too ("The", "A")."""
     firsts = Counter((r.ws[0], r.task_id) for r in c.rows if r.ws)
     tasks = Counter(w for w, _ in firsts)
     count = Counter(r.ws[0] for r in c.rows if r.ws)
     least = max(OPENER_MIN, OPENER_SHARE * len(c.rows))
-    return frozenset(w for w, n in count.items() if n >= least and tasks[w] >= OPENER_TASKS and w not in c.function)
+    return frozenset(w for w, n in count.items() if n >= least and tasks[w] >= OPENER_TASKS and (function or w not in c.function))
 
 
 def compound(c: Corpus) -> list[Finding]:
-    starts = openers(c)
+    starts, any_start = openers(c), openers(c, function=True)
     out = []
-    for r in c.rows:
-        severity, why = _bundled(r.text, starts)
-        if why:
-            out.append(Finding(
-                "compound", severity, r.task_id, [r.criterion_id], f'"{clip(r.text, 100)}" {why}',
-                r.text, "split it into one criterion per check, each with its own weight, so a response meeting half of it gets half the points"))
+    for rows in c.tasks.values():
+        # After a full stop, a semicolon or ", and", a clause opening as criteria of this corpus or of
+        # this very task do ("The ...", "Step ...") is a check of its own, joined on.
+        local = any_start | frozenset(r.ws[0] for r in rows if r.ws)
+        for r in rows:
+            severity, why = _bundled(r.text, starts, local)
+            if why:
+                out.append(Finding(
+                    "compound", severity, r.task_id, [r.criterion_id], f'"{clip(r.text, 100)}" {why}',
+                    r.text, "split it into one criterion per check, each with its own weight, so a response meeting half of it gets half the points"))
     return out
 
 
-def _bundled(text: str, starts: frozenset[str]) -> tuple[str, str]:
+def _bundled(text: str, starts: frozenset[str], local: frozenset[str]) -> tuple[str, str]:
     """(severity, why): a numbered list or "N of the following" is several checks for certain; a
     clause written like a criterion of its own usually is, but may be the same check's second half."""
     marks = {m.lower() for m in _ITEM.findall(text)}
@@ -63,9 +72,17 @@ def _bundled(text: str, starts: frozenset[str]) -> tuple[str, str]:
     m = _N_OF.search(text)
     if m:
         return "warning", f'scores "{m.group(0)}" items as one check'
-    joined = [w for w in _JOINT.findall(text) if w.lower() in starts]
-    if joined:
-        return "info", f'joins checks: its part from "{joined[0]}" on is written like a criterion of its own'
+    for joint in _JOINT.finditer(text):
+        word = joint.group(1)
+        strong = _STRONG.fullmatch(text[joint.start():joint.end()]) is not None
+        left, right = text[:joint.start()], text[joint.start(1):]
+        # Both sides state something of their own: each has a verb of being ("X is saved; Y are plotted").
+        clauses = strong and all(_PREDICATE.search(" ".join(side.split()[:12])) for side in (left[-120:], right))
+        if word.lower() in SUBORDINATORS or not (word.lower() in starts or (strong and word.lower() in local) or clauses):
+            continue
+        before, after = left.split(), right.split()
+        if len(before) >= CLAUSE_WORDS and len(after) >= CLAUSE_WORDS:
+            return "info", f'joins checks: its part from "{word}" on is written like a criterion of its own'
     return "", ""
 
 
