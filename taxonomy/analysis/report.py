@@ -88,6 +88,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
         "examples": rc.capability_examples(table, fit, names) if tags is not None else None,
         "colors": colors,
         "principles": _principles(taxonomy),
+        "shared_reasons": _shared_reasons(taxonomy),
         "criteria_json": Markup(rc.json_for_script({**rc.criteria_blob(table, names), "colors": [colors[n] for n in names],
                                                     **{k: [getattr(c, f) for c in taxonomy.capabilities] for k, f in PRINCIPLES.items()}})),
         "n_criteria": table.height,
@@ -98,7 +99,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
         "stage1_failures": rc.stage1_failures(stage1, criteria),
         "constraints": rc.constraint_status(taxonomy, raw_taxonomy, manifest, primary),
         "heatmap": _heatmap(joined, names) if joined is not None else None,
-        "breakdown": _absent(stale["breakdown"]) if "breakdown" in stale else _breakdown(run_dir / "breakdown"),
+        "breakdown": _absent(stale["breakdown"]) if "breakdown" in stale else _breakdown(run_dir),
         "cost": _cost(manifest),
         "failures": _failures(run_dir, criteria.height),
         "lint": report_section(criteria, tags),  # the rubric's own defects, beside the criteria they are about
@@ -164,6 +165,15 @@ def _principles(taxonomy: Taxonomy) -> dict[str, dict[str, list[str]]]:
     """P2/P3 → {"yes": [capabilities], "no": [...], "unknown": [...]}, for the section's summary line."""
     return {k: {w: [c.name for c in taxonomy.capabilities if WORD[getattr(c, f)] == w] for w in WORD.values()}
             for k, f in PRINCIPLES.items()}
+
+
+def _shared_reasons(taxonomy: Taxonomy) -> dict[str, str | None]:
+    """P2/P3 → the reason every capability gives alike (said once above the table, not in each row), else None."""
+    out = {}
+    for k, f in PRINCIPLES.items():
+        reasons = {getattr(c, f"{f}_reason") for c in taxonomy.capabilities}
+        out[k] = reasons.pop() if len(reasons) == 1 and len(taxonomy.capabilities) > 1 else None
+    return out
 
 
 def _label_map(clusters: pl.DataFrame | None, emb: np.ndarray | None, label_micro: list[str] | None,
@@ -272,9 +282,13 @@ def _heatmap(joined: pl.DataFrame, names: list[str]) -> dict[str, Any]:
     return {"svg": _heatmap_chart(matrix, names), "note": note, "n_tasks": n_tasks}
 
 
-def _breakdown(folder: Path) -> dict[str, Any]:
+def _breakdown(run_dir: Path) -> dict[str, Any]:
+    folder = run_dir / "breakdown"
     if not folder.is_dir():
-        return _absent("no breakdown/ folder in this run")
+        return _absent("no verifier verdicts given yet. To see where each verifier errs, capability by capability, run "
+                       f"`taxonomy breakdown {run_dir} --verdicts FILE` with a CSV, JSONL or Parquet of criterion_id, verifier "
+                       "and verdict (human verdicts as verifier `human`), or `--verdicts devai:PATH` / `paperbench:PATH`, "
+                       "then `taxonomy report` again")
     main = folder / "breakdown.csv"
     frame = pl.read_csv(main) if main.is_file() else None
     gaps = [
@@ -469,7 +483,7 @@ def _breakable(name: str) -> Markup:
 
 def _ticks(text: str) -> Markup:
     """`name` in notes written for markdown becomes <code>name</code>; everything else is escaped."""
-    return Markup(re.sub(r"`([^`]+)`", r"<code>\1</code>", str(Markup.escape(text))))
+    return Markup(re.sub(r"`([^`]+)`", lambda m: f"<code>{'_<wbr>'.join(m[1].split('_'))}</code>", str(Markup.escape(text))))
 
 
 def _write_atomic(path: Path, text: str) -> None:
