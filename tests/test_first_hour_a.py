@@ -123,6 +123,8 @@ def test_audit_takes_the_run_directory_and_prints_no_merge_note(built, here):
     assert "# Coverage audit" in by_dir.output and "merge" not in by_dir.output.lower()
     by_file = invoke("audit", "small.csv", "--taxonomy", built / "taxonomy.json", "-q")
     assert by_file.output == by_dir.output
+    tagged = invoke("tag", "small.csv", "--taxonomy", built, "-q")  # tag takes it alike
+    assert "Share of criteria by primary capability" in tagged.output and "merge" not in tagged.output.lower()
 
 
 # ---- item 7: a misspelt provider writes nothing ------------------------------------------------
