@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from functools import lru_cache
 
 from taxonomy.lint.findings import Finding, clip
 from taxonomy.lint.reading import Corpus, content, sentences
@@ -22,7 +23,12 @@ _REQUIREMENT = re.compile(r"\b(?:must|should|shall|need to|needs to|required|req
 
 def items(text: str) -> list[str]:
     """Quoted or back-ticked terms, numbers, and mid-sentence words in capitals with a second capital or digit (acronyms, names like "ResNet")."""
-    return [next(g for g in m.groups() if g) for m in _ITEMS.finditer(text or "")]
+    return list(_items(text or ""))
+
+
+@lru_cache(maxsize=100_000)  # three rules read every criterion's items
+def _items(text: str) -> tuple[str, ...]:
+    return tuple(next(g for g in m.groups() if g) for m in _ITEMS.finditer(text))
 
 
 def ungrounded(c: Corpus) -> list[Finding]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import combinations
 from typing import Callable, Iterable
 
@@ -28,6 +29,7 @@ _QUOTED = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”|\$[^$]*\$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 
 
+@lru_cache(maxsize=None)  # a corpus has some thousands of words and folds each of them hundreds of times
 def fold(word: str) -> str:
     """One form per word: long words by their stem, short ones without a plural/3rd-person "s"."""
     if len(word) > STEM_LETTERS:
