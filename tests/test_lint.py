@@ -321,3 +321,12 @@ def test_taxonomy_run_prints_the_lint_line(tmp_path):
     section = html[html.index('<section id="lint">'):html.index("</section>", html.index('<section id="lint">'))]
     assert ('<td class="text">Fails to mention when migraine needs a visit to a clinician.</td><td>t01</td> '
             '<td><strong>warning</strong> <code>sign-mismatch</code>:') in section
+
+
+def test_dry_run_prices_the_model_review_and_sends_nothing(tmp_path):
+    path = write(tmp_path, base_rows())
+    out = lint(path, "--dry-run", code=0).stdout
+    assert out.startswith("Model review (gemini-3-flash-preview): 25 calls (one per task), ") and "USD in batch mode" in out
+    tokens = int(out.split("calls (one per task), ")[1].split(" prompt tokens")[0])
+    assert tokens > 25 * 300  # the instructions alone are some hundred tokens a call
+    assert not (tmp_path / "outputs").exists()

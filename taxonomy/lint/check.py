@@ -71,3 +71,22 @@ def _with_model(target: Target, found: list[Finding], chosen: list[str], provide
     review = read_answers(corpus, [task for task, _ in asked], answers)
     model = [f for f in review.findings if f.rule in chosen]
     return merge(found, model), review.summary()
+
+
+OUTPUT_TOKENS_PER_TASK = 150  # a few findings of about 50 tokens each; most tasks of a sound rubric have none
+
+
+def review_cost(path: Path) -> str:
+    """What the model's review of TARGET would cost (`taxonomy lint --dry-run`): one call per task,
+    prompts built exactly; answers sized at OUTPUT_TOKENS_PER_TASK; re-asks not included."""
+    from taxonomy.llm.context_cache import tokens
+
+    target = load_target(path)
+    asked = jobs(Corpus.of(target.frame))
+    prompt = sum(tokens(job.prompt) for _, job in asked)
+    usage = {"prompt_tokens": prompt, "output_tokens": OUTPUT_TOKENS_PER_TASK * len(asked)}
+    batch = {**usage, "batch_prompt_tokens": prompt, "batch_output_tokens": usage["output_tokens"]}
+    prices = target.cfg.llm.prices
+    return (f"Model review ({target.cfg.llm.model}): {len(asked)} calls (one per task), {prompt} prompt tokens (exact prompts), "
+            f"~{usage['output_tokens']} output tokens; {prices.cost(usage):.4f} USD online, {prices.cost(batch):.4f} USD in batch mode; "
+            "re-asks not included. The offline rules cost nothing.\n")

@@ -17,12 +17,18 @@ def lint(
     provider: Optional[str] = typer.Option(None, "--provider", "-p", help="auto | gemini | vertex | openai | offline (default: the config's llm.provider; "
                                            "auto = gemini with a key, else offline): with a model, one review call per task is added"),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print what the model's review would cost (calls, tokens, USD) and stop; nothing is sent"),
 ) -> None:
     """Find defective criteria: inverted signs, contradictions, duplicates, compound, vague, weight outliers, uncovered briefs."""
     from taxonomy.lint.check import FAIL_ON, check, choice, fails, rules
     from taxonomy.lint.output import FORMATS, render
 
     fmt, fail_on = choice("--format", fmt, FORMATS), choice("--fail-on", fail_on, FAIL_ON)
+    if dry_run:
+        from taxonomy.lint.check import review_cost
+
+        sys.stdout.write(review_cost(target))
+        return
     chosen = rules(select, ignore)
     # A progress bar would break the JSON, SARIF or annotations a program reads from stdout.
     found, summ = check(target, chosen, provider, quiet or fmt != "text")
