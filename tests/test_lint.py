@@ -14,7 +14,7 @@ from taxonomy.lint import RULES, findings_by_criterion, summary_line
 
 TOPICS = ["asthma", "migraine", "eczema", "gout", "anemia", "sciatica", "vertigo", "tinnitus", "bronchitis", "shingles",
           "psoriasis", "scabies", "rosacea", "insomnia", "sinusitis", "gastritis", "bursitis", "tendinitis", "cystitis",
-          "laryngitis", "pleurisy", "colitis", "dermatitis", "arthritis", "neuralgia"]
+          "laryngitis", "pleurisy", "colitis", "dermatitis", "arthritis", "neuralgia", "lupus", "measles", "mumps", "rickets", "scurvy"]
 
 
 def task(i: int, topic: str) -> list[dict]:
@@ -29,7 +29,7 @@ def task(i: int, topic: str) -> list[dict]:
     ]
 
 
-def base_rows(n_tasks: int = 25) -> list[dict]:
+def base_rows(n_tasks: int = len(TOPICS)) -> list[dict]:
     return [row for i, topic in enumerate(TOPICS[:n_tasks]) for row in task(i, topic)]
 
 
@@ -218,7 +218,7 @@ def test_json_format_has_exactly_the_documented_keys(tmp_path):
         assert set(f) == {"rule", "severity", "task_id", "criterion_ids", "message", "evidence", "fix", "source", "location"}
         assert set(f["location"]) == {"file", "line"} and f["source"] == "offline" and f["rule"] in RULES
     s = data["summary"]
-    assert s["criteria"] == len(rows) and s["tasks"] == 25 and s["by_severity"]["warning"] == 1
+    assert s["criteria"] == len(rows) and s["tasks"] == 30 and s["by_severity"]["warning"] == 1
     assert s["by_rule"]["sign-mismatch"] == 1 and s["findings"] == len(data["findings"])
 
 
@@ -260,7 +260,7 @@ def test_a_pipeline_toml_and_a_json_tree_give_file_lines(tmp_path):
     toml = tmp_path / "p.toml"
     toml.write_text(f'name = "p"\n[corpus]\npath = "tree.json"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "{tmp_path / "out"}"\n')
     found = only(findings(toml), "sign-mismatch")
-    assert [f["criterion_ids"] for f in found] == [["t99/102"]]  # a JSON list numbers its rows
+    assert [f["criterion_ids"] for f in found] == [["t99/122"]]  # a JSON list numbers its rows
     line = (tmp_path / "tree.json").read_text().splitlines().index('  "criterion": "Fails to mention when croup needs a visit to a clinician.",') + 1
     assert found[0]["location"] == {"file": "tree.json", "line": line}
     assert not (tmp_path / "out").exists()  # the offline lint writes no run
@@ -289,7 +289,7 @@ def test_run_directory_uses_its_capabilities_for_weight_outliers(tmp_path):
     rows = base_rows()
     rows[13]["weight"] = 400
     # Every "names one warning sign" criterion is one capability; the outlier is read against them.
-    run = fake_run(tmp_path, rows, {f"t{i:02d}/{4 * i + 2}": "warning_sign_naming_capability" for i in range(25)})
+    run = fake_run(tmp_path, rows, {f"t{i:02d}/{4 * i + 2}": "warning_sign_naming_capability" for i in range(30)})
     found = only(findings(run), "weight-outlier")
     assert [f["criterion_ids"] for f in found] == [["t03/14"]] and "(same capability)" in found[0]["message"]
     assert found[0]["location"] == {"file": "rubric.jsonl", "line": 14}
@@ -326,7 +326,7 @@ def test_taxonomy_run_prints_the_lint_line(tmp_path):
 def test_dry_run_prices_the_model_review_and_sends_nothing(tmp_path):
     path = write(tmp_path, base_rows())
     out = lint(path, "--dry-run", code=0).stdout
-    assert out.startswith("Model review (gemini-3-flash-preview): 25 calls (one per task), ") and "USD in batch mode" in out
+    assert out.startswith("Model review (gemini-3-flash-preview): 30 calls (one per task), ") and "USD in batch mode" in out
     tokens = int(out.split("calls (one per task), ")[1].split(" prompt tokens")[0])
-    assert tokens > 25 * 300  # the instructions alone are some hundred tokens a call
+    assert tokens > 30 * 300  # the instructions alone are some hundred tokens a call
     assert not (tmp_path / "outputs").exists()

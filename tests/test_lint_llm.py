@@ -60,11 +60,11 @@ def test_model_findings_merge_with_offline_ones_and_are_cached(tmp_path, gemini_
     # The model's compound finding on t02 matches the offline one (a numbered list): merged, not doubled.
     compound = [f for f in first["findings"] if f["rule"] == "compound"]
     assert [(f["task_id"], f["source"]) for f in compound] == [("t02", "offline+llm")]
-    assert first["summary"]["llm"] == {"asked": 25, "kept": 2, "dropped": 0, "dropped_findings": [], "unanswered": 0}
+    assert first["summary"]["llm"] == {"asked": 30, "kept": 2, "dropped": 0, "dropped_findings": [], "unanswered": 0}
     calls = server.count("generate")
-    assert calls == 25
+    assert calls == 30
     run = next((tmp_path / "out" / "p").glob("*/usage.jsonl")).parent
-    assert RunDir(run).usage_totals()["lint"]["calls"] == 25
+    assert RunDir(run).usage_totals()["lint"]["calls"] == 30
     again = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", code=0))
     assert server.count("generate") == calls and again["findings"] == first["findings"]  # the cache answers; nothing is paid twice
     assert API_KEY not in files_text(tmp_path)
@@ -78,7 +78,7 @@ def test_a_finding_only_the_model_makes_is_a_note(tmp_path, gemini_env):
 
     gemini_env.responder = extra
     out = lint(pipeline(tmp_path, corpus_rows()), "--provider", "gemini", "-q", "--select", "vague", code=0).stdout
-    assert "info vague [llm]: Unclear." in out and "25 findings (0 errors, 0 warnings, 25 notes)" in out
+    assert "info vague [llm]: Unclear." in out and "30 findings (0 errors, 0 warnings, 30 notes)" in out
 
 
 def test_invalid_quote_unknown_id_and_malformed_json_are_asked_again(tmp_path, gemini_env):
@@ -97,7 +97,7 @@ def test_invalid_quote_unknown_id_and_malformed_json_are_asked_again(tmp_path, g
 
     server.responder = faulty
     result = data(lint(pipeline(tmp_path, corpus_rows()), "--format", "json", "--provider", "gemini", "-q", code=0))
-    assert server.count("generate") == 25 + 3
+    assert server.count("generate") == 30 + 3
     reasks = [r.texts[-1] for r in server.requests if len(r.texts) > 1]
     assert any("does not match the JSON schema" in t for t in reasks)
     assert any("is not copied verbatim" in t for t in reasks) and any("[99] does not exist" in t for t in reasks)
@@ -117,18 +117,18 @@ def test_findings_still_invalid_after_the_reasks_are_dropped_and_reported(tmp_pa
     server.responder = stubborn
     toml = pipeline(tmp_path, corpus_rows())
     result = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", code=0))
-    assert server.count("generate") == 25 + 2  # llm.reask_attempts = 2
+    assert server.count("generate") == 30 + 2  # llm.reask_attempts = 2
     llm = result["summary"]["llm"]
     assert llm["dropped"] == 1 and "task t01: sloppy [0]: rule 'sloppy' is unknown" in llm["dropped_findings"][0]
     offline = json.loads(lint(toml, "--format", "json", "--provider", "offline", code=0).stdout)
     assert {f["rule"] for f in result["findings"]} <= set(offline["summary"]["by_rule"])
     assert [f["source"] for f in result["findings"] if f["task_id"] == "t01" and f["rule"] == "sign-mismatch"] == ["offline+llm"]
     text = lint(toml, "--provider", "gemini", "-q", code=0).stdout
-    assert "LLM review: 25 tasks asked, 2 findings kept, 1 dropped as invalid after re-asks" in text
+    assert "LLM review: 30 tasks asked, 2 findings kept, 1 dropped as invalid after re-asks" in text
 
 
 def test_an_answer_that_never_parses_leaves_the_offline_findings(tmp_path, gemini_env):
     gemini_env.responder = lambda req: Reply.text("not json at all")
     result = data(lint(pipeline(tmp_path, corpus_rows()), "--format", "json", "--provider", "gemini", "-q", code=0))
-    assert result["summary"]["llm"]["unanswered"] == 25 and result["summary"]["llm"]["kept"] == 0
+    assert result["summary"]["llm"]["unanswered"] == 30 and result["summary"]["llm"]["kept"] == 0
     assert {f["source"] for f in result["findings"]} == {"offline"} and any(f["rule"] == "sign-mismatch" for f in result["findings"])

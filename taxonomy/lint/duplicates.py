@@ -4,6 +4,8 @@ Exact after folding case, space and punctuation; near when the folded words diff
 that is neither a number nor a negation (those change what is checked)."""
 from __future__ import annotations
 
+import re
+
 from taxonomy.lint.findings import Finding, clip
 from taxonomy.lint.grounding import items
 from taxonomy.lint.reading import Corpus, Row, fold, pairs
@@ -36,6 +38,8 @@ def duplicate(c: Corpus) -> list[Finding]:
         elif min(len(folded[i]), len(folded[j])) >= MIN_WORDS and sorted(items(a.text)) == sorted(items(b.text)):
             swapped = _one_word_apart(folded[i], folded[j], c.function)
             if swapped is not None and not _variant(i, j, found, folded):
+                # A name added or swapped ("TGAN" / "TGAN+ADA") may as well be another check.
+                swapped = swapped or _names_differ(a.text, b.text)
                 out.append(_finding(a, b, "info" if swapped else "warning", f"one {'content ' if swapped else ''}word apart"))
     return out
 
@@ -67,6 +71,13 @@ def _variant(i: int, j: int, found: list[tuple[int, int]], folded: dict) -> bool
     near_i = {b if a == i else a for a, b in found if i in (a, b)}
     near_j = {b if a == j else a for a, b in found if j in (a, b)}
     return any(len(folded[k]) == len(folded[i]) == len(folded[j]) for k in (near_i & near_j) - {i, j})
+
+
+def _names_differ(a: str, b: str) -> bool:
+    """The capitalised words after the first (names, acronyms) are not the same in both."""
+    def names(text: str) -> list[str]:
+        return [w for w in re.findall(r"[^\W\d_][\w+-]*", text)[1:] if w[0].isupper()]
+    return names(a) != names(b)
 
 
 def _meaningful(word: str) -> bool:
