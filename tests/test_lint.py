@@ -106,12 +106,15 @@ def test_duplicate_exact_and_one_word_apart(tmp_path):
         {"task_id": "t05", "criterion": "  correctly EXPLAINS the usual first treatment for sciatica, in plain words", "weight": 5, "brief": ""},
         {"task_id": "t06", "criterion": "Correctly names one clear warning sign that vertigo is getting worse.", "weight": 4, "brief": ""},
         {"task_id": "t08", "criterion": "Correctly explains the usual first treatment for bronchitis in plain words.", "weight": 5, "brief": ""},
+        # A name added makes another check: a note at most.
+        {"task_id": "t09", "criterion": "TGAN has been implemented by adapting the shingles codebase.", "weight": 2, "brief": ""},
+        {"task_id": "t09", "criterion": "TGAN+ADA has been implemented by adapting the shingles codebase.", "weight": 2, "brief": ""},
         # Different numbers are different checks.
         {"task_id": "t07", "criterion": "Advises resting the voice for 2 days with bronchitis.", "weight": 3, "brief": ""},
         {"task_id": "t07", "criterion": "Advises resting the voice for 5 days with bronchitis.", "weight": 3, "brief": ""},
     ]
     found = only(findings(write(tmp_path, rows)), "duplicate")
-    assert {(f["task_id"], f["severity"]) for f in found} == {("t05", "error"), ("t06", "warning"), ("t08", "error")}
+    assert {(f["task_id"], f["severity"]) for f in found} == {("t05", "error"), ("t06", "warning"), ("t08", "error"), ("t09", "info")}
     assert "counts 10 points" in next(f for f in found if f["task_id"] == "t05")["message"]
 
 

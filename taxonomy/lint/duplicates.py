@@ -74,9 +74,10 @@ def _variant(i: int, j: int, found: list[tuple[int, int]], folded: dict) -> bool
 
 
 def _names_differ(a: str, b: str) -> bool:
-    """The capitalised words after the first (names, acronyms) are not the same in both."""
+    """The names (capitalised words; the first word only when it holds a second capital, "TGAN") differ."""
     def names(text: str) -> list[str]:
-        return [w for w in re.findall(r"[^\W\d_][\w+-]*", text)[1:] if w[0].isupper()]
+        ws = re.findall(r"[^\W\d_][\w+-]*", text)
+        return [w for i, w in enumerate(ws) if w[0].isupper() and (i > 0 or sum(ch.isupper() for ch in w) > 1)]
     return names(a) != names(b)
 
 
