@@ -17,7 +17,7 @@ the expected rule names the injected criterion; recall is given at any severity 
   compound    join two criteria of a task into one (", and ", "; " or ". ")
   weight      scale a weight by 20 or by 1/20
   uncovered   drop the only criterion that checks a requirement sentence of the brief
-  ungrounded  add a made-up named item to a criterion
+  ungrounded  add a made-up quoted name to a criterion
   hygiene     put encoding junk into a criterion
 
 `--sample FILE` writes up to 15 real findings per rule and severity from the untouched corpora, for a
@@ -143,7 +143,7 @@ def inject(frame: pl.DataFrame, kind: str, n: int, rng: random.Random) -> tuple[
         expect = _drop_only_checks(by_task, n, rng, drop)
     elif kind == "ungrounded":
         for k, r in enumerate(spread(list(rows), n, rng)):
-            r["text"] = r["text"].rstrip(" .") + f", as the Quarnix-{k + 7} protocol states."
+            r["text"] = r["text"].rstrip(" .") + f', as the "Quarnix-{k + 7}" protocol states.'
             expect.append(r["criterion_id"])
     elif kind == "hygiene":
         for r in spread([r for r in rows if " " in r["text"]], n, rng):

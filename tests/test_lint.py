@@ -147,12 +147,13 @@ def test_uncovered_brief_and_ungrounded(tmp_path):
     rows = base_rows()
     for r in rows[:4]:
         r["brief"] = "I have asthma. You must answer in under 100 words and cite the inhaler leaflet."
-    rows.append({"task_id": "t01", "criterion": "Names the Zorbex-7 trial as evidence for migraine treatment.", "weight": 2, "brief": rows[4]["brief"]})
+    rows.append({"task_id": "t01", "criterion": "Names the \"Zorbex-7\" trial (run in 2019) as evidence for migraine treatment.", "weight": 2, "brief": rows[4]["brief"]})
     found = findings(write(tmp_path, rows))
     uncovered = only(found, "uncovered-brief")
     assert [f["task_id"] for f in uncovered] == ["t00"] and "You must answer in under 100 words" in uncovered[0]["evidence"]
     ungrounded = only(found, "ungrounded")
-    assert [f["task_id"] for f in ungrounded] == ["t01"] and '"Zorbex-7"' in ungrounded[0]["message"]
+    # The quoted name is flagged; a number is the rubric's own knowledge.
+    assert [f["task_id"] for f in ungrounded] == ["t01"] and 'names "Zorbex-7", found' in ungrounded[0]["message"]
 
 
 def test_hygiene_encoding_junk_and_white_space(tmp_path):

@@ -52,15 +52,17 @@ def _finding(a: Row, b: Row, severity: str, how: str) -> Finding:
 
 
 def _one_word_apart(a: tuple, b: tuple, function: frozenset[str]) -> bool | None:
-    """None unless one word is changed, added or dropped (and it is neither a number nor a negation);
-    True when a content word was swapped for another, which may as well make a second check."""
+    """None unless one word is added or dropped, or a function word swapped (and it is neither a number
+    nor a negation); then False (True is left for a caller's doubt, see _names_differ)."""
     if abs(len(a) - len(b)) > 1 or a == b:
         return None
     if len(a) == len(b):
         diff = [(x, y) for x, y in zip(a, b) if x != y]
         if len(diff) != 1 or any(_meaningful(w) for w in diff[0]):
             return None
-        return not all(w in function for w in diff[0])
+        # A content word swapped ("mean" / "standard" error, "visual" / "text" encoder) is nearly always
+        # another check; only a function word swapped is the same one.
+        return None if not all(w in function for w in diff[0]) else False
     long, short = (a, b) if len(a) > len(b) else (b, a)
     k = next((n for n, (x, y) in enumerate(zip(long, short)) if x != y), len(short))
     return False if long[:k] + long[k + 1:] == short and not _meaningful(long[k]) else None

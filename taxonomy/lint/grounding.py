@@ -31,8 +31,15 @@ def _items(text: str) -> tuple[str, ...]:
     return tuple(next(g for g in m.groups() if g) for m in _ITEMS.finditer(text))
 
 
+def quoted(text: str) -> list[str]:
+    """Quoted or back-ticked terms: file names, identifiers, titles a criterion names."""
+    return [next(g for g in m.groups()[:3] if g) for m in _ITEMS.finditer(text or "") if any(m.groups()[:3])]
+
+
 def ungrounded(c: Corpus) -> list[Finding]:
-    named = {r.idx: list(dict.fromkeys(items(r.text))) for r in c.rows}
+    # Quoted and back-ticked terms only: numbers, acronyms and names a domain expert adds are the rubric's
+    # knowledge, not invented references (readers judged none of them a defect on the bundled corpora).
+    named = {r.idx: list(dict.fromkeys(quoted(r.text))) for r in c.rows}
     spread = Counter(i.lower() for rows in c.tasks.values() for i in {x for r in rows for x in named[r.idx]})
     out = []
     for rows in c.tasks.values():

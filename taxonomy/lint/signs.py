@@ -13,7 +13,7 @@ from taxonomy.lint.grounding import items
 from taxonomy.lint.reading import Corpus, Row, core, main_clause, negated_opening, negations, opening, pairs
 
 CUE_SUPPORT = 10      # other criteria with the opening before it says anything
-CUE_SHARE = 0.9       # share of them with the other sign, for a hint (info)
+CUE_SHARE = 0.97      # share of them with the other sign, for a hint (info); below it, verbs merely lean one way
 STRONG_SUPPORT = 50   # ...and for a warning: so many criteria that, none the other way, the other sign's rate is under 6% (rule of three),
 STRONG_SHARE = 0.97   # a near-unanimous sign, and an opening that is not a negation
 SAME_CHECK = 0.8      # content-word overlap (Jaccard) at which two criteria state one thing...

@@ -17,7 +17,7 @@ OPENER_SHARE = 0.002    # ...or this share of the corpus, whichever is more,
 OPENER_TASKS = 3        # in this many tasks
 CLAUSE_WORDS = 4        # each side of a joint this long, to be a check of its own
 GENERIC_TASKS = 0.05    # a word found in this share of tasks names nothing particular
-VAGUE_WORDS = 8        # a criterion of more content words says something particular
+VAGUE_WORDS = 4        # besides its judging words, a criterion of more content words says something particular
 OVERLONG_CHARS = 1000
 # English words that judge or hedge rather than name (grammar of appraisal, the same in every field), folded.
 JUDGING = frozenset(fold(w) for w in (
