@@ -42,7 +42,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.quality import kmeans_tfidf_svd, topic_leak  # noqa: E402
 from taxonomy.corpus.detect import detect  # noqa: E402
-from taxonomy.offline.features import is_spaceless  # noqa: E402
+from taxonomy.text import is_spaceless  # noqa: E402
 from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
 from taxonomy.pipeline_toml import config_for_corpus  # noqa: E402
 from taxonomy.taxonomy_io import load_taxonomy  # noqa: E402

@@ -281,6 +281,8 @@ class OfflineConfig(Section):
     ward_exact_max: int = Field(12_000, ge=100)
     # ...this many of them.
     ward_centroids: int = Field(2_000, ge=10)
+    # Stage 3 ranks capabilities by the cosine to their centroids plus this much for the one holding the criterion's label.
+    label_weight: float = Field(0.2, ge=0)
     # Phrases in a capability's title, and criteria quoted to show it.
     title_phrases: int = Field(3, ge=1)
     shown_criteria: int = Field(3, ge=1)

@@ -58,77 +58,66 @@ def principle_mark(value: bool | None) -> str:
     return "?" if value is None else "✓" if value else "–"
 
 
-def _function_words(taxonomy: Taxonomy) -> str:
-    langs = taxonomy.function_words_of
-    if not langs:
-        return ""
-    said = langs[0] if len(langs) == 1 else ", ".join(langs[:-1]) + " and " + langs[-1]
-    return f" Function words of {said} (“the”, “of”) name nothing."
-
-
 def _stated(c) -> str:
     """A person's statement of what the capability checks (`taxonomy edit describe`), marked as theirs."""
     return f"**{STATED}:** {c.checks} " if c.checks else ""
 
 
-def _stated_intro(taxonomy: Taxonomy) -> str:
-    """What of an offline taxonomy a person has said, and how to say the rest: the backend reads no meaning."""
-    unsaid = sum(not c.checks for c in taxonomy.capabilities)
-    how = "`taxonomy edit RUN describe NAME \"what it checks\"`"
-    if unsaid == len(taxonomy.capabilities):
-        return (" Nothing here names the kind of check a capability is: no model read the criteria. Once you have read a "
-                f"capability's criteria, say what it checks with {how}; this file, the report and every export then carry "
-                "your sentence, marked as yours.")
-    rest = f" {unsaid} of the {len(taxonomy.capabilities)} capabilities have none yet ({how})." if unsaid else ""
-    return " A “What it checks” sentence was written by a person, not drawn from the criteria." + rest
+# Said once at the top of a key-less taxonomy: what it is, and the three ways to add meaning.
+NO_MODEL = ("No model read these criteria: each capability is a group of criteria worded alike, titled by the phrases "
+            "that set it apart and shown by criteria quoted as written. To add meaning, set a key "
+            "(`export GEMINI_API_KEY=...`) and run again, use a local server (`--provider openai` with `llm.base_url`), "
+            "or say what a capability checks yourself: `taxonomy edit RUN describe NAME \"what it checks\"`.")
+
+
+def _principles(taxonomy: Taxonomy) -> tuple[bool, list[str]]:
+    """Whether P2/P3 are one undecided answer for every capability, and the lines that say so once (a
+    column of "?" under every capability tells a reader nothing)."""
+    reasons = {(c.needs_native_inspection, c.needs_domain_conventions, c.needs_native_inspection_reason, c.needs_domain_conventions_reason)
+               for c in taxonomy.capabilities}
+    reason = next(iter(reasons))
+    if len(reasons) == 1 and reason[:2] == (None, None) and reason[2] == reason[3]:
+        return True, ["Design principles (the paper's Section 4): P1 reactive verification applies to every capability. "
+                      "P2 (needs native inspection of the artifacts) and P3 (needs domain conventions absent from the criterion text) "
+                      f"are left out of the table, since every capability has the same answer. {reason[2]}", ""]
+    return False, ["Design principles (the paper's Section 4): P1 reactive verification applies to every capability; "
+                   "P2 = needs native inspection of the artifacts (properties lost when flattened to text or rendered); "
+                   "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", ""]
+
+
+def _section(c, offline: bool, said_once: bool, n_criteria: int) -> list[str]:
+    head = ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), ""] + ([_stated(c).strip(), ""] if c.checks else [])
+    if offline:  # its size and its criteria: the rest would be statistics no reader acts on
+        return head + [f"{round(c.share * n_criteria)} criteria ({100 * c.share:.1f}%). {c.description}"]
+    lines = head + [c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}", f"- **Example:** {c.example_pattern}",
+                    "- **Members:** " + ", ".join(f"`{m}`" for m in c.members)]
+    if not said_once:
+        lines += [f"- **P2, native inspection:** {principle_mark(c.needs_native_inspection)} {c.needs_native_inspection_reason}".rstrip(),
+                  f"- **P3, domain conventions:** {principle_mark(c.needs_domain_conventions)} {c.needs_domain_conventions_reason}".rstrip()]
+    return lines + [f"- **Boundary:** {ne}" for ne in c.non_examples]
 
 
 def taxonomy_markdown(taxonomy: Taxonomy) -> str:
-    # One undecided reason shared by P2 and P3 of every capability (the offline backend's) is said once: a
-    # column of "?" under every capability tells a reader nothing, and readers said so.
-    reasons = {(c.needs_native_inspection, c.needs_domain_conventions, c.needs_native_inspection_reason, c.needs_domain_conventions_reason)
-               for c in taxonomy.capabilities}
-    said_once = len(reasons) == 1 and (reason := next(iter(reasons)))[:2] == (None, None) and reason[2] == reason[3]
+    offline = taxonomy.written_by == "offline"
+    said_once, principles = _principles(taxonomy)
+    caps = sorted(taxonomy.capabilities, key=lambda c: -c.share)  # largest first, as the printed summary
     lines = [f"# Capability taxonomy: {taxonomy.corpus or 'corpus'}", "",
-             f"{len(taxonomy.capabilities)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", ""]
-    if said_once:
-        lines += ["Design principles (the paper's Section 4): P1 reactive verification applies to every capability. "
-                  "P2 (needs native inspection of the artifacts) and P3 (needs domain conventions absent from the criterion text) "
-                  f"are left out of the table, since every capability has the same answer. {reason[2]}", ""]
-    else:
-        lines += ["Design principles (the paper's Section 4): P1 reactive verification applies to every capability; "
-                  "P2 = needs native inspection of the artifacts (properties lost when flattened to text or rendered); "
-                  "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", ""]
-    columns = [] if said_once else ["P1", "P2", "P3"]
-    lines += ["| capability | share | " + "".join(f"{col} | " for col in columns) + "description |",
-              "|---|---:|" + ":-:|" * len(columns) + "---|"]
-    for c in taxonomy.capabilities:
-        marks = [] if said_once else ["✓", principle_mark(c.needs_native_inspection), principle_mark(c.needs_domain_conventions)]
-        lines.append(f"| `{c.name}`{' (' + c.title + ')' if c.title else ''} | {100 * c.share:.1f}% | "
-                     + "".join(f"{m} | " for m in marks) + f"{_stated(c)}{c.description} |")
-    if taxonomy.written_by == "offline":
-        lines[4:4] = ["Written by the offline backend, not by a model: each capability's name, title (in brackets) and texts "
-                      "are drawn from its criteria: the openings and phrases that set them apart, with the share of its criteria "
-                      "that use each, the form most of them are written in (the words they share, in order, “…” where they "
-                      "differ), and criteria quoted as they are written." + _function_words(taxonomy)
-                      + _stated_intro(taxonomy), ""]
+             f"{len(caps)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
-        lines[4:4] = ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
-    if taxonomy.placement:  # imported here: the offline backend loads scikit-learn, which reading a taxonomy needs not
-        from taxonomy.offline.placement import placement_markdown
-
-        lines += placement_markdown(taxonomy)
-    for c in taxonomy.capabilities:
-        # Offline micro-cluster names are word counts, not a reader's words: listed, they read as what the capability holds.
-        members = (f"{len(c.members)} micro-clusters of Stage 1 labels (named from word counts; listed in `taxonomy.json`)"
-                   if taxonomy.written_by == "offline" else ", ".join(f"`{m}`" for m in c.members))
-        lines += ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), ""] + ([_stated(c).strip(), ""] if c.checks else []) + [
-                  c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}",
-                  f"- **Example:** {c.example_pattern}", f"- **Members:** {members}"]
-        if not said_once:
-            lines += [f"- **P2, native inspection:** {principle_mark(c.needs_native_inspection)} {c.needs_native_inspection_reason}".rstrip(),
-                      f"- **P3, domain conventions:** {principle_mark(c.needs_domain_conventions)} {c.needs_domain_conventions_reason}".rstrip()]
-        lines += [f"- **Boundary:** {ne}" for ne in c.non_examples]
+        lines += ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
+    if offline:
+        lines += [NO_MODEL, ""]
+    lines += principles
+    columns = [] if said_once else ["P1", "P2", "P3"]
+    lines += ["| capability | share | " + "".join(f"{col} | " for col in columns) + ("title |" if offline else "description |"),
+              "|---|---:|" + ":-:|" * len(columns) + "---|"]
+    for c in caps:
+        marks = [] if said_once else ["✓", principle_mark(c.needs_native_inspection), principle_mark(c.needs_domain_conventions)]
+        first = f"`{c.name}`" if offline or not c.title else f"`{c.name}` ({c.title})"
+        last = f"{_stated(c)}{c.title if offline else c.description}"
+        lines.append(f"| {first} | {100 * c.share:.1f}% | " + "".join(f"{m} | " for m in marks) + f"{last} |")
+    for c in caps:
+        lines += _section(c, offline, said_once, taxonomy.n_criteria)
     if taxonomy.repairs:
         lines += ["", "## Repairs made in code", ""] + [f"- {r}" for r in taxonomy.repairs]
     return "\n".join(lines) + "\n"

@@ -272,12 +272,12 @@ def test_offline_path_applies_the_category_check(offline_env, tmp_path):
         "task_id": ["t"] * 2, "criterion_id": ["t/0", "t/1"], "text": ["Total revenue equals the sum of 4 quarters"] * 2,
         "category": ["math"] * 2, "direction": ["reward"] * 2, "context": [""] * 2, "brief": [""] * 2,
     })
-    from taxonomy.offline import discover as offline
+    from taxonomy.offline import kinds as offline
 
     original = offline.discover_offline
 
-    def paraphrasing(criteria, rules):
-        out = original(criteria, rules)
+    def paraphrasing(criteria, rules, opts=None):
+        out = original(criteria, rules, opts)
         return out.with_columns(labels=pl.Series([["numeric_value_recomputation_capability"], ["recomputing_numeric_values_capability"]]))
 
     offline.discover_offline = paraphrasing

@@ -1,9 +1,9 @@
-"""taxonomy/offline/languages.py: which languages' function words a corpus gets."""
+"""taxonomy/text.py: which languages' function words a corpus gets."""
 from __future__ import annotations
 
 import polars as pl
 
-from taxonomy.offline.languages import corpus_languages, function_words
+from taxonomy.text import corpus_languages, function_words
 from taxonomy.validate import FUNCTION_WORDS
 from tests.conftest import ROOT
 

@@ -11,10 +11,13 @@ import polars as pl
 import pytest
 from sklearn.metrics import adjusted_mutual_info_score
 
-from taxonomy.config import LabelRules
+from taxonomy.config import LabelRules, OfflineConfig
 from taxonomy.corpus import CorpusConfig, load_corpus
-from taxonomy.offline import discover_offline, name_cluster_offline, tag_offline
-from taxonomy.offline.features import CriterionSpace, tokens
+from taxonomy.offline.canonicalize import name_cluster_offline
+from taxonomy.offline.features import CriterionSpace
+from taxonomy.offline.kinds import discover_offline
+from taxonomy.offline.tag import tag_offline
+from taxonomy.text import tokens
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 from taxonomy.validate import check_label_count, check_rationale_grounding, check_rationale_prefix, label_problems
 
@@ -184,23 +187,22 @@ def test_a_corpus_with_no_word_two_tasks_share_fails_in_one_line(offline_env, tm
 
 
 @pytest.mark.parametrize("two_level", [False, True])
-def test_fine_kinds_nest_in_broad_kinds_of_one_tree(monkeypatch, two_level):
+def test_fine_kinds_nest_in_broad_kinds_of_one_tree(two_level):
     """Stage 2 can only recover the broad kinds if every fine kind lies inside one of them; the
     tree over pre-cluster centroids (large corpora) must keep that, and give every criterion a kind."""
-    from taxonomy.offline import discover
+    from taxonomy.offline.kinds import cut
 
     frame, kinds = _chinese_corpus()
-    if two_level:
-        monkeypatch.setattr(discover, "WARD_MAX", 50)
-        monkeypatch.setattr(discover, "PRE_CLUSTERS", 40)
-    space = CriterionSpace.fit(frame["text"].to_list(), frame["task_id"].to_list())
-    broad = discover.broad_kinds(space)
-    fine = discover.fine_kinds(space, 30)
-    assert len(set(broad.tolist())) == discover.COARSE_KINDS and len(set(fine.tolist())) == 30
+    opts = OfflineConfig(ward_exact_max=100, ward_centroids=60) if two_level else OfflineConfig()
+    assert len(frame) > 100
+    space = CriterionSpace.fit(frame["text"].to_list(), frame["task_id"].to_list(), opts)
+    broad = cut(space, opts.broad_kinds, opts)
+    fine = cut(space, 30, opts)
+    assert len(set(broad.tolist())) == opts.broad_kinds and len(set(fine.tolist())) == 30
     assert all(len(set(broad[fine == f].tolist())) == 1 for f in set(fine.tolist()))
     # The tree of one space is not served to another: a changed corpus gets its own cut.
-    other = CriterionSpace.fit(frame["text"].to_list()[:100], frame["task_id"].to_list()[:100])
-    assert len(discover.broad_kinds(other)) == 100 and len(discover.broad_kinds(space)) == len(frame)
+    other = CriterionSpace.fit(frame["text"].to_list()[:100], frame["task_id"].to_list()[:100], opts)
+    assert len(cut(other, opts.broad_kinds, opts)) == 100 and len(cut(space, opts.broad_kinds, opts)) == len(frame)
     assert adjusted_mutual_info_score(kinds, broad) > 0.3, adjusted_mutual_info_score(kinds, broad)
 
 # ---- naming -------------------------------------------------------------------------
@@ -267,7 +269,11 @@ def test_tagging_by_membership_and_against_a_frozen_taxonomy(corpora, stage1, ma
     _check_tags(members, frame, taxonomy, max_tags)
     frozen = tag_offline(frame, labels, taxonomy, None, max_tags)
     _check_tags(frozen, frame, taxonomy, max_tags)
-    # Where membership decides, the first label's capability is the primary.
+    # Where the label outweighs any cosine, the first label's capability is the primary; at the default weight
+    # a criterion that reads like another capability's criteria may move, but most stay.
+    held = tag_offline(frame, labels, taxonomy, micro, max_tags, OfflineConfig(label_weight=10.0))
+    assert (held["primary"] == members["primary"]).mean() > 0.6
+    members = held
     label_to_cap = {l: c.name for c in taxonomy.capabilities for m in c.members for l in micro[m]}
     for first, primary in zip([ls[0] for ls in labels["labels"].to_list()], members["primary"].to_list()):
         if first in label_to_cap:
@@ -286,7 +292,7 @@ def test_tagging_a_new_corpus_without_stage1_labels(corpora):
 def test_one_run_fits_the_phrase_space_once_and_another_corpus_gets_its_own():
     """The merge's re-reading and Stage 3 read the same terms; the second fit is the first one's result,
     and a changed corpus (one text, or one task) is fitted anew."""
-    from taxonomy.offline.phrases import PhraseSpace
+    from taxonomy.offline.represent import PhraseSpace
 
     frame, _ = _chinese_corpus()
     texts, tasks = frame["text"].to_list(), frame["task_id"].to_list()

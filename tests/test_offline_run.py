@@ -142,3 +142,26 @@ def test_llm_path_fails_on_a_broken_constraint_too(gemini_env, tmp_path):
     result = invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report", ok=False)
     assert result.exit_code == 2 and "breaks a hard constraint: capability count 8-10" in _error_line(result)
     assert not (run_dir / "taxonomy.json").exists() and (run_dir / "taxonomy.rejected.md").exists()
+
+
+def test_offline_taxonomy_md_says_what_it_is_and_lists_capabilities_by_share(offline_env, tmp_path):
+    """The key-less taxonomy.md: one sentence that no model read the criteria and how to add meaning; the table
+    largest first, in the order the printed summary gives; each capability its title, size and quoted criteria."""
+    run_dir = tmp_path / "run"
+    result = invoke("run", write_pipeline(tmp_path), "--run-dir", run_dir, "--no-report")
+    md = (run_dir / "taxonomy.md").read_text()
+    assert "No model read these criteria" in md and "GEMINI_API_KEY" in md and "--provider openai" in md
+    assert 'taxonomy edit RUN describe NAME "what it checks"' in md
+    rows = re.findall(r"^\| `(\w+)` \| ([\d.]+)% \|", md, flags=re.M)
+    shares = [float(share) for _, share in rows]
+    assert len(rows) == len(Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text()).capabilities)
+    assert shares == sorted(shares, reverse=True)
+    printed = re.findall(r"^\| (check_\w+) \| \d+ \|", result.output, flags=re.M)
+    assert [name for name, _ in rows] == printed
+    sections = md.split("\n## `")[1:]
+    assert [s.split("`")[0] for s in sections if not s.startswith("Repairs")] == printed
+    for section in sections:
+        assert re.search(r"^\d+ criteria \([\d.]+%\)\. Criteria such as “", section.split("\n\n")[1])
+    # three criteria quoted, where a capability holds three different ones
+    assert sum(section.split("\n\n")[1].count("”; “") == 2 for section in sections) >= len(sections) - 1
+    assert "Placing a criterion" not in md and "catch-all" not in md and "open with" not in md

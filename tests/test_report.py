@@ -369,18 +369,6 @@ def test_offline_run_report_says_unknown(offline_run):
     text = _flat((offline_run / "report.html").read_text(encoding="utf-8"))
     # every capability gives the same reason, so it is said once, above the table, not in each of its rows
     assert text.count("Unknown: the offline backend") == 1 and "of every capability alike: Unknown: the offline backend" in text
-    # the placement list a reader goes down, as taxonomy.json holds it
-    placement = json.loads((offline_run / "taxonomy.json").read_text())["placement"]
-    assert placement and "Placing a criterion" in text
-    for rule in placement:
-        if rule["kind"] == "rest":  # said after the list: where most of what no line fits is tagged
-            assert f"put the most in {rule['capability']} ({rule['right']} of {rule['caught']})" in text, rule
-        elif rule["kind"] == "penalties":
-            assert f"at most {rule['right']} of them in {rule['capability']}: place a penalty" in text, rule
-        elif rule["kind"] == "unlisted":  # listed after the summary: how many fit no line, and one of them
-            assert f"{rule['capability']}: {rule['caught']}, such as “{_flat(rule['text'])}”" in text, rule
-        else:
-            assert rule["right"] == rule["caught"] and f"→ {rule['capability']} ({rule['caught']} criteria)" in text, rule
 
 
 def _expected(run: Path, field: str, primary_only: bool) -> dict[str, int]:

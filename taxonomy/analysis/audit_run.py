@@ -14,10 +14,10 @@ from taxonomy.taxonomy_io import load_taxonomy
 def fit_scores(criteria: pl.DataFrame, tags: pl.DataFrame, taxonomy, cfg) -> pl.DataFrame:
     """LLM tags carry no score, so how well a criterion fits is measured the same way for every backend:
     by the offline tagger's similarity of the criterion to the capability definitions."""
-    from taxonomy.offline.discover import discover_offline
+    from taxonomy.offline.kinds import discover_offline
     from taxonomy.offline.tag import tag_offline
 
-    labels = discover_offline(criteria, cfg.labels)
+    labels = discover_offline(criteria, cfg.labels, cfg.offline)
     scored = tag_offline(criteria, labels.select("criterion_id", "labels"), taxonomy, None, cfg.tag.max_tags)
     return tags.drop("score", strict=False).join(scored.select("criterion_id", "score"), on="criterion_id", how="left")
 

@@ -29,8 +29,6 @@ from matplotlib.figure import Figure
 from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.guidance.principles import WORD
-from taxonomy.offline.placement import (UNLISTED_INTRO, lines, placement_cue, placement_intro, placement_summary,
-                                        placement_unlisted)
 from taxonomy.schemas import STATED, Taxonomy
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -79,10 +77,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
     return {
         "header": _header(manifest, taxonomy, criteria),
         "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
-        "placement": {"intro": placement_intro(taxonomy), "summary": placement_summary(taxonomy, code=str),
-                      "unlisted_intro": UNLISTED_INTRO, "unlisted": placement_unlisted(taxonomy, code=str),
-                      "rules": [{"cue": placement_cue(r), "capability": r.capability, "right": r.right, "caught": r.caught}
-                                for r in lines(taxonomy)]} if taxonomy.placement else None,
+        "placement": None,  # the key-less backend no longer writes a placement list
         "has_stage3": joined is not None,
         "shares_svg": _shares_chart(taxonomy, joined),
         "examples": rc.capability_examples(table, fit, names) if tags is not None else None,

@@ -1,17 +1,11 @@
-"""The offline backend: every LLM stage's contract fulfilled with classical NLP.
+"""The key-less backend: every model step of the pipeline done with corpus statistics, behind the same
+interface as the LLM backend (backend.py: OfflineBackend). No model reads the criteria and none is
+pretended: it groups them, titles each group by its characteristic phrases, and quotes them.
 
-Deterministic, fast, no downloads, and no domain vocabulary: the kinds of check are induced
-from the corpus (features.py: token spread across tasks, predicate positions, task-mean
-subtraction; discover.py: one Ward tree cut into broad and fine kinds). Its outputs pass the
-same validators an LLM's do, and its quality is measured (benchmarks/quality.py), not assumed.
-
-    discover_offline(frame, rules)                       -> criterion_id, labels, rationale
-    CriterionLabelEmbedder(criteria, stage1).embed(labels) -> label vectors for Stage 2a
-    name_cluster_offline(cluster_id, members, examples, rules, taken) -> CapabilityCard
-    tag_offline(frame, labels, taxonomy, micro_labels, max_tags) -> criterion_id, tags, primary, score
+    features.py   criterion vectors (tokens spread over tasks, predicate words, stems, task means removed)
+    kinds.py      Stage 1: one Ward tree cut into fine kinds (the labels) and broad kinds
+    embed.py      Stage 2a: a label embedded as its criteria
+    canonicalize.py  Stage 2b: a micro-cluster named from its labels' words
+    cards.py      after the merge: titles, names, representative criteria, boundaries (represent.py)
+    tag.py        Stage 3: label membership, or card similarity for a corpus the taxonomy never saw
 """
-from taxonomy.offline.canonicalize import name_cluster_offline
-from taxonomy.offline.discover import discover_offline
-from taxonomy.offline.tag import tag_offline
-
-__all__ = ["discover_offline", "name_cluster_offline", "tag_offline"]

@@ -19,7 +19,7 @@ NOTICE = (
     "Backend: offline (no LLM: criteria grouped by classical NLP statistics; no model read them, so names are their "
     "characteristic phrases). For meaning set GEMINI_API_KEY, or pass --provider gemini | vertex | openai."
 )
-UNKNOWN = "Unknown: no model read these criteria; set it by hand or run the LLM merge."
+UNKNOWN = "Unknown: the offline backend reads no meaning, so it cannot decide this; set it by hand or run the LLM merge."
 
 
 class OfflineBackend:
@@ -46,27 +46,29 @@ class OfflineBackend:
         return []  # no prompt carries the briefs, so none is cut
 
     def discover(self, criteria: pl.DataFrame, cfg: PipelineConfig) -> pl.DataFrame:
-        """Labels that pass the same validators an LLM's answer would; anything that fails is marked failed."""
-        from taxonomy.offline.discover import discover_offline
+        """Labels that pass the same validators an LLM's answer would; anything that fails is marked failed.
+        Each distinct label is checked once (there are about `fine_kinds`), and the batch paraphrase check runs
+        as on the LLM path; the rationale quotes its criterion, so it is grounded by construction."""
+        from taxonomy.offline.kinds import discover_offline
         from taxonomy.stages.common import criterion_batches
-        from taxonomy.stages.discover import SCHEMA, item_problems
-        from taxonomy.validate import check_distinct_in_batch
+        from taxonomy.stages.discover import SCHEMA
+        from taxonomy.validate import check_distinct_in_batch, check_label_count, check_rationale_prefix, label_problems
 
         rules = cfg.labels
-        found = discover_offline(criteria, rules).join(criteria.select("criterion_id", "text"), on="criterion_id", how="left")
+        found = discover_offline(criteria, rules, cfg.offline)
         labels_of = dict(zip(found["criterion_id"].to_list(), found["labels"].to_list()))
-        paraphrases: dict[str, list[str]] = {}  # the same batch check as on the LLM path
+        problems: dict[str, list[str]] = {}
         for batch in criterion_batches(criteria, cfg.discover.batch_size, 0):
             ids = [r["criterion_id"] for r in batch.rows]
             for v in check_distinct_in_batch({i: labels_of.get(cid) or [] for i, cid in enumerate(ids)}, rules, batch.category):
-                paraphrases.setdefault(ids[v.item], []).append(v.message)
+                problems.setdefault(ids[v.item], []).append(v.message)
+        of_label = {label: label_problems(label, rules) for labels in labels_of.values() for label in labels}
         rows = []
-        for r in found.iter_rows(named=True):
-            problems = item_problems(r["labels"], r["rationale"], r["text"], rules) + paraphrases.get(r["criterion_id"], [])
-            rows.append({
-                "criterion_id": r["criterion_id"], "labels": [] if problems else r["labels"], "rationale": r["rationale"],
-                "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
-            })
+        for cid, labels, rationale in found.iter_rows():
+            wrong = check_label_count(labels, rules) + [p for label in labels for p in of_label[label]]
+            wrong += check_rationale_prefix(rationale, rules) + problems.get(cid, [])
+            rows.append({"criterion_id": cid, "labels": [] if wrong else labels, "rationale": rationale,
+                         "attempts": 0, "status": "failed" if wrong else "ok", "problems": wrong})
         return pl.DataFrame(rows, schema=SCHEMA)
 
     def label_embedder(self, criteria, stage1, cfg: PipelineConfig, default):
@@ -74,7 +76,7 @@ class OfflineBackend:
             return default
         from taxonomy.offline.embed import CriterionLabelEmbedder
 
-        return CriterionLabelEmbedder(criteria, stage1, seed=cfg.cluster.seed)
+        return CriterionLabelEmbedder(criteria, stage1, cfg.offline)
 
     def canonicalize(self, clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings):
         from taxonomy.stages.canonicalize import cluster_inputs, micro_capabilities, name_offline
@@ -89,7 +91,7 @@ class OfflineBackend:
 
     def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
         from taxonomy.merge_rules import share_violations, solve_merge
-        from taxonomy.offline.describe import describe_offline
+        from taxonomy.offline.cards import describe_offline
         from taxonomy.siblings import merge_siblings
         from taxonomy.stages.merge import assemble
 
@@ -104,13 +106,14 @@ class OfflineBackend:
         return taxonomy
 
     def tag(self, criteria, taxonomy, cfg, stage1, micro_labels) -> pl.DataFrame:
-        from taxonomy.offline.discover import discover_offline
+        from taxonomy.offline.kinds import discover_offline
         from taxonomy.offline.tag import tag_offline
         from taxonomy.stages.tag import SCHEMA, tag_problems
 
         if stage1 is None:  # a new corpus against a frozen taxonomy: derive its labels first
-            stage1 = discover_offline(criteria, cfg.labels)
-        found = tag_offline(criteria, stage1.select("criterion_id", "labels"), taxonomy, micro_labels, cfg.tag.max_tags)
+            stage1 = discover_offline(criteria, cfg.labels, cfg.offline)
+        found = tag_offline(criteria, stage1.select("criterion_id", "labels"), taxonomy, micro_labels, cfg.tag.max_tags,
+                            cfg.offline, cfg.merge)
         names = taxonomy.names()
         rows = []
         for r in found.iter_rows(named=True):

@@ -1,0 +1,185 @@
+"""Stage 1 without a model: each criterion labelled with the fine kind of check it reads like.
+
+One Ward tree over the criterion vectors (features.py) is cut twice: into `fine_kinds` fine kinds,
+whose names are the Stage 1 labels (the micro-clusters of Stage 2), and into `broad_kinds` broad
+kinds, which the label embedding carries so that the merge recovers them (embed.py). A fine kind is
+named by the check-language words most over-represented in it (spread over many tasks, not piled up
+in a few, never a function word); kinds whose words agree up to order take their next word, so no
+two labels are paraphrases. Scripts without Latin letters get a stable letter code (labels are
+[a-z_] by rule). The rationale quotes the criterion, so it is grounded by construction.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+import numpy as np
+import polars as pl
+from scipy.cluster.hierarchy import fcluster, linkage
+from sklearn.cluster import MiniBatchKMeans
+from threadpoolctl import threadpool_limits
+
+from taxonomy.config import LabelRules, OfflineConfig
+from taxonomy.offline.features import CriterionSpace
+from taxonomy.text import function_words, is_spaceless
+from taxonomy.validate import label_gist, label_problems
+
+__all__ = ["discover_offline", "cut", "label_vectors"]
+
+HEAD = "check"
+NAME_WORDS = 2      # words of a label
+SPARE_WORDS = 3     # further ranked words, to tell apart kinds whose first words agree
+COMMON_DF = 0.2     # a word in more than this share of criteria is grammar, not a check word
+MIN_SPREAD = 0.5    # below this spread over tasks a word is a task's topic
+MIN_COVERAGE = 0.02 # a label word is used by at least this share of tasks...
+MIN_TASKS = 3       # ...and at least this many (all of them in tiny corpora)
+_QUOTES = "\"'“”‘’`「」『』"
+_MAX_QUOTE = 110
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _ascii(word: str) -> str:
+    return unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower()
+
+
+def _code(chars: str) -> str:
+    """Three letters standing for a run of non-Latin characters (stable across runs)."""
+    h = int(hashlib.sha1(chars.encode("utf-8")).hexdigest(), 16)
+    return "".join(_LETTERS[(h >> (5 * i)) % 26] for i in range(3))
+
+
+def cut(space: CriterionSpace, k: int, opts: OfflineConfig) -> np.ndarray:
+    """Each criterion's kind when the Ward tree is cut into k; cuts of one tree nest."""
+    n = len(space.vectors)
+    k = max(1, min(k, n))
+    if k == 1 or n < 2:
+        return np.zeros(n, dtype=np.int64)
+    tree, leaf_of = _ward_tree(space, opts)
+    if len(tree) + 1 <= k:  # fewer leaves (pre-clusters) than kinds asked for
+        return leaf_of
+    groups = fcluster(tree, k, criterion="maxclust")
+    return np.unique(groups, return_inverse=True)[1].astype(np.int64)[leaf_of]
+
+
+def _ward_tree(space: CriterionSpace, opts: OfflineConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(scipy linkage, leaf of each criterion), built once per space. Ward needs no seed, so a
+    rerun cuts the same kinds; its memory grows with n squared, so a large corpus is first reduced
+    to k-means centroids."""
+    key = ("ward", opts.ward_exact_max, opts.ward_centroids)
+    if key not in space.memo:
+        x = space.vectors.astype(np.float64)
+        leaf_of = np.arange(len(x))
+        if len(x) > opts.ward_exact_max:
+            with threadpool_limits(1):
+                km = MiniBatchKMeans(n_clusters=opts.ward_centroids, random_state=0, n_init=1, batch_size=4096).fit(x)
+            x, leaf_of = km.cluster_centers_, km.labels_.astype(np.int64)
+        space.memo[key] = (linkage(x, method="ward"), leaf_of)
+    return space.memo[key]
+
+
+def _word_quality(space: CriterionSpace) -> np.ndarray:
+    """Per vocabulary entry: its spread when it may name a kind (check language), else 0."""
+    index = {v: i for i, v in enumerate(space.vocabulary)}
+    floor = max(MIN_COVERAGE, min(MIN_TASKS, space.n_tasks) / max(space.n_tasks, 1) - 1e-9)
+    quality = np.zeros(len(space.vocabulary))
+    for i, v in enumerate(space.vocabulary):
+        j = index.get(v.lstrip("^"), i)  # a predicate position is judged by its plain word
+        if space.doc_freq[j] <= COMMON_DF and space.spread[j] >= MIN_SPREAD and space.coverage[j] >= floor:
+            quality[i] = space.spread[j]
+    return quality
+
+
+def kind_words(space: CriterionSpace, kinds: np.ndarray, banned: set[str]) -> dict[int, list[str]]:
+    """Each kind's naming words: the check-language words most over-represented in its criteria."""
+    x = space.counts
+    base = np.asarray(x.sum(axis=0)).ravel() / max(x.shape[0], 1)
+    quality = _word_quality(space)
+    words = [v.lstrip("^") for v in space.vocabulary]
+    out = {}
+    for k in np.unique(kinds):
+        rows = np.flatnonzero(kinds == k)
+        p = np.asarray(x[rows].sum(axis=0)).ravel() / len(rows)
+        score = p * np.log(np.maximum(p, 1e-12) / np.maximum(base, 1e-12)) * quality
+        chosen: list[str] = []
+        spaceless: list[str] = []
+        for i in np.argsort(-score, kind="stable")[:40]:
+            if score[i] <= 0 or len(chosen) == NAME_WORDS + SPARE_WORDS:
+                break
+            if is_spaceless(words[i]):
+                spaceless.append(words[i])
+                continue
+            a = _ascii(words[i])
+            if len(a) >= 3 and a.isalpha() and a not in banned and a not in chosen:
+                chosen.append(a)
+        if len(chosen) < NAME_WORDS and spaceless:
+            chosen.append(_code("".join(spaceless[:2])))
+        out[int(k)] = chosen or ["unmarked"]
+    return out
+
+
+def _fit_label(words: list[str], rules: LabelRules) -> str | None:
+    suffix = [w for w in rules.suffix.split("_") if w]
+    content = words[: rules.max_words - len(suffix) - 1]
+    for pad in ([], ["for"], ["for", "the"]):  # grammar, never a word the criteria do not use
+        padded = pad + content
+        if 1 + len(padded) + len(suffix) >= rules.min_words:
+            break
+    label = "_".join([HEAD, *padded]) + rules.suffix
+    return None if label_problems(label, rules) else label
+
+
+def _distinct_labels(names: dict[int, list[str]], rules: LabelRules) -> dict[int, str]:
+    """One label per kind from its first words; a kind whose label would be a paraphrase of an
+    earlier one takes its next ranked word instead."""
+    out: dict[int, str] = {}
+    taken: set = set()
+    for k in sorted(names):
+        words = names[k]
+        head = words[:NAME_WORDS]
+        spare = words[NAME_WORDS:]
+        candidates = [head] + [head[:-1] + [w] for w in spare] + [head + [w] for w in spare]
+        labels = [label for label in (_fit_label(c, rules) for c in candidates) if label]
+        label = next((lab for lab in labels if label_gist(lab, rules) not in taken), None)
+        label = label or (labels[0] if labels else None) or _fit_label(["unmarked"], rules)
+        taken.add(label_gist(label, rules))
+        out[k] = label
+    return out
+
+
+def _rationale(text: str, rules: LabelRules) -> str:
+    quote = " ".join(re.sub(f"[{_QUOTES}]", "", text).split())
+    if len(quote) > _MAX_QUOTE:
+        cut_at = quote[:_MAX_QUOTE]
+        space = cut_at.rfind(" ")
+        quote = cut_at[:space] if space > _MAX_QUOTE // 2 else cut_at
+    return f'{rules.rationale_prefix} establish from the evidence that "{quote.rstrip(" ,;:.")}" holds.'
+
+
+def discover_offline(frame: pl.DataFrame, rules: LabelRules, opts: OfflineConfig | None = None) -> pl.DataFrame:
+    """Stage-1 table (criterion_id, labels, rationale) for every row of a criterion frame."""
+    opts = opts or OfflineConfig()
+    texts = [t or "" for t in frame["text"].to_list()]
+    space = CriterionSpace.fit(texts, frame["task_id"].cast(pl.Utf8).to_list(), opts)
+    kinds = cut(space, opts.fine_kinds, opts)
+    banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | function_words(texts)
+    label_of = _distinct_labels(kind_words(space, kinds, banned), rules)
+    return pl.DataFrame(
+        {"criterion_id": frame["criterion_id"].cast(pl.Utf8), "labels": [[label_of[k]] for k in kinds.tolist()],
+         "rationale": [_rationale(t, rules) for t in texts]},
+        schema={"criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8), "rationale": pl.Utf8},
+    )
+
+
+def label_vectors(labels_per_criterion: list[list[str]], vectors: np.ndarray, wanted: list[str]) -> np.ndarray:
+    """Each wanted label's vector: the mean of the vectors of the criteria that carry it
+    (a criterion's first label counts fully, later ones half), unit norm."""
+    index = {label: i for i, label in enumerate(wanted)}
+    sums = np.zeros((len(wanted), vectors.shape[1]), dtype=np.float64)
+    for row, labels in enumerate(labels_per_criterion):
+        for rank, label in enumerate(labels or []):
+            i = index.get(label)
+            if i is not None:
+                sums[i] += vectors[row] * (1.0 if rank == 0 else 0.5)
+    norms = np.linalg.norm(sums, axis=1, keepdims=True)
+    return (sums / np.where(norms > 0, norms, 1.0)).astype(np.float32)

@@ -1,0 +1,223 @@
+"""What a reader is shown of a group of criteria: its characteristic phrases and representative criteria.
+
+Modelled on BERTopic's representation package: each step is a small object configured by its own
+arguments, with one call `step(space, groups, terms) -> terms` (terms: one ranked list per group), and
+the caller chains them:
+
+    space = PhraseSpace.fit(texts, tasks)
+    terms = [[] for _ in groups]
+    for step in (ClassTfidf(pool=40), MaximalMarginalRelevance(diversity=0.5, top=6), OncePerTitle(top=3)):
+        terms = step(space, groups, terms)
+
+Terms are words and 2-3-word phrases of letter scripts and 2-3-character runs of scripts written
+without spaces, counted once per criterion and keyed by their words' stems (taxonomy.text), so
+"trained" and "training" are one term, shown as the criteria most often write it.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from taxonomy.text import WORD, function_words, is_spaceless, stem
+
+__all__ = ["PhraseSpace", "Term", "ClassTfidf", "MaximalMarginalRelevance", "OncePerTitle", "representative"]
+
+MAX_WORDS = 3      # longest phrase
+MIN_CRITERIA = 3   # a term fewer criteria use names nothing
+_JOIN = re.compile(r"\s+|[/_.\-'’]")  # what may stand between a phrase's words when shown as written
+_CACHE: dict[str, "PhraseSpace"] = {}
+
+
+@dataclass
+class Term:
+    text: str        # as the criteria most often write it
+    coverage: float  # share of the group's criteria that use it
+    score: float
+    col: int         # its column in the PhraseSpace
+
+
+def _terms(text: str, function: frozenset[str]) -> dict[str, str]:
+    """key -> surface form of every term in one criterion (a phrase neither starts nor ends with a function word)."""
+    out: dict[str, str] = {}
+    run: list[re.Match] = []
+
+    def flush() -> None:
+        low = [m.group().lower() for m in run]
+        joined = [bool(_JOIN.fullmatch(text, a.end(), b.start())) for a, b in zip(run, run[1:])]
+        for n in range(1, MAX_WORDS + 1):
+            for i in range(len(low) - n + 1):
+                ends = (low[i], low[i + n - 1])
+                if any(w in function or len(w) < 2 for w in ends):
+                    continue
+                key = " ".join(stem(w) for w in low[i:i + n])
+                written = all(joined[i:i + n - 1])
+                out.setdefault(key, " ".join(text[run[i].start():run[i + n - 1].end()].split()) if written else " ".join(low[i:i + n]))
+        run.clear()
+
+    for m in WORD.finditer(text):
+        if is_spaceless(m.group()):
+            flush()
+            w = m.group().lower()
+            for n in (2, 3):
+                for i in range(len(w) - n + 1):
+                    out.setdefault(w[i:i + n], w[i:i + n])
+        else:
+            run.append(m)
+    flush()
+    return out
+
+
+def _most_written(forms: Counter) -> str:
+    """The commonest spelling case aside, then its commonest casing."""
+    folded: Counter = Counter()
+    for form, n in forms.items():
+        folded[form.lower()] += n
+    word = folded.most_common(1)[0][0]
+    return max((f for f in forms if f.lower() == word), key=lambda f: forms[f])
+
+
+@dataclass
+class PhraseSpace:
+    """Criteria x terms (binary), each term's surface form, and its spread over tasks."""
+
+    keys: list[str]
+    surface: list[str]
+    x: sp.csr_matrix
+    df: np.ndarray       # share of criteria using the term
+    spread: np.ndarray   # observed / expected number of tasks using it, in [0, 1]
+    n_words: np.ndarray
+
+    @classmethod
+    def fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
+        h = hashlib.sha1(repr((list(texts), [str(t) for t in tasks])).encode("utf-8")).hexdigest()
+        if h not in _CACHE:
+            _CACHE.clear()
+            _CACHE[h] = cls._fit(texts, tasks)
+        return _CACHE[h]
+
+    @classmethod
+    def _fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
+        rows, cols, index, forms = [], [], {}, defaultdict(Counter)
+        function = function_words(texts)
+        for r, text in enumerate(texts):
+            for key, form in _terms(text or "", function).items():
+                rows.append(r)
+                cols.append(index.setdefault(key, len(index)))
+                forms[key][form] += 1
+        x = sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(len(texts), len(index)))
+        occ = np.asarray(x.sum(axis=0)).ravel()
+        keep = np.flatnonzero(occ >= min(MIN_CRITERIA, max(1, len(texts) // 50)))
+        keys = [k for k, _ in sorted(index.items(), key=lambda kv: kv[1])]
+        keys, x, occ = [keys[j] for j in keep], x[:, keep].tocsr(), occ[keep]
+        task_ids, task_index = np.unique(np.asarray([str(t) for t in tasks], dtype=object), return_inverse=True)
+        n_tasks = len(task_ids)
+        per_task = sp.csr_matrix((np.ones(len(texts)), (task_index, np.arange(len(texts)))), shape=(n_tasks, len(texts))) @ x
+        in_tasks = np.asarray((per_task > 0).sum(axis=0)).ravel()
+        expected = n_tasks * (1.0 - (1.0 - 1.0 / max(n_tasks, 1)) ** occ)
+        spread = np.clip(in_tasks / np.maximum(expected, 1e-9), 0.0, 1.0) if n_tasks > 1 else np.ones(len(keys))
+        n_words = np.array([1 if is_spaceless(k) else len(k.split()) for k in keys])
+        return cls(keys, [_most_written(forms[k]) for k in keys], x, occ / max(len(texts), 1), spread, n_words)
+
+    def coverage(self, rows: np.ndarray) -> np.ndarray:
+        """Per term: share of these criteria that use it."""
+        return np.asarray(self.x[rows].sum(axis=0)).ravel() / len(rows) if len(rows) else np.zeros(len(self.keys))
+
+
+@dataclass
+class ClassTfidf:
+    """Candidates per group by class-based TF-IDF (BERTopic's c-TF-IDF), scored by how much more often the
+    group uses a term than the corpus does (a word every criterion has scores nothing), weighted by its
+    spread over tasks (a word piled up in one task is its topic, not a kind of check)."""
+    pool: int = 40
+    min_share: float = 0.2  # of the best candidate's coverage: a phrase a handful of the group uses is a detail
+
+    def __call__(self, space: PhraseSpace, groups: list[np.ndarray], terms: list[list[Term]]) -> list[list[Term]]:
+        out = []
+        base = np.maximum(space.df, 1e-12)
+        for rows in groups:
+            cov = space.coverage(rows)
+            rel = np.where(cov > base, cov * np.log(np.maximum(cov, 1e-12) / base), 0.0)
+            rel *= space.spread * (1.0 + 0.25 * (space.n_words - 1))  # a phrase as common as its words says more
+            ranked = [int(j) for j in np.argsort(-rel, kind="stable")[: self.pool] if rel[j] > 0]
+            floor = self.min_share * max((cov[j] for j in ranked), default=0.0)
+            out.append([Term(space.surface[j], float(cov[j]), float(rel[j]), j) for j in ranked if cov[j] >= floor])
+        return out
+
+
+@dataclass
+class MaximalMarginalRelevance:
+    """The ranked list diversified as in KeyBERT: a term found in mostly the same criteria as one already chosen
+    counts as redundant, and one sharing a word with it is left out."""
+    diversity: float = 0.5
+    top: int = 6
+    same_criteria: float = 0.6  # co-occurrence Jaccard at which two terms say the same thing
+
+    def __call__(self, space: PhraseSpace, groups: list[np.ndarray], terms: list[list[Term]]) -> list[list[Term]]:
+        return [self._one(space, rows, ts) for rows, ts in zip(groups, terms)]
+
+    def _one(self, space: PhraseSpace, rows: np.ndarray, ts: list[Term]) -> list[Term]:
+        if not ts:
+            return []
+        cols = [t.col for t in ts]
+        present = space.x[rows][:, cols].toarray() > 0
+        inter = present.T.astype(float) @ present.astype(float)
+        size = np.diag(inter)
+        red = np.minimum(1.0, inter / np.maximum(size[:, None] + size[None, :] - inter, 1) / self.same_criteria)
+        words = [set(space.keys[j]) if is_spaceless(space.keys[j]) else set(space.keys[j].split()) for j in cols]
+        best, picked, left = max(t.score for t in ts), [], list(range(len(ts)))
+        while len(picked) < self.top:
+            # a term sharing a word with a chosen one is a part or a variant of it: never both
+            left = [a for a in left if not any(words[a] & words[b] for b in picked)]
+            if not left:
+                break
+
+            def gain(a: int) -> float:
+                return (1 - self.diversity) * ts[a].score / best - self.diversity * max((red[a, b] for b in picked), default=0.0)
+            a = max(left, key=lambda a: (gain(a), -a))
+            left.remove(a)
+            picked.append(a)
+        return [ts[a] for a in picked]
+
+
+@dataclass
+class OncePerTitle:
+    """The first `top` terms of each group, the largest group first; a term already shown for a larger group
+    is left out of a smaller one's (a phrase in two titles reads as a check of both) while others remain."""
+    top: int = 3
+
+    def __call__(self, space: PhraseSpace, groups: list[np.ndarray], terms: list[list[Term]]) -> list[list[Term]]:
+        out: list[list[Term]] = [[] for _ in groups]
+        shown: set[str] = set()
+        for g in sorted(range(len(groups)), key=lambda g: -len(groups[g])):
+            fresh = [t for t in terms[g] if t.text.lower() not in shown]
+            out[g] = (fresh or terms[g])[: self.top]
+            shown |= {t.text.lower() for t in out[g]}
+        return out
+
+
+def representative(space: PhraseSpace, rows: np.ndarray, terms: list[Term], texts: list[str], tasks: list[str], k: int) -> list[int]:
+    """k criteria of the group that hold the most of its phrases (by their scores), shorter first, from
+    different tasks while there are any."""
+    if not len(rows):
+        return []
+    cols = [t.col for t in terms]
+    weight = np.array([t.score for t in terms]) if terms else np.zeros(0)
+    held = (space.x[rows][:, cols].toarray() > 0) @ weight if cols else np.zeros(len(rows))
+    order = sorted(range(len(rows)), key=lambda i: (-round(float(held[i]), 6), len(texts[rows[i]]), int(rows[i])))
+    picked, seen, said = [], set(), set()
+    n_tasks = len({tasks[int(j)] for j in rows})
+    for i in order + order:  # first pass: one per task; second: fill up
+        r = int(rows[i])
+        if len(picked) == k:
+            break
+        text = " ".join(texts[r].lower().split())
+        if text not in said and (tasks[r] not in seen or len(seen) >= n_tasks):
+            picked.append(r)
+            seen.add(tasks[r])
+            said.add(text)  # a criterion repeated word for word is shown once
+    return picked
