@@ -40,7 +40,7 @@ def duplicate(c: Corpus) -> list[Finding]:
             if swapped is not None and not _variant(i, j, found, folded):
                 # A name added or swapped ("TGAN" / "TGAN+ADA") may as well be another check.
                 swapped = swapped or _names_differ(a.text, b.text)
-                out.append(_finding(a, b, "info" if swapped else "warning", f"one {'content ' if swapped else ''}word apart"))
+                out.append(_finding(a, b, "info" if swapped else "warning", "one word apart, but naming different things (perhaps two checks)" if swapped else "one word apart"))
     return out
 
 
