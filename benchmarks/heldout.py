@@ -19,10 +19,9 @@ Per corpus, one offline run through the library API (the `gold_kind` column is n
 corpus file's columns are detected by name, and no stage takes that one), scored like
 benchmarks/quality.py: NMI of the Stage 3 primary against the gold kind, the same for KMeans(k) on
 TF-IDF + SVD (mean of 3 seeds), topic leak (AMI of the primary against the task), the largest
-capability's share, the share of criteria the placement list catches, and NMI of the primary
-against the criterion's script (written without spaces or not, as the offline features read it:
-near 0 when capabilities do not split by language; 0.3 on zh_en_writing today, where the largest
-holds most English criteria and the next is Chinese). NMI of the Stage 1 labels (about 80 fine kinds) against the gold kind, and of the best
+capability's share, and NMI of the primary against the criterion's script (written without spaces
+or not, as the offline features read it: near 0 when capabilities do not split by language). NMI of
+the Stage 1 labels (about 80 fine kinds) against the gold kind, and of the best
 merge of those labels (each to its label's majority gold kind, which only gold allows), say how
 much of the signal the merge into 8-10 capabilities keeps.
 """
@@ -45,7 +44,6 @@ from taxonomy.corpus.detect import detect  # noqa: E402
 from taxonomy.text import is_spaceless  # noqa: E402
 from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
 from taxonomy.pipeline_toml import config_for_corpus  # noqa: E402
-from taxonomy.taxonomy_io import load_taxonomy  # noqa: E402
 
 CORPORA = sorted((ROOT / "benchmarks" / "heldout").glob("*.csv"))
 BASELINE_SEEDS = 3
@@ -66,14 +64,12 @@ def score(path: Path, work: Path) -> dict:
     majority = {lab: Counter(g for g, b in zip(kinds, label) if b == lab).most_common(1)[0][0] for lab in set(label)}
     baseline = sum(normalized_mutual_info_score(kinds, kmeans_tfidf_svd(x["text"].to_list(), k, seed))
                    for seed in range(BASELINE_SEEDS)) / BASELINE_SEEDS
-    taxonomy = load_taxonomy(run_dir / "taxonomy.json")
-    caught = sum(r.caught for r in taxonomy.placement if r.kind in ("opens", "uses"))
     return {"corpus": path.stem, "criteria": x.height, "capabilities": k,
             "nmi": round(normalized_mutual_info_score(kinds, primary), 3), "tfidf_svd": round(baseline, 3),
             "labels_nmi": round(normalized_mutual_info_score(kinds, label), 3),
             "best_merge_nmi": round(normalized_mutual_info_score(kinds, [majority[b] for b in label]), 3),
             "leak": round(topic_leak(x["task_id"].cast(str).to_list(), primary), 3),
-            "largest": round(max(Counter(primary).values()) / x.height, 3), "placed": round(caught / x.height, 3),
+            "largest": round(max(Counter(primary).values()) / x.height, 3),
             "script_nmi": round(normalized_mutual_info_score([is_spaceless(t) for t in x["text"].to_list()], primary), 3)}
 
 

@@ -31,7 +31,7 @@ def test_the_gold_kind_scores_the_run_and_never_feeds_it(offline_env, tmp_path):
     frame.with_columns(pl.Series("gold_kind", kinds)).write_csv(tmp_path / "shuffled" / source.name)
     true = h.score(tmp_path / "true" / source.name, tmp_path / "runs-true")
     shuffled = h.score(tmp_path / "shuffled" / source.name, tmp_path / "runs-shuffled")
-    same = ("criteria", "capabilities", "leak", "largest", "placed", "script_nmi")
+    same = ("criteria", "capabilities", "leak", "largest", "script_nmi")
     assert {k: true[k] for k in same} == {k: shuffled[k] for k in same}, (true, shuffled)  # the run did not see the kinds
     assert true["criteria"] == frame.height and 8 <= true["capabilities"] <= 10
     # ... and they score it: the true kinds agree with the capabilities and the labels, shuffled ones barely do

@@ -165,3 +165,14 @@ def test_offline_taxonomy_md_says_what_it_is_and_lists_capabilities_by_share(off
     # three criteria quoted, where a capability holds three different ones
     assert sum(section.split("\n\n")[1].count("”; “") == 2 for section in sections) >= len(sections) - 1
     assert "Placing a criterion" not in md and "catch-all" not in md and "open with" not in md
+
+
+def test_the_bundled_offline_example_is_what_the_tool_writes_today(offline_env, tmp_path):
+    """outputs/examples/devai-offline/ is shown to people as what `taxonomy run pipelines/devai.toml` writes;
+    an example from an older version would pass old texts off as current ones."""
+    run_dir = tmp_path / "run"
+    invoke("run", ROOT / "pipelines" / "devai.toml", "--run-dir", run_dir, "-q", "--no-report")
+    example = ROOT / "outputs" / "examples" / "devai-offline"
+    for name in ("taxonomy.md", "stage3_summary.md"):
+        assert (run_dir / name).read_text() == (example / name).read_text(), \
+            f"{example / name} is stale; fix: rerun the commands in outputs/README.md and copy the files"
