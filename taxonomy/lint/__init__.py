@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 import polars as pl
 
 from taxonomy.lint.duplicates import duplicate
-from taxonomy.lint.findings import RULES, SEVERITIES, Finding, rank
+from taxonomy.lint.findings import RULES, SEVERITIES, Finding, plural, rank
 from taxonomy.lint.grounding import uncovered_brief, ungrounded
 from taxonomy.lint.reading import Corpus
 from taxonomy.lint.signs import contradiction, sign_mismatch
@@ -50,10 +50,6 @@ def summary_line(frame: pl.DataFrame, target: str, capability: dict[str, str] | 
     n = counts(lint(frame, capability))
     said = ", ".join(plural(n[s], name) for s, name in (("error", "error"), ("warning", "warning"), ("info", "note")))
     return f"Lint: {said} in the rubric; list them with `taxonomy lint {target}`"
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def run_summary(run_dir: Path) -> str:

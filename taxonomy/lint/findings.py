@@ -48,3 +48,7 @@ def clip(text: str, limit: int = 160) -> str:
     """A criterion quoted in a message: whole when short, else its start with an ellipsis."""
     text = " ".join((text or "").split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"

@@ -5,7 +5,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from taxonomy.lint.findings import RULES, SEVERITIES, Finding
+from taxonomy.lint.findings import RULES, SEVERITIES, Finding, plural
 
 FORMATS = ("text", "json", "sarif", "github")
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -49,8 +49,9 @@ def text(findings: list[Finding], summ: dict) -> str:
         lines.append("")
     s = summ["by_severity"]
     rules = ", ".join(f"{rule} {n}" for rule, n in summ["by_rule"].items()) or "none"
-    lines.append(f"{summ['findings']} findings ({s['error']} errors, {s['warning']} warnings, {s['info']} notes) on "
-                 f"{summ['criteria_flagged']} of {summ['criteria']} criteria in {summ['tasks']} tasks; by rule: {rules}")
+    counted = ", ".join(plural(s[k], name) for k, name in (("error", "error"), ("warning", "warning"), ("info", "note")))
+    lines.append(f"{plural(summ['findings'], 'finding')} ({counted}) on {summ['criteria_flagged']} of {summ['criteria']} criteria "
+                 f"in {summ['tasks']} tasks; by rule: {rules}")
     if "llm" in summ:
         lines.append(_llm_line(summ["llm"]))
     return "\n".join(lines) + "\n"
