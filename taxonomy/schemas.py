@@ -85,6 +85,21 @@ class MembershipAnswer(Model):
     capabilities: list[MembershipCapability]
 
 
+class Regrouped(DesignPrinciples):
+    """A capability in the answer to a membership re-ask: its name and members. A capability kept from
+    the previous answer keeps its card there; a new one brings its own card."""
+
+    name: str
+    member_input_names: list[str]
+    description: str = ""
+    diagnostic_signal: str = ""
+    example_pattern: str = ""
+
+
+class RegroupAnswer(Model):
+    capabilities: list[Regrouped]
+
+
 class CardFix(DecidedCard):
     """A capability's card rewritten in the merge's focused follow-up; membership is not touched."""
 

@@ -74,11 +74,18 @@ def canonicalize(prompt: str) -> dict:
     members = MEMBER.findall(prompt)
     name = members[0] if members else FALLBACK
     nearby = [NEARBY_LABEL.findall(labels)[0] for _, labels in NEARBY.findall(prompt)][:2]
+    what = name.removesuffix("_capability").replace("_", " ")
+    # Card texts as long as the prompt asks (1-2 sentences, 1 sentence, 1-2 sentences) and boundaries that say
+    # where the line lies, as a model writes them: the merge prompt quotes them, and prompt sizes follow.
     return {
-        "name": name, "description": f"Checks of the kind `{name}` names.",
-        "diagnostic_signal": "The trace shows the verifier opening the evidence.",
-        "example_pattern": "The verifier opens the deliverable and compares.",
-        "non_examples": [f"if the criterion is about the checks that cluster's labels name, prefer `{label}`" for label in nearby],
+        "name": name,
+        "description": f"Checks of the kind `{name}` names: the verifier reads the deliverable for the {what} the criterion asks about "
+                       "and decides whether what it finds matches what the criterion states, without trusting the agent's own summary.",
+        "diagnostic_signal": f"The trace shows the verifier locating the {what} evidence in the deliverable and quoting it before its verdict, "
+                             "not accepting a claim it never opened.",
+        "example_pattern": f"Given a criterion about {what}, the verifier opens the delivered files, finds the passage or value that settles it, "
+                           "and compares it with the requirement before deciding.",
+        "non_examples": [f"if the criterion is about the checks that cluster's labels name rather than {what}, prefer `{label}`" for label in nearby],
     }
 
 
@@ -136,6 +143,22 @@ def merge(prompt: str, n_caps: int = 9) -> dict:
     ]}
 
 
+REGROUP_CAP = re.compile(r"^- `([a-z_]+)` \([\d.]+% in all\):$", re.M)
+REGROUP_MEMBER = re.compile(r"^  - `([a-z_]+)`: ([\d.]+)% \(\d+ criteria\)$", re.M)
+
+
+def regroup(prompt: str) -> dict:
+    """A membership re-ask answered as a model would: the same capability names (at most as many as the rules
+    allow), the members balanced anew across them by share (the biggest member to the smallest group). Cards
+    are kept by name."""
+    high = int(re.search(r"between \d+ and (\d+) capabilities", prompt)[1])
+    names = REGROUP_CAP.findall(prompt)[:high]  # too many: the first keep their names, the others' members go to them
+    groups: list[list[tuple[str, float]]] = [[] for _ in names]
+    for name, share in sorted(((n, float(s)) for n, s in REGROUP_MEMBER.findall(prompt)), key=lambda m: -m[1]):
+        min(groups, key=lambda g: sum(s for _, s in g)).append((name, share))
+    return {"capabilities": [{"name": cap, "member_input_names": [n for n, _ in g]} for cap, g in zip(names, groups)]}
+
+
 def tagging(prompt: str) -> dict:
     names = TAXONOMY_NAME.findall(prompt)
     items = []
@@ -169,6 +192,8 @@ def kind(prompt: str) -> str:
         return "discover"
     if "ONE cluster" in prompt:
         return "canonicalize"
+    if "Your previous grouping" in prompt:
+        return "regroup"
     if "Merge near-duplicates" in prompt:
         return "merge"
     if "drawing the boundaries" in prompt:
@@ -184,7 +209,7 @@ def kind(prompt: str) -> str:
     raise AssertionError("unknown prompt kind")
 
 
-ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "boundaries": boundaries, "cards": cards, "tag": tagging,
+ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "regroup": regroup, "boundaries": boundaries, "cards": cards, "tag": tagging,
           "guidance": guidance, "split": split_names}
 
 

@@ -190,6 +190,10 @@ def _guidance_cap(conventions: bool) -> TaxonomyCapability:
 EVERY_TEMPLATE = {
     **VARIANTS,
     "reask": ("reask.j2", dict(violations=["first problem", "second problem"])),
+    "merge membership fix": ("stage2_merge.j2", dict(ask="membership_fix", merge=MergeConfig(), n_total=4, violations=["you gave 1 capabilities; give 8-10"],
+                                                     previous=[{"name": "a_b_c_capability", "share": 0.5, "members": [
+                                                         {"name": "a_b_c_capability", "known": True, "share": 0.5, "n_criteria": 2},
+                                                         {"name": "z_capability", "known": False, "share": 0.0, "n_criteria": 0}]}])),
     "edit split two": ("edit_split.j2", dict(capability=_cap("a_b_c_capability"), taken=["d_e_f_capability"], parts=[
         {"share": 0.5, "members": [{"name": "x_y_z_capability", "share": 0.5, "description": "D."}], "labels": ["x_y_z_capability"]},
         {"share": 0.5, "members": [], "labels": []}])),

@@ -106,7 +106,7 @@ def _merge_breaker(mutate, times: int | None = None):
 
     def respond(req):
         answer = responders.model(req)
-        if responders.kind(req.texts[0]) == "merge" and (times is None or len(broken) < times):
+        if responders.kind(req.texts[0]) in ("merge", "regroup") and (times is None or len(broken) < times):
             broken.append(req)
             mutate(answer["capabilities"])
         return answer
@@ -184,9 +184,10 @@ def test_merge_violation_is_reasked_then_fixed(gemini_env, tmp_path, case):
     mutate, _ = BREAKERS[case]
     gemini_env.responder = _merge_breaker(mutate, times=1)
     _, run_dir = full_run(tmp_path)
-    merges = [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "merge"]
-    assert len(merges) == 2 and len(merges[1].texts) == 3  # the re-ask carries the violations
-    assert BREAKERS[case][1] in merges[1].texts[2]
+    merges = [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) in ("merge", "regroup")]
+    # The re-ask is a fresh request carrying the previous grouping and its violations, not the conversation.
+    assert len(merges) == 2 and len(merges[1].texts) == 1 and responders.kind(merges[1].texts[0]) == "regroup"
+    assert BREAKERS[case][1] in merges[1].texts[0]
     taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
     assert taxonomy.repairs == []
 

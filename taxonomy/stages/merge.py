@@ -2,8 +2,9 @@
 
 The model proposes membership; code checks every constraint (count, shares computed from the
 mapping, coverage, names, P2/P3 with reasons) and as the last resort repairs deterministically. What
-only the whole answer can mend (count, shares, a candidate listed twice) is re-asked in the
-conversation; a defect of one capability's own card (its name, an empty field, a P2/P3 reason) is
+only the whole answer can mend (count, shares, a candidate listed twice) is asked again in a fresh,
+small request carrying the previous grouping with the shares and the violations (`regroup`); a
+defect of one capability's own card (its name, an empty field, a P2/P3 reason) is
 asked about in a focused follow-up carrying only that card, its members and the violation; a
 candidate the model left out is mapped to its nearest capability in code: that repair needs no call. Boundaries come after membership is settled, as the paper has
 them ("non-examples contrasting it with its nearest siblings"): code computes each final
@@ -20,13 +21,16 @@ from functools import partial
 import numpy as np
 
 from taxonomy.config import PipelineConfig
-from taxonomy.llm.runner import Job, Runner
+from taxonomy.llm.runner import Answer, Job, Runner
 from taxonomy.merge_rules import (
     _boundary, capability_similarity, card_problems, check_merge, hard_violations, solve_merge, to_taxonomy_capabilities,
 )
 from taxonomy.run import RunError
 from taxonomy.prompts import render
-from taxonomy.schemas import BoundaryAnswer, CardFixAnswer, DesignPrinciples, MembershipAnswer, MergedCapability, MicroCapability, Taxonomy
+from taxonomy.schemas import (
+    BoundaryAnswer, CardFixAnswer, DesignPrinciples, MembershipAnswer, MembershipCapability, MergedCapability, MicroCapability, RegroupAnswer,
+    Taxonomy,
+)
 from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, boundary_problems, capability_co_counts, choose_siblings
 from taxonomy.validate import Violation
 
@@ -60,6 +64,52 @@ def _membership_violations(answer: MembershipAnswer, micro, centroids, cfg: Pipe
     capability's own card (name, fields, P2/P3 reasons) is asked about in a focused follow-up."""
     proposal, _ = map_unmapped(_merged(answer), micro, centroids)
     return check_merge(proposal, micro, cfg.merge, cfg.labels, similarity=None, cards=False)
+
+
+def regroup(answer: Answer[MembershipAnswer], micro, centroids, cfg: PipelineConfig, runner: Runner) -> Answer[MembershipAnswer]:
+    """What only the whole answer can mend (count, shares, a candidate listed twice) is asked again in a fresh,
+    small request: the previous grouping by name with each candidate's share, the rules and the violations.
+    Neither the candidates' cards (the first request carried them) nor the conversation is sent again, and the
+    capabilities' cards stay in code, so a re-ask costs a fraction of the first call, not more each round."""
+    best, violations, attempts = answer.value, answer.violations, answer.attempts
+    for _ in range(cfg.llm.reask_attempts):
+        if best is None or not violations:
+            break
+        prompt = render("stage2_merge.j2", ask="membership_fix", rules=cfg.labels, merge=cfg.merge, previous=_grouping(best, micro, centroids),
+                        n_total=sum(m.n_criteria for m in micro), violations=[str(v) for v in violations[:40]])
+        check = partial(_regroup_violations, previous=best, micro=micro, centroids=centroids, cfg=cfg)
+        (fix,) = runner.run("merge", [Job(prompt=prompt, schema=RegroupAnswer, validate=check, reask=False)], "Stage 2 merge: regrouping")
+        attempts += fix.attempts
+        if fix.value is None:
+            break
+        best, violations = _regrouped(best, fix.value), fix.violations
+    return Answer(best, violations, attempts)
+
+
+def _grouping(answer: MembershipAnswer, micro, centroids) -> list[dict]:
+    """The answer's capabilities by name, every candidate in one (a left-out one where code maps it), with shares."""
+    of = {m.name: m for m in micro}
+    grouped, _ = map_unmapped(_merged(answer), micro, centroids)
+    out = []
+    for cap in grouped:
+        members = [{"name": n, "known": n in of, "share": of[n].share if n in of else 0.0, "n_criteria": of[n].n_criteria if n in of else 0}
+                   for n in cap.member_input_names]
+        out.append({"name": cap.name, "share": sum(m["share"] for m in members), "members": members})
+    return out
+
+
+def _regrouped(previous: MembershipAnswer, new: RegroupAnswer) -> MembershipAnswer:
+    """The new grouping with each kept name's card from the previous answer; a new name brings its own card,
+    and whatever it leaves out (an empty field, an undecided P2/P3) goes to the focused card follow-up."""
+    cards = {c.name: c.model_dump(exclude={"member_input_names"}) for c in previous.capabilities}
+    caps = [MembershipCapability.model_construct(**{**cards.get(g.name, g.model_dump(exclude={"member_input_names"})), "name": g.name,
+                                                    "member_input_names": g.member_input_names})
+            for g in new.capabilities]
+    return MembershipAnswer.model_construct(capabilities=caps)
+
+
+def _regroup_violations(answer: RegroupAnswer, previous: MembershipAnswer, micro, centroids, cfg: PipelineConfig) -> list[Violation]:
+    return _membership_violations(_regrouped(previous, answer), micro, centroids, cfg)
 
 
 def own_card_problems(caps: list, cfg: PipelineConfig) -> dict[int, list[str]]:
@@ -261,8 +311,10 @@ def merge(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConf
     near = [", ".join(f"`{micro[j].name}`" for j in row) for row in choose_siblings(sim, co_micro, k=2)]
     prompt = render("stage2_merge.j2", ask="membership", rules=cfg.labels, merge=cfg.merge, candidates=micro, n_total=total, near=near,
                     max_reason_words=MAX_REASON_WORDS)
-    job = Job(prompt=prompt, schema=MembershipAnswer, validate=partial(_membership_violations, micro=micro, centroids=centroids, cfg=cfg))
+    job = Job(prompt=prompt, schema=MembershipAnswer, validate=partial(_membership_violations, micro=micro, centroids=centroids, cfg=cfg),
+              reask=False)
     (answer,) = runner.run("merge", [job], "Stage 2 merge")
+    answer = regroup(answer, micro, centroids, cfg, runner)
     wrong: dict[int, list[str]] = {}
     if answer.value is not None:
         mapped, notes = map_unmapped(_merged(answer.value), micro, centroids)
