@@ -48,15 +48,16 @@ def _terms(text: str, function: frozenset[str]) -> dict[str, str]:
 
     def flush() -> None:
         low = [m.group().lower() for m in run]
-        joined = [bool(_JOIN.fullmatch(text, a.end(), b.start())) for a, b in zip(run, run[1:])]
-        for n in range(1, MAX_WORDS + 1):
-            for i in range(len(low) - n + 1):
-                ends = (low[i], low[i + n - 1])
-                if any(w in function or len(w) < 2 for w in ends):
+        stems = [stem(w) for w in low]
+        ends = [w not in function and len(w) >= 2 for w in low]  # may a phrase start or end here
+        for i in range(len(low)):
+            for j in range(i, min(i + MAX_WORDS, len(low))):
+                if not (ends[i] and ends[j]):
                     continue
-                key = " ".join(stem(w) for w in low[i:i + n])
-                written = all(joined[i:i + n - 1])
-                out.setdefault(key, " ".join(text[run[i].start():run[i + n - 1].end()].split()) if written else " ".join(low[i:i + n]))
+                key = " ".join(stems[i:j + 1])
+                if key not in out:
+                    written = all(_JOIN.fullmatch(text, a.end(), b.start()) for a, b in zip(run[i:j], run[i + 1:j + 1]))
+                    out[key] = " ".join(text[run[i].start():run[j].end()].split()) if written else " ".join(low[i:j + 1])
         run.clear()
 
     for m in WORD.finditer(text):
