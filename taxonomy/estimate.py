@@ -232,7 +232,7 @@ def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
 
     names = [_label(cfg, 1000 + i) for i in range(k)]
     micro = [MicroCapability(**_card(names[i], names[i + 1:i + 1 + MICRO_BOUNDARIES]), cluster_id=i, n_criteria=max(1, n // k),
-                             share=1 / k, member_labels=labels[i * per_cluster:(i + 1) * per_cluster]) for i in range(k)]
+                             n_labelled=max(1, n // k), share=1 / k, member_labels=labels[i * per_cluster:(i + 1) * per_cluster]) for i in range(k)]
     caps = min(k, (cfg.merge.min_caps + cfg.merge.max_caps) // 2)
     jobs = _capture(merge, micro, np.zeros((k, 8), dtype=np.float32), cfg)
     cap_names = [_label(cfg, 2000 + i) for i in range(caps)]

@@ -38,8 +38,10 @@ class CapabilityCard(Model):
 
 class MicroCapability(CapabilityCard):
     cluster_id: int
-    n_criteria: int = 0
+    n_criteria: int = 0  # criteria whose labels mostly fall in it (their dominant cluster)
     share: float = 0.0
+    # Criteria carrying any of its labels: a cluster no criterion is dominated by still has criteria to show.
+    n_labelled: int = 0
     member_labels: list[str] = []
 
 

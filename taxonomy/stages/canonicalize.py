@@ -82,6 +82,7 @@ def cluster_inputs(clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, cri
         out.append({
             "cluster_id": int(cid), "members": members[: cfg.canonicalize.max_members], "all_labels": [m["label"] for m in members],
             "examples": examples_by_cluster.get(int(cid), []), "n_criteria": n_by_cluster.get(int(cid), 0), "nearby": [],
+            "n_labelled": sum(map(len, rows_by_cluster.get(int(cid), ((), ())))),
         })
     if label_embeddings is not None and len(out) > 1:
         _add_nearby(out, clusters, label_embeddings, carried)
@@ -119,7 +120,7 @@ def micro_capabilities(inputs: list[dict], cards: list[CapabilityCard], n_criter
     return [
         MicroCapability(
             **card.model_dump(), cluster_id=inp["cluster_id"], n_criteria=inp["n_criteria"],
-            share=inp["n_criteria"] / total, member_labels=inp["all_labels"],
+            share=inp["n_criteria"] / total, member_labels=inp["all_labels"], n_labelled=inp["n_labelled"],
         )
         for inp, card in zip(inputs, cards)
     ]
