@@ -14,16 +14,16 @@ marks every text as drawn from the corpus, and a person can add the meaning (`ta
 from __future__ import annotations
 
 import re
-import unicodedata
 
 import numpy as np
 import polars as pl
 
 from taxonomy.config import LabelRules, PipelineConfig
+from taxonomy.offline.kinds import ascii_word
 from taxonomy.offline.represent import ClassTfidf, MaximalMarginalRelevance, OncePerTitle, PhraseSpace, Term, representative
 from taxonomy.offline.tag import capability_scores
 from taxonomy.schemas import Taxonomy
-from taxonomy.text import corpus_languages, function_words, language_name
+from taxonomy.text import corpus_languages, function_words, language_name, words
 from taxonomy.validate import label_problems
 
 __all__ = ["describe_offline"]
@@ -34,8 +34,8 @@ _ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", 
 
 
 def _ascii_words(text: str) -> list[str]:
-    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode().lower()
-    return re.findall(r"[a-z]{2,}", plain)
+    """The words of a phrase as a name may spell them (labels are [a-z_] by rule)."""
+    return [a for a in (ascii_word(w) for w in words(text)) if len(a) >= 2 and a.isalpha()]
 
 
 def _quote(text: str) -> str:

@@ -39,7 +39,7 @@ _MAX_QUOTE = 110
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
 
-def _ascii(word: str) -> str:
+def ascii_word(word: str) -> str:
     return unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower()
 
 
@@ -109,7 +109,7 @@ def kind_words(space: CriterionSpace, kinds: np.ndarray, banned: set[str]) -> di
             if is_spaceless(words[i]):
                 spaceless.append(words[i])
                 continue
-            a = _ascii(words[i])
+            a = ascii_word(words[i])
             if len(a) >= 3 and a.isalpha() and a not in banned and a not in chosen:
                 chosen.append(a)
         if len(chosen) < NAME_WORDS and spaceless:

@@ -18,6 +18,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 from taxonomy.config import MergeConfig, OfflineConfig
 from taxonomy.offline.features import CriterionSpace
 from taxonomy.schemas import Taxonomy
+from taxonomy.text import words
 
 __all__ = ["tag_offline", "membership_votes", "capability_scores"]
 
@@ -55,8 +56,7 @@ def _card_similarity(queries: list[str], taxonomy: Taxonomy, micro_labels) -> np
         labels = [_words(label) for m in cap.members for label in (micro_labels or {}).get(m, [])]
         docs.append(" ".join([_words(cap.name)] * LABEL_REPEAT + [_words(m) for m in cap.members] + labels
                              + [cap.title, " ".join(cap.key_phrases), cap.described(), cap.diagnostic_signal, cap.example_pattern]))
-    # Words are runs of letters of any script, as taxonomy.text reads them.
-    vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), token_pattern=r"(?u)\b[^\W\d_]{2,}\b", stop_words="english")
+    vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), tokenizer=words, token_pattern=None, stop_words="english")
     try:
         vec.fit(docs + queries)
     except ValueError:  # no word anywhere
