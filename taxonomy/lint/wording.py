@@ -15,7 +15,7 @@ from taxonomy.lint.reading import SUBORDINATORS, Corpus, Row, fold
 OPENER_MIN = 5          # criteria opening with a word before it counts as how a check starts...
 OPENER_SHARE = 0.002    # ...or this share of the corpus, whichever is more,
 OPENER_TASKS = 3        # in this many tasks
-CLAUSE_WORDS = 4        # each side of a joint this long, to be a check of its own
+CLAUSE_WORDS = 3        # each side of a joint this long, to be a check of its own
 GENERIC_TASKS = 0.05    # a word found in this share of tasks names nothing particular
 VAGUE_WORDS = 4        # besides its judging words, a criterion of more content words says something particular
 OVERLONG_CHARS = 1000
@@ -37,18 +37,19 @@ _MOJIBAKE = re.compile("\ufffd|Ã[\u0080-\u00bf]|â€|Â[\u00a0-\u00bf]|[\u0000
 _NAMED = re.compile(r"\d|[\"'`“”‘’«»]|\S\s+[A-Z]")
 
 
-def openers(c: Corpus, function: bool = False) -> frozenset[str]:
+def openers(c: Corpus, loose: bool = False) -> frozenset[str]:
     """Words that start many criteria in several tasks: how a check of this corpus is written
-    ("Recommends", "States"); with `function`, function words too ("The", "A")."""
+    ("Recommends", "States"). `loose`: any word that starts criteria of two tasks, function words
+    too ("The", "Specifies"), read only after a full stop, a semicolon or ", and"."""
     firsts = Counter((r.ws[0], r.task_id) for r in c.rows if r.ws)
     tasks = Counter(w for w, _ in firsts)
     count = Counter(r.ws[0] for r in c.rows if r.ws)
-    least = max(OPENER_MIN, OPENER_SHARE * len(c.rows))
-    return frozenset(w for w, n in count.items() if n >= least and tasks[w] >= OPENER_TASKS and (function or w not in c.function))
+    least, spread = (2, 2) if loose else (max(OPENER_MIN, OPENER_SHARE * len(c.rows)), OPENER_TASKS)
+    return frozenset(w for w, n in count.items() if n >= least and tasks[w] >= spread and (loose or w not in c.function))
 
 
 def compound(c: Corpus) -> list[Finding]:
-    starts, any_start = openers(c), openers(c, function=True)
+    starts, any_start = openers(c), openers(c, loose=True)
     out = []
     for rows in c.tasks.values():
         # After a full stop, a semicolon or ", and", a clause opening as criteria of this corpus or of
