@@ -39,13 +39,13 @@ _NAMED = re.compile(r"\d|[\"'`“”‘’«»]|\S\s+[A-Z]")
 
 def openers(c: Corpus, loose: bool = False) -> frozenset[str]:
     """Words that start many criteria in several tasks: how a check of this corpus is written
-    ("Recommends", "States"). `loose`: any word that starts criteria of two tasks, function words
-    too ("The", "Specifies"), read only after a full stop, a semicolon or ", and"."""
+    ("Recommends", "States"). `loose`: any such word that starts criteria of two tasks ("Specifies"),
+    read only after a full stop, a semicolon or ", and"."""
     firsts = Counter((r.ws[0], r.task_id) for r in c.rows if r.ws)
     tasks = Counter(w for w, _ in firsts)
     count = Counter(r.ws[0] for r in c.rows if r.ws)
     least, spread = (2, 2) if loose else (max(OPENER_MIN, OPENER_SHARE * len(c.rows)), OPENER_TASKS)
-    return frozenset(w for w, n in count.items() if n >= least and tasks[w] >= spread and (loose or w not in c.function))
+    return frozenset(w for w, n in count.items() if n >= least and tasks[w] >= spread and w not in c.function)
 
 
 def compound(c: Corpus) -> list[Finding]:
