@@ -173,6 +173,7 @@ def test_errors_print_their_brackets_literally(offline_env, tmp_path, name):
     corpus = tmp_path / name
     shutil.copy(FIX / name, corpus)
     toml = tmp_path / "p.toml"
-    toml.write_text(f'name = "p"\n[corpus]\npath = "{corpus}"\n[output]\ndir = "{tmp_path}"\n')
+    # a column the file lacks (a TOML's columns are otherwise found by name, as a bare file's are)
+    toml.write_text(f'name = "p"\n[corpus]\npath = "{corpus}"\n[corpus.columns]\ntext = "body"\n[output]\ndir = "{tmp_path}"\n')
     result = CliRunner().invoke(app, ["discover", str(toml), "-q"])
     assert result.exit_code == 2 and 'set [corpus.columns] text = "<your column>"' in result.output
