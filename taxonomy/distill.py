@@ -190,12 +190,40 @@ def _choose_threshold(conf: np.ndarray, ok: np.ndarray, target: float) -> tuple[
     return FALLBACK_THRESHOLD, False
 
 
+def _calibration(conf: np.ndarray, ok: np.ndarray) -> tuple[list[dict], list[dict]]:
+    """Held-out agreement by confidence bucket, and coverage against agreement at each threshold."""
+    buckets = []
+    for lo, hi in zip(BUCKETS[:-1], BUCKETS[1:]):
+        inside = (conf >= lo) & ((conf < hi) if hi < 1.0 else (conf <= hi))
+        buckets.append({"bucket": f"[{lo:.1f}, {hi:.1f}{']' if hi >= 1.0 else ')'}", "lo": lo, "hi": hi,
+                        "n": int(inside.sum()), "share": float(inside.mean()), "agreement": _agreement(ok[inside])})
+    tradeoff = [{"threshold": t, "coverage": float((conf >= t).mean()), "n": int((conf >= t).sum()),
+                 "agreement": _agreement(ok[conf >= t])} for t in TRADEOFF]
+    return buckets, tradeoff
+
+
+def _save_model(run: RunDir, model, taxonomy: Taxonomy, threshold: float, target: float, agreement: float) -> Path:
+    """The bundle `tag --distilled` loads, written atomically."""
+    import joblib
+    import sklearn
+
+    model_path = run.path / MODEL_FILE
+    bundle = {
+        "format": FORMAT, "model": model, "classes": [str(c) for c in model.classes_],
+        "taxonomy_hash": taxonomy.content_hash, "taxonomy_names": taxonomy.names(),
+        "threshold": threshold, "threshold_target": target, "holdout_agreement": agreement,
+        "sklearn": sklearn.__version__, "trained_on": str(run.path), "created": now(),
+    }
+    tmp = model_path.with_name(f".{MODEL_FILE}.tmp")
+    joblib.dump(bundle, tmp)
+    tmp.replace(model_path)
+    return model_path
+
+
 def train_distilled(
     run: RunDir, *, holdout: float = 0.2, seed: int = 0, target_agreement: float = TARGET_AGREEMENT,
 ) -> DistillReport:
     """Fit the distilled tagger on a finished Stage 3 and write distilled.joblib + distill_report.json."""
-    import joblib
-    import sklearn
     from sklearn.metrics import f1_score, precision_recall_fscore_support
 
     if not 0 < holdout < 1:
@@ -222,29 +250,14 @@ def train_distilled(
     values, counts = np.unique(y[train], return_counts=True)
     majority = values[counts.argmax()]
 
-    buckets = []
-    for lo, hi in zip(BUCKETS[:-1], BUCKETS[1:]):
-        inside = (conf >= lo) & ((conf < hi) if hi < 1.0 else (conf <= hi))
-        buckets.append({"bucket": f"[{lo:.1f}, {hi:.1f}{']' if hi >= 1.0 else ')'}", "lo": lo, "hi": hi,
-                        "n": int(inside.sum()), "share": float(inside.mean()), "agreement": _agreement(ok[inside])})
-    tradeoff = [{"threshold": t, "coverage": float((conf >= t).mean()), "n": int((conf >= t).sum()),
-                 "agreement": _agreement(ok[conf >= t])} for t in TRADEOFF]
+    buckets, tradeoff = _calibration(conf, ok)
     threshold, met = _choose_threshold(conf, ok, target_agreement)
     labels = sorted(set(truth.tolist()) | set(pred.tolist()))
     _, _, f1s, support = precision_recall_fscore_support(truth, pred, labels=labels, zero_division=0)
 
     # The saved model learns from every criterion; the held-out numbers above describe it.
     final = _fit(make_model(seed), docs, y)
-    model_path = run.path / MODEL_FILE
-    bundle = {
-        "format": FORMAT, "model": final, "classes": [str(c) for c in final.classes_],
-        "taxonomy_hash": taxonomy.content_hash, "taxonomy_names": taxonomy.names(),
-        "threshold": threshold, "threshold_target": target_agreement, "holdout_agreement": float(ok.mean()),
-        "sklearn": sklearn.__version__, "trained_on": str(run.path), "created": now(),
-    }
-    tmp = model_path.with_name(f".{MODEL_FILE}.tmp")
-    joblib.dump(bundle, tmp)
-    tmp.replace(model_path)
+    model_path = _save_model(run, final, taxonomy, threshold, target_agreement, float(ok.mean()))
 
     report = DistillReport(
         run=str(run.path), model_path=str(model_path), taxonomy_hash=taxonomy.content_hash, split=split,
@@ -314,6 +327,21 @@ def _tag_calls(s) -> int:
     return used.calls if used is not None else 0
 
 
+def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy) -> pl.DataFrame:
+    """The criteria the distilled model is unsure of, through the session's real Stage 3."""
+    from taxonomy.stages.tag import SCHEMA
+
+    if not rest.height:
+        return pl.DataFrame(schema=SCHEMA)
+    stage1 = None
+    if s.run.has("stage1_labels.parquet"):
+        stage1 = s.run.read_parquet("stage1_labels.parquet").filter(pl.col("criterion_id").is_in(rest["criterion_id"].to_list()))
+        if stage1.height < rest.height:  # labels of another corpus: let the offline backend derive its own
+            stage1 = None
+    micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
+    return s.engine.tag(rest, taxonomy, s.cfg, stage1, micro_labels).select(list(SCHEMA)).cast(SCHEMA)
+
+
 def tag_with_distilled(
     session: "Session", model_path: Path, taxonomy_path: Path | None = None, threshold: float | None = None,
     *, margin: float = 0.1,
@@ -345,17 +373,7 @@ def tag_with_distilled(
     rest = criteria.filter(pl.Series(~confident))
     fallback = "offline" if s.engine.name == "offline" else "llm"  # the manifest's word for who tagged the rest
     calls_before = _tag_calls(s)
-    if rest.height:
-        stage1 = None
-        if s.run.has("stage1_labels.parquet"):
-            stage1 = s.run.read_parquet("stage1_labels.parquet").filter(pl.col("criterion_id").is_in(rest["criterion_id"].to_list()))
-            if stage1.height < rest.height:  # labels of another corpus: let the offline backend derive its own
-                stage1 = None
-        micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-        sent = s.engine.tag(rest, taxonomy, s.cfg, stage1, micro_labels)
-        sent = sent.select(list(SCHEMA)).cast(SCHEMA).with_columns(source=pl.lit(fallback))
-    else:
-        sent = pl.DataFrame(schema={**SCHEMA, "source": pl.Utf8})
+    sent = _tag_rest(s, rest, taxonomy).with_columns(source=pl.lit(fallback))
     calls = _tag_calls(s) - calls_before
 
     order = pl.DataFrame({"criterion_id": ids, "_row": list(range(len(ids)))})
