@@ -128,15 +128,7 @@ def check_merge(
     if similarity is not None and np.shape(similarity) != (n, n):
         raise ValueError(f"similarity must be {n}x{n} (one row per capability), got {np.shape(similarity)}")
 
-    span = f"{cfg.min_caps}-{cfg.max_caps}"
-    if n < cfg.min_caps:
-        broad = ", ".join(f"`{proposal[c].name}`" for c in by_share[:2])
-        fix = f"split the broadest ({broad}) along their members" if broad else "map the input names into capabilities"
-        out.append(f"you gave {n} capabilities; give {span}: {fix}")
-    elif n > cfg.max_caps:
-        small = ", ".join(f"`{proposal[c].name}`" for c in by_share[cfg.max_caps:][::-1])
-        out.append(f"you gave {n} capabilities; give {span}: merge the smallest ({small}) into their nearest neighbours")
-
+    out += _count_problems(proposal, by_share, cfg)
     out += _mapping_problems(proposal, micro, index)
 
     for c, cap in enumerate(proposal):
@@ -163,6 +155,19 @@ def check_merge(
         # Every capability draws boundaries against its nearest siblings (siblings.py), no cosine cut-off.
         out += non_example_problems([c.name for c in proposal], [c.non_examples for c in proposal], choose_siblings(similarity, co_counts))
     return [Violation(None, msg) for msg in out]
+
+
+def _count_problems(proposal: list[MergedCapability], by_share: list[int], cfg: MergeConfig) -> list[str]:
+    """Too few or too many capabilities, with which to split or merge."""
+    n, span = len(proposal), f"{cfg.min_caps}-{cfg.max_caps}"
+    if n < cfg.min_caps:
+        broad = ", ".join(f"`{proposal[c].name}`" for c in by_share[:2])
+        fix = f"split the broadest ({broad}) along their members" if broad else "map the input names into capabilities"
+        return [f"you gave {n} capabilities; give {span}: {fix}"]
+    if n > cfg.max_caps:
+        small = ", ".join(f"`{proposal[c].name}`" for c in by_share[cfg.max_caps:][::-1])
+        return [f"you gave {n} capabilities; give {span}: merge the smallest ({small}) into their nearest neighbours"]
+    return []
 
 
 def card_problems(cap, rules: LabelRules) -> list[str]:
