@@ -4,8 +4,13 @@ the run would pay, before anything is paid.
 Stage 1's prompts are exact: the discovery stage itself builds them, over the real corpus, and a
 dry runner records them instead of sending them. Later stages depend on earlier answers, so their
 prompts are built by the same stage code over stand-ins sized from the config (k micro-clusters,
-capabilities, batch sizes, label lengths), and answers are sized the same way. Tokens are counted
-at 4 characters each; re-asks and retries are not included (each re-ask resends its conversation).
+capabilities, batch sizes, label lengths). Answers, and the stand-in cards later prompts quote, are
+sized from what a capable model writes into every field of each schema, not from the short answers
+of the test server. Tokens are counted at 4 characters each. Re-asks are counted at REASK_RATE of a
+stage's calls, each resending its conversation and paying another answer.
+
+The figures are one central estimate and a range around it: LOW without re-asks and with answers
+ANSWER_SPREAD shorter, HIGH with twice the re-asks and answers ANSWER_SPREAD longer.
 
 Cached tokens: the part of each stage's prompts that every call shares (its instructions, and in
 Stage 3 the taxonomy) is counted as served from a context cache after the first call, where it is
@@ -26,17 +31,32 @@ import polars as pl
 from taxonomy.config import PipelineConfig, Prices
 from taxonomy.corpus import load_corpus
 from taxonomy.llm.context_cache import tokens  # one token count for the estimate and the run's caching decision
-# Answer sizes in characters: a capability card's description, diagnostic signal and example pattern
-# (name and boundaries aside), and JSON punctuation per item.
-CARD_TEXT_CHARS = 150 + 120 + 120
-# Boundaries (non-examples): a micro-capability names two neighbours; a final capability names every
-# sibling, as the merge prompt's boundary rule asks at its fullest.
-MICRO_BOUNDARIES = 2
-ITEM_OVERHEAD_CHARS = 50
-RATIONALE_WORDS = 14
+# What a capable model writes into each field the prompts ask for, in characters: a description of 1-2
+# sentences, a one-sentence diagnostic signal, an example of 1-2 sentences, a boundary that says where
+# the line lies in about 25 words, a one-sentence P2/P3 reason. Models fill what they are allowed.
+DESCRIPTION_CHARS = 330
+SIGNAL_CHARS = 230
+EXAMPLE_CHARS = 330
+CARD_TEXT_CHARS = DESCRIPTION_CHARS + SIGNAL_CHARS + EXAMPLE_CHARS
+BOUNDARY_CHARS = 190
+REASON_CHARS = 150
+# Boundaries (non-examples): a micro-capability draws one against each of its nearby clusters shown
+# (2-3); a final capability one against each of its nearest siblings, as the boundary rule allows.
+MICRO_BOUNDARIES = 2.5
+ITEM_OVERHEAD_CHARS = 50  # JSON keys and punctuation of one answer item or card
+# A rationale of 1-2 sentences carrying its verbatim quote of the criterion.
+RATIONALE_WORDS = 26
 WORD_CHARS = 7  # an average word and its underscore or space
-# Share of Stage 1 labels that are unique across the corpus (a model rarely repeats a label verbatim).
-UNIQUE_LABEL_SHARE = 0.7
+# Unique Stage 1 labels per criterion: a model gives criteria of one kind of check the same label, so
+# fewer are new than the labels it gives each criterion.
+UNIQUE_LABELS_PER_CRITERION = 0.9
+# Re-asks per call: each resends its conversation (the prompt, the answer, the violations) and pays an
+# answer. Stage 1's batches meet the most rules (label form, quoting, distinct labels, coverage); naming,
+# merge and tagging answers are seldom sent back.
+REASK_RATE = {"discover": 0.08}
+OTHER_REASK_RATE = 0.02
+REASK_FEEDBACK_TOKENS = 150  # the violations a re-ask lists
+ANSWER_SPREAD = 0.25
 
 
 @dataclass
@@ -50,15 +70,23 @@ class StageEstimate:
     embed_tokens: int = 0
     cached_prompt_tokens: int = 0
     cache_tokens: int = 0  # written into explicit context caches (online only)
+    # The part of prompt_tokens and output_tokens that the expected re-asks pay (REASK_RATE).
+    reask_prompt_tokens: int = 0
+    reask_output_tokens: int = 0
+    reask_cached_tokens: int = 0  # a re-ask's conversation opens with the same prefix, served from the cache alike
 
-    def cost(self, prices: Prices, batch: bool = False) -> float:
+    def cost(self, prices: Prices, batch: bool = False, bound: str = "central") -> float:
         """Online price, or the Batch API's (llm.prices.batch_*, half the online price unless set);
-        cached prompt tokens at the cached price (Prices.cost)."""
-        usage = {"prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens, "embed_tokens": self.embed_tokens,
-                 "cached_prompt_tokens": self.cached_prompt_tokens}
+        cached prompt tokens at the cached price (Prices.cost). `bound`: "low" (no re-asks, shorter
+        answers), "central" or "high" (twice the re-asks, longer answers)."""
+        reasks, answers = {"low": (0, 1 - ANSWER_SPREAD), "central": (1, 1.0), "high": (2, 1 + ANSWER_SPREAD)}[bound]
+        prompt = self.prompt_tokens + (reasks - 1) * self.reask_prompt_tokens
+        output = (self.output_tokens + (reasks - 1) * self.reask_output_tokens) * answers
+        usage = {"prompt_tokens": prompt, "output_tokens": output, "embed_tokens": self.embed_tokens,
+                 "cached_prompt_tokens": self.cached_prompt_tokens + (reasks - 1) * self.reask_cached_tokens}
         if batch:  # no explicit caches in batch mode: the shared prefix is served by implicit caching or not at all
-            usage.update(batch_prompt_tokens=self.prompt_tokens, batch_output_tokens=self.output_tokens,
-                         batch_cached_prompt_tokens=self.cached_prompt_tokens)
+            usage.update(batch_prompt_tokens=prompt, batch_output_tokens=output,
+                         batch_cached_prompt_tokens=usage["cached_prompt_tokens"])
         else:
             usage["cache_tokens"] = self.cache_tokens
         return prices.cost(usage)
@@ -79,6 +107,9 @@ class Estimate:
     def total_batch_cost(self) -> float:
         return sum(s.cost(self.prices, batch=True) for s in self.stages)
 
+    def cost_range(self, batch: bool = False) -> tuple[float, float]:
+        return tuple(sum(s.cost(self.prices, batch=batch, bound=b) for s in self.stages) for b in ("low", "high"))
+
     def as_dict(self, backend: str, mode: str) -> dict[str, Any]:
         """The table's figures for programs (`taxonomy estimate --json`), per stage and in total, at both
         prices; `cost_usd_in_mode` is what the configured mode (online or batch) would pay."""
@@ -86,9 +117,11 @@ class Estimate:
             d: dict[str, Any] = {key: sum(getattr(s, key) for s in items)
                                  for key in ("calls", "prompt_tokens", "cached_prompt_tokens", "output_tokens", "embed_calls", "embed_tokens",
                                              "cache_tokens")}
-            d["cost_usd"] = sum(s.cost(self.prices) for s in items)
-            d["batch_cost_usd"] = sum(s.cost(self.prices, batch=True) for s in items)
-            d["cost_usd_in_mode"] = d["batch_cost_usd" if mode == "batch" else "cost_usd"]
+            for name, batch in (("cost_usd", False), ("batch_cost_usd", True)):
+                for bound, suffix in (("central", ""), ("low", "_low"), ("high", "_high")):
+                    d[name + suffix] = sum(s.cost(self.prices, batch=batch, bound=bound) for s in items)
+            for suffix in ("", "_low", "_high"):
+                d["cost_usd_in_mode" + suffix] = d[("batch_cost_usd" if mode == "batch" else "cost_usd") + suffix]
             return d
 
         batch_input, batch_output = self.prices.batch()
@@ -108,7 +141,10 @@ class Estimate:
         total = lambda key: sum(getattr(s, key) for s in self.stages)  # noqa: E731
         lines.append(f"| total | {total('calls')} | {total('prompt_tokens')} | {total('output_tokens')} | {total('embed_calls')} | "
                      f"{self.total_cost:.4f} | {self.total_batch_cost:.4f} | {total('cached_prompt_tokens')} | |")
-        return "\n".join(lines + [""] + [f"- {n}" for n in self.notes]) + "\n"
+        (low, high), (batch_low, batch_high) = self.cost_range(), self.cost_range(batch=True)
+        summary = (f"Expected cost: {self.total_cost:.4f} USD online, between {low:.4f} and {high:.4f}; "
+                   f"{self.total_batch_cost:.4f} USD in batch mode, between {batch_low:.4f} and {batch_high:.4f}.")
+        return "\n".join(lines + ["", summary, ""] + [f"- {n}" for n in self.notes]) + "\n"
 
 
 class _Captured(Exception):
@@ -139,12 +175,14 @@ def _label(cfg: PipelineConfig, i: int) -> str:
 
 
 def _card(name: str, siblings: list[str]) -> dict[str, Any]:
-    return {"name": name, "description": "d" * 150, "diagnostic_signal": "s" * 120, "example_pattern": "e" * 120,
+    """A stand-in card with every field at the length a model writes it, so the prompts that quote cards are sized right."""
+    return {"name": name, "description": "d" * DESCRIPTION_CHARS, "diagnostic_signal": "s" * SIGNAL_CHARS, "example_pattern": "e" * EXAMPLE_CHARS,
             "non_examples": [_boundary(sibling) for sibling in siblings]}
 
 
-def _no_embed() -> tuple[int, int]:
-    return 0, 0
+def _principles() -> dict[str, Any]:
+    return {"needs_native_inspection": False, "needs_native_inspection_reason": "r" * REASON_CHARS,
+            "needs_domain_conventions": False, "needs_domain_conventions_reason": "r" * REASON_CHARS}
 
 
 def _boundaries_job(capabilities: list, cfg: PipelineConfig):
@@ -163,7 +201,21 @@ def _boundaries_job(capabilities: list, cfg: PipelineConfig):
 
 
 def _boundary(sibling: str) -> str:
-    return f"if the criterion {'x' * 40}, prefer `{sibling}`"
+    return f"if the criterion {'x' * max(1, BOUNDARY_CHARS - 30 - len(sibling))}, prefer `{sibling}`"
+
+
+def _stage(name: str, jobs: list, output_chars: float, basis: str, cfg: PipelineConfig, cached: bool = True) -> StageEstimate:
+    """A stage's figures from its jobs' prompts and its answers' size; the expected re-asks each resend the
+    conversation (prompt, answer, violations), its prefix served from the cache as the first call's was,
+    and pay another answer."""
+    n = max(1, len(jobs))
+    prompt, output = sum(tokens(j.prompt) for j in jobs), tokens(output_chars)
+    cached_tokens, written = caching(jobs, cfg) if cached else (0, 0)
+    reasks = REASK_RATE.get(name, OTHER_REASK_RATE) * len(jobs)
+    reask_prompt = int(reasks * (prompt / n + output / n + REASK_FEEDBACK_TOKENS))
+    reask_output, reask_cached = int(reasks * output / n), int(reasks * cached_tokens / n)
+    return StageEstimate(name, len(jobs), prompt + reask_prompt, output + reask_output, basis, cached_prompt_tokens=cached_tokens + reask_cached,
+                         cache_tokens=written, reask_prompt_tokens=reask_prompt, reask_output_tokens=reask_output, reask_cached_tokens=reask_cached)
 
 
 def caching(jobs: list, cfg: PipelineConfig) -> tuple[int, int]:
@@ -188,74 +240,95 @@ def caching(jobs: list, cfg: PipelineConfig) -> tuple[int, int]:
 
 
 def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
-    from taxonomy.siblings import MAX_NON_EXAMPLES
-    from taxonomy.schemas import MicroCapability, Taxonomy, TaxonomyCapability
-    from taxonomy.stages.canonicalize import canonicalize
-    from taxonomy.stages.discover import discover
-    from taxonomy.stages.merge import merge
-    from taxonomy.stages.tag import tag
-
     criteria = load_corpus(cfg.corpus, cfg.base_dir).frame
-    n = criteria.height
     labels_per = (cfg.labels.min_labels + cfg.labels.max_labels) / 2
     label_chars = len(_label(cfg, 10)) + 4
-    out: list[StageEstimate] = []
-
-    jobs = _capture(discover, criteria, cfg)
-    rationale = len(cfg.labels.rationale_prefix) + RATIONALE_WORDS * WORD_CHARS
-    per_item = labels_per * label_chars + rationale + ITEM_OVERHEAD_CHARS
-    out.append(StageEstimate("discover", len(jobs), sum(tokens(j.prompt) for j in jobs), tokens(n * per_item),
-                             f"exact prompts for {n} criteria; answers ~{tokens(per_item)} tokens a criterion", *_no_embed(),
-                             *caching(jobs, cfg)))
-
-    unique = max(2, int(n * labels_per * UNIQUE_LABEL_SHARE))
+    out = [_discover_stage(criteria, cfg, labels_per, label_chars)]
+    unique = max(2, round(criteria.height * UNIQUE_LABELS_PER_CRITERION))
     embed_calls = 0 if embedder == "local" else math.ceil(unique / cfg.embedding.batch_size)
     out.append(StageEstimate("cluster", 0, 0, 0, f"~{unique} unique labels embedded ({embedder})",
                              embed_calls=embed_calls, embed_tokens=0 if embedder == "local" else tokens(unique * label_chars)))
+    naming, micro = _canonicalize_stage(criteria, cfg, unique, label_chars)
+    out.append(naming)
+    merging, capabilities = _merge_stage(micro, cfg, label_chars)
+    out.append(merging)
+    out.append(_tag_stage(criteria, capabilities, cfg, label_chars))
+    return Estimate(out, cfg.llm.prices, criteria.height, _notes(cfg, backend))
 
-    k, k_note = cfg.cluster.k_for(unique)
+
+def _discover_stage(criteria: pl.DataFrame, cfg: PipelineConfig, labels_per: float, label_chars: int) -> StageEstimate:
+    from taxonomy.stages.discover import discover
+
+    jobs = _capture(discover, criteria, cfg)
+    per_item = labels_per * label_chars + len(cfg.labels.rationale_prefix) + RATIONALE_WORDS * WORD_CHARS + ITEM_OVERHEAD_CHARS
+    return _stage("discover", jobs, criteria.height * per_item,
+                  f"exact prompts for {criteria.height} criteria; answers ~{tokens(per_item)} tokens a criterion", cfg)
+
+
+def _canonicalize_stage(criteria: pl.DataFrame, cfg: PipelineConfig, unique: int, label_chars: int):
+    """The naming calls over stand-in clusters of the k the run would use, and the micro-capabilities they give."""
+    from taxonomy.schemas import MicroCapability
+    from taxonomy.stages.canonicalize import canonicalize
+
+    n, (k, k_note) = criteria.height, cfg.cluster.k_for(unique)
     per_cluster = max(1, unique // k)
     labels = [_label(cfg, i) for i in range(k * per_cluster)]
     clusters = pl.DataFrame({"label": labels, "cluster_id": [i // per_cluster for i in range(len(labels))], "frequency": [1] * len(labels)})
-    ids = criteria["criterion_id"].to_list()
-    criterion_clusters = pl.DataFrame({"criterion_id": ids, "dominant_cluster": [i % k for i in range(n)]})
+    criterion_clusters = pl.DataFrame({"criterion_id": criteria["criterion_id"].to_list(), "dominant_cluster": [i % k for i in range(n)]})
     # Stand-in label vectors, so each naming prompt lists its nearby clusters as the real one does.
     vectors = np.random.default_rng(0).normal(size=(len(labels), 8)).astype(np.float32)
     jobs = _capture(partial(canonicalize, label_embeddings=vectors / np.linalg.norm(vectors, axis=1, keepdims=True)),
                     clusters, criterion_clusters, criteria, cfg)
-    boundary_chars = len(_boundary(_label(cfg, 10))) + 4
-    card_chars = label_chars + CARD_TEXT_CHARS + ITEM_OVERHEAD_CHARS
-    out.append(StageEstimate("canonicalize", len(jobs), sum(tokens(j.prompt) for j in jobs),
-                             tokens(len(jobs) * (card_chars + MICRO_BOUNDARIES * boundary_chars)),
-                             f"one call per micro-cluster ({k_note}; ~{per_cluster} labels each)", *_no_embed(),
-                             *caching(jobs, cfg)))
-
+    card_chars = label_chars + CARD_TEXT_CHARS + MICRO_BOUNDARIES * (BOUNDARY_CHARS + 4) + ITEM_OVERHEAD_CHARS
     names = [_label(cfg, 1000 + i) for i in range(k)]
-    micro = [MicroCapability(**_card(names[i], names[i + 1:i + 1 + MICRO_BOUNDARIES]), cluster_id=i, n_criteria=max(1, n // k),
-                             n_labelled=max(1, n // k), share=1 / k, member_labels=labels[i * per_cluster:(i + 1) * per_cluster]) for i in range(k)]
+    micro = [MicroCapability(**_card(names[i], names[i + 1:i + 1 + round(MICRO_BOUNDARIES)]), cluster_id=i, n_criteria=max(1, n // k),
+                             n_labelled=max(1, n // k), share=1 / k, member_labels=labels[i * per_cluster:(i + 1) * per_cluster])
+             for i in range(k)]
+    return _stage("canonicalize", jobs, len(jobs) * card_chars, f"one call per micro-cluster ({k_note}; ~{per_cluster} labels each)",
+                  cfg), micro
+
+
+def _merge_stage(micro: list, cfg: PipelineConfig, label_chars: int):
+    """Membership over the micro-capabilities, then one call for the boundaries against each capability's nearest siblings."""
+    from taxonomy.schemas import TaxonomyCapability
+    from taxonomy.siblings import MAX_NON_EXAMPLES
+    from taxonomy.stages.merge import merge
+
+    k = len(micro)
     caps = min(k, (cfg.merge.min_caps + cfg.merge.max_caps) // 2)
     jobs = _capture(merge, micro, np.zeros((k, 8), dtype=np.float32), cfg)
     cap_names = [_label(cfg, 2000 + i) for i in range(caps)]
-    capabilities = [TaxonomyCapability(**_card(name, [c for c in cap_names if c != name][:MAX_NON_EXAMPLES]), members=[m.name for m in micro[i::caps]])
-                    for i, name in enumerate(cap_names)]
-    if jobs:  # membership, then one call for the boundaries against each capability's nearest siblings
+    capabilities = [TaxonomyCapability(**_card(name, [c for c in cap_names if c != name][:MAX_NON_EXAMPLES]), **_principles(),
+                                       members=[m.name for m in micro[i::caps]]) for i, name in enumerate(cap_names)]
+    if jobs:
         jobs.append(_boundaries_job(capabilities, cfg))
-    merged_chars = caps * card_chars + k * label_chars + caps * min(caps - 1, MICRO_BOUNDARIES) * boundary_chars
-    out.append(StageEstimate("merge", len(jobs), sum(tokens(j.prompt) for j in jobs), tokens(merged_chars) if jobs else 0,
-                             f"one call over {k} micro-capabilities into ~{caps} capabilities, one for their boundaries"))
+    membership = caps * (label_chars + CARD_TEXT_CHARS + 2 * REASON_CHARS + 2 * ITEM_OVERHEAD_CHARS) + k * label_chars
+    boundaries = caps * (label_chars + min(caps - 1, MAX_NON_EXAMPLES) * (BOUNDARY_CHARS + 4) + ITEM_OVERHEAD_CHARS)
+    stage = _stage("merge", jobs, (membership + boundaries) if jobs else 0,
+                   f"one call over {k} micro-capabilities into ~{caps} capabilities, one for their boundaries", cfg, cached=False)
+    return stage, capabilities
+
+
+def _tag_stage(criteria: pl.DataFrame, capabilities: list, cfg: PipelineConfig, label_chars: int) -> StageEstimate:
+    from taxonomy.schemas import Taxonomy
+    from taxonomy.stages.tag import tag
 
     jobs = _capture(tag, criteria, Taxonomy(capabilities=capabilities), cfg)
-    tags_per = (cfg.tag.min_tags + cfg.tag.max_tags) / 2
-    per_item = tags_per * label_chars + ITEM_OVERHEAD_CHARS
-    out.append(StageEstimate("tag", len(jobs), sum(tokens(j.prompt) for j in jobs), tokens(n * per_item),
-                             f"exact batches; taxonomy of ~{caps} capabilities stood in", *_no_embed(), *caching(jobs, cfg)))
+    per_item = (cfg.tag.min_tags + cfg.tag.max_tags) / 2 * label_chars + ITEM_OVERHEAD_CHARS
+    return _stage("tag", jobs, criteria.height * per_item, f"exact batches; taxonomy of ~{len(capabilities)} capabilities stood in", cfg)
+
+
+def _notes(cfg: PipelineConfig, backend: str) -> list[str]:
     notes = [
         f"{backend} backend, model {cfg.llm.model}; prices per million tokens: input {cfg.llm.prices.input}, output {cfg.llm.prices.output}, embedding {cfg.llm.prices.embedding}.",
-        "Tokens are counted at 4 characters each; re-asks and retries are not included.",
+        f"Tokens are counted at 4 characters each; answers are sized as a model writes every field; re-asks are counted at {REASK_RATE['discover']:.0%} of Stage 1's calls "
+        f"and {OTHER_REASK_RATE:.0%} of the others', each resending its conversation. The range goes from no re-asks and answers {ANSWER_SPREAD:.0%} shorter to twice the re-asks "
+        f"and answers {ANSWER_SPREAD:.0%} longer; retries after network or quota errors are not included.",
         f"Cached prompt tokens (the instructions every call of a stage shares, once at least {cfg.llm.context_cache.min_tokens} tokens) are priced at "
-        f"{cfg.llm.prices.cached()} per million; explicit caches' storage (llm.prices.cache_storage per million tokens per hour, for minutes) is not included.",
+        f"{cfg.llm.prices.cached()} per million, the tokens written into explicit caches at the input price; their storage "
+        "(llm.prices.cache_storage per million tokens per hour, for minutes) is not included.",
         "Stage 1 prompts are the exact ones; later stages are estimated from the config (micro-clusters, capabilities, batch sizes), since their prompts depend on earlier answers.",
     ]
     if backend == "offline":
         notes.insert(0, "The offline backend makes no LLM call: this is what the LLM pipeline would cost.")
-    return Estimate(out, cfg.llm.prices, n, notes)
+    return notes

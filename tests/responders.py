@@ -219,6 +219,44 @@ def model(req) -> dict:
     return ANSWER[kind(prompt)](prompt)
 
 
+# What a capable model wrote into each field on a real run (a 290-criterion rubric: naming answers of about
+# 400 tokens, merge answers of about 3,000): field -> characters. The test server's own answers are shorter.
+REAL_FIELD_CHARS = {"rationale": 200, "description": 360, "diagnostic_signal": 250, "example_pattern": 360, "non_example": 210,
+                    "needs_native_inspection_reason": 160, "needs_domain_conventions_reason": 160}
+_FILLER = ("the verifier reads the delivered files closely and compares what they state with what the criterion requires, "
+           "quoting the passage or value that settles it rather than trusting the agent's own account of its work; ")
+
+
+def _lengthen(text: str, chars: int) -> str:
+    """`text` grown to about `chars` characters with plain clauses, as a model's fuller sentence."""
+    if len(text) >= chars:
+        return text
+    more = (_FILLER * (chars // len(_FILLER) + 1))[: max(0, chars - len(text) - 2)].rstrip(" ;,")
+    return f"{text.rstrip('.')}: {more}."
+
+
+def _realistic(value):
+    """Every free-text field of an answer at the length a real model writes it."""
+    if isinstance(value, list):
+        return [_realistic(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, v in value.items():
+        if key in REAL_FIELD_CHARS and isinstance(v, str):
+            out[key] = _lengthen(v, REAL_FIELD_CHARS[key])
+        elif key == "non_examples":
+            out[key] = [t.replace(", prefer `", f", {_FILLER[:REAL_FIELD_CHARS['non_example'] - len(t)].rstrip(' ;,')}, prefer `", 1) for t in v]
+        else:
+            out[key] = _realistic(v)
+    return out
+
+
+def realistic_model(req) -> dict:
+    """The default model with every field as long as a real model writes it: for sizing, not behaviour."""
+    return _realistic(model(req))
+
+
 def boundary_fault_model():
     """(respond, faulted): the default model, except that its first boundary answer draws one
     capability's line against a capability that is not among its nearest siblings; `faulted`
