@@ -47,15 +47,14 @@ class GeminiEmbedder:
         return l2_normalize(np.asarray([vectors[t] for t in inputs], dtype=np.float32))
 
     def _call(self, chunk: list[str]) -> list[list[float]]:
-        from google.genai import errors
-
         def once() -> list[list[float]]:
             try:
                 response = self.provider.client().models.embed_content(model=self.model, contents=chunk)
-            except errors.APIError as exc:
-                if exc.code == 429 or (exc.code or 0) >= 500:
-                    raise TransientError(str(exc.message)) from None
-                raise
+            except Exception as exc:  # a refused key or an unreachable host ends the run on one line, as for generation
+                mapped = self.provider.failure(exc)
+                if mapped is None:
+                    raise
+                raise mapped from None
             self.calls += 1
             if self.on_call is not None:
                 self.on_call(len(chunk), _tokens(chunk))

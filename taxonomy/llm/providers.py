@@ -132,32 +132,48 @@ class GeminiProvider:
 
     def create_context_cache(self, prefix: str, ttl_s: int, display_name: str) -> tuple[str, int]:
         """An explicit cache holding `prefix` as the first user turn: (its name, the tokens it holds)."""
-        from google.genai import errors, types
+        from google.genai import types
 
         config = types.CreateCachedContentConfig(contents=self.contents([Turn("user", prefix)]), ttl=f"{int(ttl_s)}s",
                                                  display_name=display_name)
         try:
             cache = self.client().caches.create(model=self.model, config=config)
-        except errors.APIError as exc:
-            raise refused(self.name, exc.code or 0, exc.status or "", str(exc.message or ""), self._key_fix) from None
         except Exception as exc:
-            why = unreachable(exc)
-            if why is None:
+            mapped = self.failure(exc)
+            if mapped is None:
                 raise
-            raise not_reached(self.name, why, self._endpoint) from None
+            raise mapped from None
         tokens = (cache.usage_metadata.total_token_count or 0) if cache.usage_metadata else 0
         return cache.name, tokens or len(prefix) // 4
 
     def delete_context_cache(self, name: str) -> None:
         self.client().caches.delete(name=name)
 
+    def failure(self, exc: Exception) -> Exception | None:
+        """What an SDK call's exception stands for: TransientError (429, 5xx, timeouts, a dropped connection:
+        retried), PermanentError (a refused key or request, a host never reached: the run ends on one line
+        with the fix), or None (not the provider's doing: raised as it is). Generation and embeddings alike."""
+        from google.genai import errors
+
+        if isinstance(exc, errors.APIError):
+            code = exc.code or 0
+            if code == 429 or code >= 500 or code == 408:
+                message = f"{self.name} {code} {exc.status or ''}: {plain(str(exc.message or ''))[:300]}"
+                return TransientError(message, _retry_after(getattr(exc.response, "headers", None)))
+            return refused(self.name, code, exc.status or "", str(exc.message or ""), self._key_fix)
+        why = unreachable(exc)
+        if why is not None:
+            return not_reached(self.name, why, self._endpoint)
+        name = type(exc).__name__  # the transport's own errors (aiohttp, httpx), OSError among them
+        if isinstance(exc, (OSError, asyncio.TimeoutError)) or "timeout" in name.lower() or "connect" in name.lower():
+            return TransientError(f"{self.name}: {name}: {plain(str(exc))}")
+        return None
+
     async def complete(
         self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float,
         context_cache: tuple[str, str] | None = None,
     ) -> Completion:
         """`context_cache` = (cache name, the prefix of the first turn it holds): only the rest is sent."""
-        from google.genai import errors
-
         cache_name = None
         if context_cache is not None and turns and turns[0].text.startswith(context_cache[1]):
             cache_name, prefix = context_cache
@@ -165,20 +181,11 @@ class GeminiProvider:
         contents, config = self.contents(turns), self.generation_config(system, schema, temperature, cache_name)
         try:
             response = await self.client().aio.models.generate_content(model=self.model, contents=contents, config=config)
-        except errors.APIError as exc:
-            code = exc.code or 0
-            if code == 429 or code >= 500 or code == 408:
-                message = f"{self.name} {code} {exc.status or ''}: {plain(str(exc.message or ''))[:300]}"
-                raise TransientError(message, _retry_after(getattr(exc.response, "headers", None))) from None
-            raise refused(self.name, code, exc.status or "", str(exc.message or ""), self._key_fix) from None
-        except Exception as exc:  # the transport's own errors (aiohttp, httpx), OSError among them
-            why = unreachable(exc)
-            if why is not None:
-                raise not_reached(self.name, why, self._endpoint) from None
-            name = type(exc).__name__
-            if isinstance(exc, (OSError, asyncio.TimeoutError)) or "timeout" in name.lower() or "connect" in name.lower():
-                raise TransientError(f"{self.name}: {name}: {plain(str(exc))}") from None
-            raise
+        except Exception as exc:
+            mapped = self.failure(exc)
+            if mapped is None:
+                raise
+            raise mapped from None
         usage = response.usage_metadata
         return Completion(
             text=response.text or "",
