@@ -14,6 +14,7 @@ marks every text as drawn from the corpus, and a person can add the meaning (`ta
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import numpy as np
 import polars as pl
@@ -67,7 +68,7 @@ def _titles(texts: list[str], tasks: list[str], groups: list[np.ndarray], top: i
     terms: list[list[Term]] = [[] for _ in groups]
     for step in (ClassTfidf(pool=40), MaximalMarginalRelevance(diversity=0.5, top=2 * top), OncePerTitle(top=top)):
         terms = step(space, groups, terms)
-    return space, terms
+    return space, [[replace(t, text=space.written(t.col)) for t in ts] for ts in terms]
 
 
 def _renamed(repairs: list[str], renamed: dict[str, str]) -> list[str]:

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.feature_extraction.text import CountVectorizer
 
-from taxonomy.text import WORD, function_words, is_spaceless, stem
+from taxonomy.text import WORD, function_words, is_spaceless, stem, words
 
 __all__ = ["PhraseSpace", "Term", "ClassTfidf", "MaximalMarginalRelevance", "OncePerTitle", "representative"]
 
@@ -35,41 +36,49 @@ _CACHE: dict[str, "PhraseSpace"] = {}
 
 @dataclass
 class Term:
-    text: str        # as the criteria most often write it
+    text: str        # its key until `PhraseSpace.written` spells it as the criteria do
     coverage: float  # share of the group's criteria that use it
     score: float
     col: int         # its column in the PhraseSpace
 
 
-def _terms(text: str, function: frozenset[str]) -> dict[str, str]:
-    """key -> surface form of every term in one criterion (a phrase neither starts nor ends with a function word)."""
-    out: dict[str, str] = {}
-    run: list[re.Match] = []
+def _keys(text: str, function: frozenset[str]) -> set[str]:
+    """Every term of one criterion, by its key (its words' stems): a phrase neither starts nor ends with a
+    function word; a run of a spaceless script gives its 2- and 3-character pieces."""
+    out: set[str] = set()
+    run: list[str] = []
 
     def flush() -> None:
-        low = [m.group().lower() for m in run]
-        stems = [stem(w) for w in low]
-        ends = [w not in function and len(w) >= 2 for w in low]  # may a phrase start or end here
-        for i in range(len(low)):
-            for j in range(i, min(i + MAX_WORDS, len(low))):
-                if not (ends[i] and ends[j]):
-                    continue
-                key = " ".join(stems[i:j + 1])
-                if key not in out:
-                    written = all(_JOIN.fullmatch(text, a.end(), b.start()) for a, b in zip(run[i:j], run[i + 1:j + 1]))
-                    out[key] = " ".join(text[run[i].start():run[j].end()].split()) if written else " ".join(low[i:j + 1])
+        stems = [stem(w) for w in run]
+        ends = [w not in function and len(w) >= 2 for w in run]  # may a phrase start or end here
+        for i in range(len(run)):
+            for j in range(i, min(i + MAX_WORDS, len(run))):
+                if ends[i] and ends[j]:
+                    out.add(" ".join(stems[i:j + 1]))
         run.clear()
 
-    for m in WORD.finditer(text):
-        if is_spaceless(m.group()):
+    for w in words(text):
+        if is_spaceless(w):
             flush()
-            w = m.group().lower()
-            for n in (2, 3):
-                for i in range(len(w) - n + 1):
-                    out.setdefault(w[i:i + n], w[i:i + n])
+            out.update(w[i:i + n] for n in (2, 3) for i in range(len(w) - n + 1))
         else:
-            run.append(m)
+            run.append(w)
     flush()
+    return out
+
+
+def _written(text: str, key: str) -> list[str]:
+    """How one criterion writes a term: its own spelling (case, and "/", "_", "-", "." between the words, so
+    "src/model.py" reads as written), or its words lowered when other text stands between them."""
+    parts = key.split()
+    found = [m for m in WORD.finditer(text) if not is_spaceless(m.group())]
+    stems = [stem(m.group().lower()) for m in found]
+    out = []
+    for i in range(len(found) - len(parts) + 1):
+        if stems[i:i + len(parts)] == parts:
+            run = found[i:i + len(parts)]
+            joined = all(_JOIN.fullmatch(text, a.end(), b.start()) for a, b in zip(run, run[1:]))
+            out.append(" ".join(text[run[0].start():run[-1].end()].split()) if joined else " ".join(m.group().lower() for m in run))
     return out
 
 
@@ -87,7 +96,7 @@ class PhraseSpace:
     """Criteria x terms (binary), each term's surface form, and its spread over tasks."""
 
     keys: list[str]
-    surface: list[str]
+    texts: list[str]
     x: sp.csr_matrix
     df: np.ndarray       # share of criteria using the term
     spread: np.ndarray   # observed / expected number of tasks using it, in [0, 1]
@@ -103,17 +112,16 @@ class PhraseSpace:
 
     @classmethod
     def _fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
-        rows, cols, index, forms = [], [], {}, defaultdict(Counter)
         function = function_words(texts)
-        for r, text in enumerate(texts):
-            for key, form in _terms(text or "", function).items():
-                rows.append(r)
-                cols.append(index.setdefault(key, len(index)))
-                forms[key][form] += 1
-        x = sp.csr_matrix((np.ones(len(rows), dtype=np.float32), (rows, cols)), shape=(len(texts), len(index)))
+        texts = [t or "" for t in texts]
+        cv = CountVectorizer(analyzer=lambda t: _keys(t, function), lowercase=False, binary=True, dtype=np.float32)
+        try:
+            x = cv.fit_transform(texts).tocsr()
+            keys = cv.get_feature_names_out().tolist()
+        except ValueError:  # no word anywhere
+            x, keys = sp.csr_matrix((len(texts), 0), dtype=np.float32), []
         occ = np.asarray(x.sum(axis=0)).ravel()
         keep = np.flatnonzero(occ >= min(MIN_CRITERIA, max(1, len(texts) // 50)))
-        keys = [k for k, _ in sorted(index.items(), key=lambda kv: kv[1])]
         keys, x, occ = [keys[j] for j in keep], x[:, keep].tocsr(), occ[keep]
         task_ids, task_index = np.unique(np.asarray([str(t) for t in tasks], dtype=object), return_inverse=True)
         n_tasks = len(task_ids)
@@ -122,7 +130,16 @@ class PhraseSpace:
         expected = n_tasks * (1.0 - (1.0 - 1.0 / max(n_tasks, 1)) ** occ)
         spread = np.clip(in_tasks / np.maximum(expected, 1e-9), 0.0, 1.0) if n_tasks > 1 else np.ones(len(keys))
         n_words = np.array([1 if is_spaceless(k) else len(k.split()) for k in keys])
-        return cls(keys, [_most_written(forms[k]) for k in keys], x, occ / max(len(texts), 1), spread, n_words)
+        return cls(keys, texts, x, occ / max(len(texts), 1), spread, n_words)
+
+    def written(self, j: int, read: int = 200) -> str:
+        """Term j as the criteria most often write it (read from the first `read` criteria that use it)."""
+        key = self.keys[j]
+        if is_spaceless(key):
+            return key
+        rows = self.x[:, j].nonzero()[0][:read]
+        forms = Counter(f for r in rows for f in _written(self.texts[r], key))
+        return _most_written(forms) if forms else key
 
     def coverage(self, rows: np.ndarray) -> np.ndarray:
         """Per term: share of these criteria that use it."""
@@ -146,7 +163,7 @@ class ClassTfidf:
             rel *= space.spread * (1.0 + 0.25 * (space.n_words - 1))  # a phrase as common as its words says more
             ranked = [int(j) for j in np.argsort(-rel, kind="stable")[: self.pool] if rel[j] > 0]
             floor = self.min_share * max((cov[j] for j in ranked), default=0.0)
-            out.append([Term(space.surface[j], float(cov[j]), float(rel[j]), j) for j in ranked if cov[j] >= floor])
+            out.append([Term(space.keys[j], float(cov[j]), float(rel[j]), j) for j in ranked if cov[j] >= floor])
         return out
 
 
@@ -193,11 +210,11 @@ class OncePerTitle:
 
     def __call__(self, space: PhraseSpace, groups: list[np.ndarray], terms: list[list[Term]]) -> list[list[Term]]:
         out: list[list[Term]] = [[] for _ in groups]
-        shown: set[str] = set()
+        shown: set[int] = set()
         for g in sorted(range(len(groups)), key=lambda g: -len(groups[g])):
-            fresh = [t for t in terms[g] if t.text.lower() not in shown]
+            fresh = [t for t in terms[g] if t.col not in shown]
             out[g] = (fresh or terms[g])[: self.top]
-            shown |= {t.text.lower() for t in out[g]}
+            shown |= {t.col for t in out[g]}
         return out
 
 
