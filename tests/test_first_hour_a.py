@@ -99,6 +99,18 @@ def test_merge_keeps_tags_shares_and_a_frozen_audit_in_agreement(built, tmp_path
     assert sum(audit_after[cid] == p for cid, p in expected.items()) >= 0.9 * len(expected)
 
 
+def test_split_shares_are_those_of_the_tags(built, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(built, run)
+    before = Taxonomy.model_validate_json((run / "taxonomy.json").read_text())
+    target = max((c for c in before.capabilities if len(c.members) >= 2), key=lambda c: c.share)
+    invoke("edit", run, "split", target.name, "--allow-violations")
+    after, tags = Taxonomy.model_validate_json((run / "taxonomy.json").read_text()), primaries(run)
+    assert len(after.capabilities) == len(before.capabilities) + 1
+    for cap in after.capabilities:
+        assert cap.share == pytest.approx(sum(p == cap.name for p in tags.values()) / len(tags), abs=1e-6), cap.name
+
+
 # ---- item 3: a TOML with only [corpus] -----------------------------------------------------------
 def test_a_toml_with_only_corpus_names_the_pipeline_and_detects_columns(here):
     support_csv(here / "support.csv", 60)
