@@ -90,8 +90,22 @@ def language_name(code: str) -> str:
     return LANGUAGE_MAPPING.get(code, code).capitalize()
 
 
+@lru_cache(maxsize=1)
+def _owners() -> dict[str, tuple[str, ...]]:
+    """Each stop word's languages: a criterion's words are looked up once, not once per language."""
+    owners: dict[str, list[str]] = {}
+    for code, stop in _lists().items():
+        for w in stop:
+            owners.setdefault(w, []).append(code)
+    return {w: tuple(codes) for w, codes in owners.items()}
+
+
 def _language_of(ws: list[str], lists: dict[str, frozenset[str]]) -> str | None:
-    hits = {code: sum(w in stop for w in ws) for code, stop in lists.items()}
+    hits = dict.fromkeys(lists, 0)
+    owners = _owners()
+    for w in ws:
+        for code in owners.get(w, ()):
+            hits[code] += 1
     best = max(hits.values(), default=0)
     winners = [code for code, h in hits.items() if h == best]
     # A tie ("de", "la" belong to several Romance languages) decides nothing.
