@@ -26,6 +26,7 @@ from taxonomy.guidance.routes import ExportError, load_tasks
 from taxonomy.guidance.vally import SCHEMA_PATH, build_eval, eval_yaml, validate_eval
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 from tests.conftest import ROOT, invoke, offline_devai_run
+from tests.test_judge_text import FIGURE, split_prompt
 from tests.fake_gemini import FakeGeminiServer
 
 
@@ -67,6 +68,17 @@ def test_vally_eval_parses_validates_and_routes_every_criterion(devai_run):
             assert len(cfg["prompt"]) <= ExportConfig().max_prompt_chars
     expected = {(r["criterion_id"], t) for r in tags.iter_rows(named=True) for t in r["tags"]}
     assert routed == expected  # each criterion reaches exactly the graders of the capabilities it is tagged with
+
+
+def test_offline_devai_guidance_states_no_figure_its_criteria_do_not(devai_run):
+    """DevAI names things with numbers ("20 Newsgroups", "ResNet-18"): a judge is never told to compare a figure
+    that the criteria in front of it do not state."""
+    doc = yaml.safe_load((devai_run / "export" / "vally" / "eval.yaml").read_text(encoding="utf-8"))
+    prompts = [g["config"]["prompt"] for s in doc["stimuli"] for g in s["graders"]]
+    for prompt in prompts:
+        guidance, criteria = split_prompt(prompt)
+        assert set(FIGURE.findall(guidance)) <= set(FIGURE.findall(criteria)), guidance[:300]
+    assert any("20 Newsgroups" in p for p in prompts) and not any("Compare each figure" in p for p in prompts)
 
 
 def test_a_broken_eval_fails_the_schema(devai_run):
