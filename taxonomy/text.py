@@ -33,7 +33,7 @@ NEGATIONS = frozenset("not no never without nor cannot doesn don isn aren wasn w
 
 
 def is_spaceless(token: str) -> bool:
-    return bool(_SPACELESS.search(token))
+    return not token.isascii() and bool(_SPACELESS.search(token))  # every spaceless script lies outside ASCII
 
 
 def words(text: str) -> list[str]:

@@ -132,7 +132,7 @@ class PhraseSpace:
         n_words = np.array([1 if is_spaceless(k) else len(k.split()) for k in keys])
         return cls(keys, texts, x, occ / max(len(texts), 1), spread, n_words)
 
-    def written(self, j: int, read: int = 200) -> str:
+    def written(self, j: int, read: int = 50) -> str:
         """Term j as the criteria most often write it (read from the first `read` criteria that use it)."""
         key = self.keys[j]
         if is_spaceless(key):
