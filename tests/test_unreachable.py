@@ -54,7 +54,7 @@ def test_refused_requests_end_the_run_in_one_line(tmp_path, monkeypatch, caplog,
     errors = [line for line in lines if line.startswith("error:")]
     assert result.exit_code == 2 and seconds < LIMIT_S, (seconds, lines)
     assert not any("retrying" in line for line in lines), lines
-    assert len(errors) == 1 and f"gemini {status}" in errors[0] and refusal in errors[0], lines
+    assert len(errors) == 1 and f"gemini {status}" in errors[0] and f"{refusal.rstrip('.')}; fix: " in errors[0], lines
     assert fix in errors[0].split("fix:", 1)[1] if "fix:" in errors[0] else False, errors[0]
     assert API_KEY not in "\n".join(lines)
 

@@ -34,7 +34,7 @@ AGAIN = "then run the same command again: answers already received are cached"
 
 def refused(name: str, code: int, status: str, message: str, key_fix: str) -> PermanentError:
     """A request the provider answered with 4xx: waiting changes nothing, so the run ends on one line."""
-    message = plain(message)[:300]
+    message = plain(message)[:300].rstrip(". ")
     if code in (401, 403) or "api key" in message.lower():
         fix = key_fix
     elif code == 404:
