@@ -279,8 +279,8 @@ class OfflineConfig(Section):
     broad_kinds: int = Field(9, ge=1)
     # Ward's memory grows with n squared: above this many criteria the tree is built over k-means centroids...
     ward_exact_max: int = Field(12_000, ge=100)
-    # ...this many of them.
-    ward_centroids: int = Field(2_000, ge=10)
+    # ...this many of them (about a dozen per fine kind; k-means time grows with it).
+    ward_centroids: int = Field(1_000, ge=10)
     # Stage 3 ranks capabilities by the cosine to their centroids plus this much for the one holding the criterion's label.
     label_weight: float = Field(0.2, ge=0)
     # Phrases in a capability's title, and criteria quoted to show it.
