@@ -176,3 +176,16 @@ def test_the_bundled_offline_example_is_what_the_tool_writes_today(offline_env, 
     for name in ("taxonomy.md", "stage3_summary.md"):
         assert (run_dir / name).read_text() == (example / name).read_text(), \
             f"{example / name} is stale; fix: rerun the commands in outputs/README.md and copy the files"
+
+
+def test_changing_an_offline_knob_rebuilds_the_stages(offline_env, tmp_path):
+    """A run built with other [offline] settings is not served as current: every stage runs again."""
+    run_dir = tmp_path / "run"
+    toml = write_pipeline(tmp_path, limit=120)
+    invoke("run", toml, "--run-dir", run_dir, "-q", "--no-report")
+    before = json.loads((run_dir / "manifest.json").read_text())["stages"]["discover"]["fingerprint"]
+    toml.write_text(toml.read_text() + "[offline]\nfine_kinds = 60\n")
+    invoke("run", toml, "--run-dir", run_dir, "-q", "--no-report")
+    after = json.loads((run_dir / "manifest.json").read_text())["stages"]
+    assert after["discover"]["fingerprint"] != before
+    assert pl.read_parquet(run_dir / "stage1_labels.parquet")["labels"].explode().n_unique() <= 60

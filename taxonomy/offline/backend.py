@@ -37,7 +37,8 @@ class OfflineBackend:
         # Where no model runs, the code is the model: a run built by another version is not current.
         from taxonomy.pipeline import code_hash
 
-        return {"backend": "offline", "code": code_hash()}
+        # ... and so are its knobs: a run built with other [offline] settings is not current either.
+        return {"backend": "offline", "code": code_hash(), "offline": cfg.offline.model_dump()}
 
     def ask(self, stage, jobs, title) -> None:
         return None
