@@ -9,7 +9,6 @@ from collections import defaultdict
 from statistics import median
 
 import numpy as np
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from taxonomy.lint.findings import Finding, clip
 from taxonomy.lint.reading import Corpus, Row
@@ -80,6 +79,8 @@ def _capability_peers(c: Corpus, suspects: dict) -> dict[int, list[int]]:
 
 def _neighbour_peers(c: Corpus, suspects: dict) -> dict[int, list[int]]:
     try:  # content words only: a shared "the" or "of" makes no neighbour
+        from sklearn.feature_extraction.text import TfidfVectorizer  # here: `taxonomy --help` never loads scikit-learn
+
         vectors = TfidfVectorizer(analyzer=list, min_df=2).fit_transform([sorted(r.content) for r in c.rows])
     except ValueError:  # no word in two criteria: nothing is similar to anything
         return {}
