@@ -28,9 +28,16 @@ def _far(ratio: float) -> bool:
 def weight_outlier(c: Corpus) -> list[Finding]:
     # The task's own weights first: only a weight far from them needs its similar criteria found.
     suspects, beyond = {}, _beyond_the_corpus(c)
+    siblings = defaultdict(list)  # the weights beside each criterion: same task, same parent
     for r in c.rows:
-        own = [abs(o.weight) for o in c.tasks[r.task_id] if o is not r and o.weight and o.context == r.context]
-        if not r.weight or len(own) < 2:
+        if r.weight:
+            siblings[r.task_id, r.context].append(abs(r.weight))
+    for r in c.rows:
+        if not r.weight:
+            continue
+        own = list(siblings[r.task_id, r.context])
+        own.remove(abs(r.weight))
+        if len(own) < 2:
             continue
         ratio = abs(r.weight) / median(own)
         if _far(ratio) or (r.idx in beyond and (ratio > RANGE_TASK or ratio < 1 / RANGE_TASK)):
