@@ -31,6 +31,7 @@ class Backend(Protocol):
     model: str
     usage: dict[str, Usage]
     cache: Cache | None
+    scales_k: bool  # whether Stage 2a scales its number of micro-clusters with the labels (cluster.k = "auto")
 
     def notice(self, cfg: PipelineConfig) -> str: ...
     def identity(self, cfg: PipelineConfig) -> dict[str, Any]: ...
@@ -52,6 +53,7 @@ class LLMBackend:
     name: str
     runner: Runner
     cache: Cache
+    scales_k = True
 
     @property
     def model(self) -> str:

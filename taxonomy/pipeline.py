@@ -319,7 +319,7 @@ def step_cluster(s: Session) -> dict[str, Any]:
         )
     embedder = s.engine.label_embedder(ensure_criteria(s), stage1, s.cfg, embedder)
     # The offline backend's labels are already its fine kinds of check, one micro-cluster each.
-    result = cluster_labels(stage1, embedder, s.cfg.cluster, scaled=s.engine.name != "offline")
+    result = cluster_labels(stage1, embedder, s.cfg.cluster, scaled=s.engine.scales_k)
     s.run.write_parquet("clusters.parquet", result.clusters)
     s.run.write_parquet("criterion_clusters.parquet", result.criterion_clusters)
     s.run.write_npy("label_embeddings.npy", result.embeddings)

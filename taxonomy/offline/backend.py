@@ -26,6 +26,7 @@ class OfflineBackend:
     name = "offline"
     model = "none"
     cache = None
+    scales_k = False  # its Stage 1 labels are already its fine kinds, one cluster each
 
     def __init__(self) -> None:
         self.usage: dict = {}  # no paid calls
