@@ -277,8 +277,9 @@ class OfflineConfig(Section):
     fine_kinds: int = Field(80, ge=2)
     # The same tree cut this high gives the broad kinds the label embedding carries, so the merge recovers them.
     broad_kinds: int = Field(9, ge=1)
-    # Ward's memory grows with n squared: above this many criteria the tree is built over k-means centroids...
-    ward_exact_max: int = Field(12_000, ge=100)
+    # Exact Ward's time and memory grow with n squared (5 s at 9,000 criteria): above this many criteria the tree
+    # is built over k-means centroids, which group as well (PaperBench: task_category NMI 0.278 vs 0.250)...
+    ward_exact_max: int = Field(6_000, ge=100)
     # ...this many of them (about a dozen per fine kind; k-means time grows with it).
     ward_centroids: int = Field(1_000, ge=10)
     # Stage 3 ranks capabilities by the cosine to their centroids plus this much for the one holding the criterion's label.
