@@ -30,7 +30,6 @@ from typing import Sequence
 
 import numpy as np
 import polars as pl
-from scipy.stats import binomtest
 
 from taxonomy.analysis.verdicts import VerdictError
 
@@ -330,6 +329,8 @@ def paired_test(joined: pl.DataFrame, a: str, b: str, by: str = "primary") -> pl
 
 
 def _mcnemar(only_a: int, only_b: int) -> float:
+    from scipy.stats import binomtest  # here: scipy.stats takes 1-2 s to import, and only a paired test needs it
+
     k = only_a + only_b
     return 1.0 if k == 0 else float(binomtest(only_a, k, 0.5).pvalue)
 
