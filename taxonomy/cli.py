@@ -231,7 +231,7 @@ def _stage_command(stage: str, doc: str):
 _stage_command("cluster", "Stage 2a: embed the unique labels and cluster them into micro-clusters.")
 _stage_command("canonicalize", "Stage 2b: name each micro-cluster (name, description, signal, example, non-examples).")
 AcceptOpt = typer.Option(False, "--accept-violations",
-                         help="keep a taxonomy that still breaks a hard merge constraint (count, shares, mapping) after repair, "
+                         help="keep a taxonomy that still breaks a hard merge constraint (count, shares, mapping, or a name or boundary rule) after repair, "
                               "with the violations listed, instead of failing")
 
 
@@ -261,8 +261,8 @@ def merge_command(run_dir: Path = typer.Argument(..., help="run directory"), pro
 @_guard
 def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TOML / corpus to tag against --taxonomy"),
         taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="a frozen taxonomy to tag against: a run directory or its taxonomy.json"),
-        distilled: Optional[Path] = typer.Option(None, "--distilled", help="a model from `taxonomy distill`: tag cheaply, send only low-confidence criteria to the LLM"),
-        threshold: Optional[float] = typer.Option(None, help="with --distilled: confidence below which a criterion goes to the LLM (default: the one saved at training)"),
+        distilled: Optional[Path] = typer.Option(None, "--distilled", help="a model from `taxonomy distill`: tag cheaply, send only low-confidence criteria to the run's backend (the LLM, or offline without a key)"),
+        threshold: Optional[float] = typer.Option(None, help="with --distilled: confidence below which a criterion goes to the run's backend (default: the one saved at training)"),
         provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt,
         batch: Optional[bool] = BatchOpt) -> None:
     """Stage 3: tag every criterion with 1-3 taxonomy capabilities, most confident first."""

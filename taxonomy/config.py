@@ -204,7 +204,9 @@ class ClusterConfig(Section):
         if self.k != "auto":
             return min(self.k, unique_labels), f"k = {min(self.k, unique_labels)}: cluster.k = {self.k} in the pipeline config"
         if not scaled:
-            return min(PAPER_K, unique_labels), f"k = {min(PAPER_K, unique_labels)}: the paper's {PAPER_K} (cluster.k = \"auto\")"
+            k = min(PAPER_K, unique_labels)
+            why = f"the paper's {PAPER_K}" if k == PAPER_K else f"one per label: {unique_labels} labels, under the paper's {PAPER_K}"
+            return k, f"k = {k}: {why} (cluster.k = \"auto\")"
         k = min(PAPER_K, max(MIN_AUTO_K, round(unique_labels / LABELS_PER_CLUSTER)), unique_labels)
         return k, (f"k = {k}: scaled with {unique_labels} unique labels, about {LABELS_PER_CLUSTER} a cluster, "
                    f"between {MIN_AUTO_K} and the paper's {PAPER_K} (cluster.k = \"auto\"; set cluster.k to choose)")

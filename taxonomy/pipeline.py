@@ -133,6 +133,9 @@ def open_session(
     backend = resolve_provider_name(provider or cfg.llm.provider)
     if run_dir is None:
         run_dir = default_run_dir(cfg, backend, cfg.llm.model, run_suffix)
+    # The backend first: a missing key or server URL stops here, before the run folder exists.
+    engine = choose_backend(cfg, backend, credentials=credentials, show_progress=show_progress, batch_dir=Path(run_dir),
+                            on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens, c.cached_tokens))
     run = RunDir(run_dir)
     owner = run.manifest.get("pipeline")
     if owner is not None and owner != cfg.name:
@@ -140,8 +143,6 @@ def open_session(
             f"{run.path}: holds a run of pipeline {owner!r}, not {cfg.name!r}; "
             f"fix: pass another --run-dir, or leave it out to use outputs/{cfg.name}/"
         )
-    engine = choose_backend(cfg, backend, credentials=credentials, show_progress=show_progress, batch_dir=run.path,
-                            on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens, c.cached_tokens))
     session = Session(cfg, run, backend, engine, from_source=from_source)
     if from_source and load_now:  # a corpus that does not load stops here, before the manifest takes the new settings
         ensure_criteria(session)

@@ -34,6 +34,15 @@ def offline_env(monkeypatch):
         monkeypatch.delenv(key, raising=False)
 
 
+@pytest.fixture
+def here(tmp_path, monkeypatch) -> Path:
+    """A user's folder, the current directory of every command."""
+    work = tmp_path / "support"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return work
+
+
 def write_pipeline(tmp_path: Path, corpus: str = "devai", extra: str = "", **corpus_keys) -> Path:
     """A pipeline TOML over a bundled corpus, with fast backoff so retry tests take milliseconds."""
     keys = "".join(f"{k} = {v!r}\n" if not isinstance(v, list) else f"{k} = {v!r}\n" for k, v in corpus_keys.items())

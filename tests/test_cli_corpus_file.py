@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import tomllib
-from pathlib import Path
 
 import polars as pl
 import pytest
@@ -19,15 +18,6 @@ from tests.conftest import ROOT, invoke, offline_devai_run
 @pytest.fixture(autouse=True)
 def _offline(offline_env):
     return offline_env
-
-
-@pytest.fixture
-def here(tmp_path, monkeypatch) -> Path:
-    """A user's folder, the current directory of every command."""
-    work = tmp_path / "support"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    return work
 
 
 def devai_rows(n: int | None = None) -> pl.DataFrame:

@@ -25,15 +25,6 @@ def _offline(offline_env):
     return offline_env
 
 
-@pytest.fixture
-def here(tmp_path, monkeypatch) -> Path:
-    """A user's folder, the current directory of every command."""
-    work = tmp_path / "support"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    return work
-
-
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> Path:
     return offline_devai_run(tmp_path_factory.mktemp("first-hour-a"))
@@ -146,6 +137,15 @@ def test_a_misspelt_provider_stops_before_anything_is_written(here, command):
     line = refused(command, "support.csv", "--provider", "gemni")
     assert "gemni" in line and all(p in line for p in ("gemini", "vertex", "openai", "offline"))
     assert sorted(p.name for p in here.iterdir()) == ["support.csv"]
+
+
+def test_a_missing_key_stops_before_a_run_folder_is_made(here, monkeypatch):
+    for var in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    support_csv(here / "support.csv", 20)
+    line = refused("run", "support.csv", "--provider", "gemini")
+    assert "GEMINI_API_KEY" in line
+    assert not list(here.glob("outputs/support/gemini*")), "an empty run folder was left behind"
 
 
 # ---- item 10: the run folder's pipeline.toml travels with it -----------------------------------
