@@ -361,23 +361,47 @@ def backup(run_dir: Path, taxonomy_hash: str) -> Path:
 
 def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> EditResult:
     """Edit the taxonomy of the session's run and propagate it. `s` is a pipeline Session."""
-    from taxonomy.pipeline import fingerprint, micro_centroids, primary_shares, summary_markdown
-    from taxonomy.run import stale_uses, taxonomy_in_use
-    from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
+    from taxonomy.pipeline import micro_centroids
+    from taxonomy.run import taxonomy_in_use
+    from taxonomy.taxonomy_io import load_taxonomy
 
     run = s.run
-    if op not in OPS:
-        raise EditError(f"edit {op}: unknown edit; fix: use one of {', '.join(OPS)}")
-    want = {"rename": 2, "merge": 2, "split": 1, "describe": 2}[op]
-    if len(args) != want:
-        what = "a capability name and a sentence in quotes" if op == "describe" else f"{want} capability name(s)"
-        raise EditError(f"edit {op}: takes {what}, got {len(args)} argument(s); fix: taxonomy edit RUN {USAGE[op]}")
+    _check_args(op, args)
     taxonomy_in_use(run, "edit")  # the tags on disk must belong to this taxonomy before they are carried over
     old = load_taxonomy(run.need("taxonomy.json", "merge"), s.cfg.labels)
     tags = run.read_parquet("stage3_tags.parquet", "tag")
     micro = [MicroCapability.model_validate(m) for m in run.read_json("micro_capabilities.json")] if run.has("micro_capabilities.json") else []
     centroids = micro_centroids(run, micro) if micro and run.has("label_embeddings.npy") else None
     before = constraint_violations(old, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
+    new, new_tags, retagged, notes = _changed(s, op, args, old, tags, micro, centroids)
+    if op in ("merge", "split"):
+        _shares_from_tags(new, new_tags)
+    after = constraint_violations(new, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
+    if not micro:
+        notes.append("merge constraints not checked: this run has no micro_capabilities.json")
+    introduced = [v for v in after if v not in before]
+    if introduced and not allow_violations:
+        raise EditError(f"{run.path / 'taxonomy.json'}: the {op} breaks {len(introduced)} merge constraint(s): {introduced[0]}"
+                        f"{' (and more)' if len(introduced) > 1 else ''}; nothing was written; fix: edit differently, "
+                        "or pass --allow-violations to keep it with the violations recorded")
+    new.repairs = [r for r in old.repairs if not r.startswith("unresolved:")] + [f"edit: {op} {' '.join(args)} ({now()})"]
+    if "violations" in Taxonomy.model_fields:  # where the merge stage records accepted violations
+        new.violations = after
+    else:
+        new.repairs += [f"unresolved: {v}" for v in after]
+    new.content_hash = new.compute_hash()
+    if new.placement:  # only a rename or a describe keeps it: the tags did not move
+        new.placement_hash = new.content_hash
+    if new.content_hash == old.content_hash:
+        raise EditError(f"edit {op} {' '.join(args)}: the taxonomy would not change; fix: nothing to do")
+
+    return _write(s, op, args, old, new, new_tags, retagged, after, notes)
+
+
+def _changed(s, op: str, args: list[str], old: Taxonomy, tags: pl.DataFrame, micro: list[MicroCapability],
+             centroids: np.ndarray | None) -> tuple[Taxonomy, pl.DataFrame, int, list[str]]:
+    """The edited taxonomy, its tags, how many criteria were re-tagged, and notes for the user."""
+    run = s.run
     notes: list[str] = []
     retagged = 0
     if op == "rename":
@@ -403,27 +427,27 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
         fresh = _retag(s, new, affected["criterion_id"])
         new_tags = retag_rows(tags, fresh)
         retagged = fresh.height
-    if op in ("merge", "split"):
-        _shares_from_tags(new, new_tags)
-    after = constraint_violations(new, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
-    if not micro:
-        notes.append("merge constraints not checked: this run has no micro_capabilities.json")
-    introduced = [v for v in after if v not in before]
-    if introduced and not allow_violations:
-        raise EditError(f"{run.path / 'taxonomy.json'}: the {op} breaks {len(introduced)} merge constraint(s): {introduced[0]}"
-                        f"{' (and more)' if len(introduced) > 1 else ''}; nothing was written; fix: edit differently, "
-                        "or pass --allow-violations to keep it with the violations recorded")
-    new.repairs = [r for r in old.repairs if not r.startswith("unresolved:")] + [f"edit: {op} {' '.join(args)} ({now()})"]
-    if "violations" in Taxonomy.model_fields:  # where the merge stage records accepted violations
-        new.violations = after
-    else:
-        new.repairs += [f"unresolved: {v}" for v in after]
-    new.content_hash = new.compute_hash()
-    if new.placement:  # only a rename or a describe keeps it: the tags did not move
-        new.placement_hash = new.content_hash
-    if new.content_hash == old.content_hash:
-        raise EditError(f"edit {op} {' '.join(args)}: the taxonomy would not change; fix: nothing to do")
+    return new, new_tags, retagged, notes
 
+
+def _check_args(op: str, args: list[str]) -> None:
+    if op not in OPS:
+        raise EditError(f"edit {op}: unknown edit; fix: use one of {', '.join(OPS)}")
+    want = {"rename": 2, "merge": 2, "split": 1, "describe": 2}[op]
+    if len(args) != want:
+        what = "a capability name and a sentence in quotes" if op == "describe" else f"{want} capability name(s)"
+        raise EditError(f"edit {op}: takes {what}, got {len(args)} argument(s); fix: taxonomy edit RUN {USAGE[op]}")
+
+
+def _write(s, op: str, args: list[str], old: Taxonomy, new: Taxonomy, new_tags: pl.DataFrame, retagged: int,
+           after: list[str], notes: list[str]) -> EditResult:
+    """The edited taxonomy and tags replace the run's, the old ones kept in edits/<hash>/, and the tags'
+    provenance names the new taxonomy."""
+    from taxonomy.pipeline import fingerprint, primary_shares, summary_markdown
+    from taxonomy.run import stale_uses
+    from taxonomy.taxonomy_io import taxonomy_markdown
+
+    run = s.run
     saved = backup(run.path, old.content_hash)
     stale = dependents(run.path, old.content_hash)
     run.write_json("taxonomy.json", new.model_dump())

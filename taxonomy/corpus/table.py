@@ -67,7 +67,7 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
     return frame, [f"row {n}" for n in range(1, frame.height + 1)]
 
 
-def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
+def _not_a_folder(path: Path) -> None:
     if path.is_dir():
         try:
             hint = _folder_format(path)
@@ -79,19 +79,29 @@ def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
             "format 'table' needs a file but this is a folder",
             f"point path at a .jsonl/.csv/.parquet file, or set format = \"{hint}\"",
         )
-    show, rel = _show(path), path.name
-    raw, rownums = _read_table(path)
-    found = raw.columns
+
+
+def _columns(path: Path, cfg: CorpusConfig, found: list[str]) -> ColumnMap:
+    """The file's column for each field: named in [corpus.columns], else found by name; a named one must exist."""
     cols, defaults = resolve_columns(cfg.columns, found), ColumnMap()
     for key, src in cols.model_dump().items():
         explicit = src != getattr(defaults, key)
         if src not in found and (key == "text" or explicit):
             raise CorpusError(
-                show,
+                _show(path),
                 "line 1" if path.name.lower().endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None,
                 f"column {src!r} (columns.{key}) not found; columns found: {', '.join(found) or 'none'}",
                 f"rename the column in the file or set [corpus.columns] {key} = \"<your column>\"",
             )
+    return cols
+
+
+def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
+    _not_a_folder(path)
+    show, rel = _show(path), path.name
+    raw, rownums = _read_table(path)
+    found = raw.columns
+    cols = _columns(path, cfg, found)
 
     def column(key: str) -> list:
         src = getattr(cols, key)
