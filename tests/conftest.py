@@ -43,6 +43,16 @@ def here(tmp_path, monkeypatch) -> Path:
     return work
 
 
+def refused(*args) -> str:
+    """The command stops on bad input: exit 2 and one error line with a fix."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "fix: " in errors[0], result.output
+    return errors[0]
+
+
 def write_pipeline(tmp_path: Path, corpus: str = "devai", extra: str = "", **corpus_keys) -> Path:
     """A pipeline TOML over a bundled corpus, with fast backoff so retry tests take milliseconds."""
     keys = "".join(f"{k} = {v!r}\n" if not isinstance(v, list) else f"{k} = {v!r}\n" for k, v in corpus_keys.items())

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from taxonomy.cli import app
-from tests.conftest import ROOT, write_pipeline
+from tests.conftest import ROOT, refused, write_pipeline
 
 GOOD = [{"task_id": "t", "text": f"The report states the accuracy value for experiment number {i}."} for i in range(8)]
 SMALL = '[cluster]\nk = 2\n[merge]\nmin_caps = 1\nmax_caps = 3\nmin_share = 0\n'
@@ -21,14 +21,6 @@ def pipeline(tmp: Path, corpus: Path | str, fmt: str = "table", extra: str = "",
     toml.write_text(f'name = "{name}"\n[corpus]\npath = "{corpus}"\nformat = "{fmt}"\n{corpus_keys}[output]\ndir = "{tmp / "out"}"\n{extra}')
     return toml
 
-
-def refused(*args) -> str:
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == 2, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "fix: " in errors[0], result.output
-    return errors[0]
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:

@@ -7,12 +7,10 @@ import tomllib
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
-from taxonomy.cli import app
 from taxonomy.config import load_config
 from taxonomy.corpus import CorpusConfig, load_corpus
-from tests.conftest import ROOT, invoke, offline_devai_run
+from tests.conftest import refused, ROOT, invoke, offline_devai_run
 
 
 @pytest.fixture(autouse=True)
@@ -27,13 +25,6 @@ def devai_rows(n: int | None = None) -> pl.DataFrame:
                          pl.col("category"), pl.col("brief").alias("prompt"))
     return frame if n is None else frame.head(n)
 
-
-def refused(*args) -> str:
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    assert result.exit_code == 2, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "fix: " in errors[0], result.output
-    return errors[0]
 
 
 def test_run_a_bare_csv_detects_columns_writes_its_toml_and_resumes_from_it(here):

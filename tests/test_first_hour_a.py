@@ -12,12 +12,10 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
-from taxonomy.cli import app
 from taxonomy.corpus import CorpusConfig, load_corpus
 from taxonomy.schemas import Taxonomy
-from tests.conftest import ROOT, invoke, offline_devai_run
+from tests.conftest import refused, ROOT, invoke, offline_devai_run
 
 
 @pytest.fixture(autouse=True)
@@ -41,13 +39,6 @@ def support_csv(path: Path, n: int | None = None) -> Path:
     (frame if n is None else frame.head(n)).write_csv(path)
     return path
 
-
-def refused(*args) -> str:
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    assert result.exit_code == 2, result.output
-    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-    assert len(errors) == 1 and "fix: " in errors[0], result.output
-    return errors[0]
 
 
 def primaries(run: Path) -> dict[str, str]:
