@@ -371,8 +371,13 @@ EXAMPLE = "the TOML `taxonomy init CORPUS` writes, which lists every key with it
 
 
 def describe_error(path: str | Path, exc: ValidationError) -> str:
-    """The first validation error on one line; an unknown key gets the closest valid one."""
-    err = exc.errors()[0]
+    """One validation error on one line; an unknown key gets the closest valid one.
+
+    An unknown key is reported before anything else: a misspelt required key (`pth` for `path`) also
+    makes the right one missing, and only the misspelling says what to fix."""
+    # A missing name comes last: it is taken from corpus.path, so a missing path is the one to fix.
+    errors = sorted(exc.errors(), key=lambda e: (e["type"] != "extra_forbidden", tuple(e["loc"]) == ("name",)))
+    err = errors[0]
     loc = [str(p) for p in err["loc"]]
     key = ".".join(loc) or "(top level)"
     if err["type"] == "extra_forbidden":
@@ -386,8 +391,14 @@ def describe_error(path: str | Path, exc: ValidationError) -> str:
                     f"fix: rename {loc[-1]} to {close[0]} (an example: {EXAMPLE})")
         return (f"{path}: key {key}: not a setting in {where} (its keys: {', '.join(valid)}); "
                 f"fix: remove it or use one of those (an example: {EXAMPLE})")
+    if err["type"] == "missing":
+        return f"{path}: key {key}: required and missing; fix: add {loc[-1]} = ... under {_section(loc)} (an example: {EXAMPLE})"
     msg = str(err["msg"]).removeprefix("Value error, ")
     return f"{path}: key {key}: {msg}; fix: correct or remove {key} (an example: {EXAMPLE})"
+
+
+def _section(loc: list[str]) -> str:
+    return f"[{'.'.join(loc[:-1])}]" if loc[:-1] else "the top level"
 
 
 def _valid_keys(loc: list[str]) -> list[str]:

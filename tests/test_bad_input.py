@@ -148,7 +148,7 @@ def test_a_failed_invocation_loses_nothing_written_before(tmp_path, finished_run
     toml, run = finished_run
     before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     toml.write_text(toml.read_text().replace("[cluster]", "[cluster]\nk = -1\nnot_a_key = 2\n[unused]"))
-    assert "key cluster.k" in refused("run", toml, "--run-dir", run, "-q")
+    assert "key cluster.not_a_key: not a setting" in refused("run", toml, "--run-dir", run, "-q")
     after = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
     assert after == before
 
