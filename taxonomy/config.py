@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from taxonomy.corpus import CorpusConfig
+from taxonomy.corpus.jsonio import decode
 
 
 class Section(BaseModel):
@@ -353,7 +354,7 @@ def load_config(path: str | Path) -> PipelineConfig:
     if not path.is_file():
         raise ConfigError(f"{path}: no such pipeline config; fix: pass a TOML file such as pipelines/paperbench.toml")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = tomllib.loads(decode(path.read_bytes()))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc}); fix: correct the syntax at that line") from None
     except UnicodeDecodeError as exc:

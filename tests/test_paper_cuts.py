@@ -2,11 +2,13 @@
 holds the house form: one line naming the file, the row where there is one, and the fix; exit 2."""
 from __future__ import annotations
 
-from pathlib import Path
+import json
 
 import pytest
 
-from tests.conftest import ROOT, refused
+from taxonomy.config import load_config
+from taxonomy.corpus import load_corpus
+from tests.conftest import ROOT, invoke, refused
 
 RUBRIC = ROOT / "benchmarks" / "heldout" / "report_writing.csv"
 
@@ -30,3 +32,29 @@ def test_a_missing_path_is_asked_for_not_removed(tmp_path):
     toml.write_text('[corpus]\nformat = "table"\n')
     error = refused("run", toml)
     assert "key corpus.path: required and missing; fix: add path = ... under [corpus]" in error
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-32-le"])
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_utf16_and_utf32_files_with_a_bom_are_read(tmp_path, encoding, suffix):
+    rows = [("t1", f"The report states the measured accuracy of experiment {i}.") for i in range(6)]
+    text = ("task_id,criterion\n" + "".join(f'{t},"{c}"\n' for t, c in rows) if suffix == "csv"
+            else "".join(json.dumps({"task_id": t, "criterion": c}) + "\n" for t, c in rows))
+    # "utf-16"/"utf-32" write a native-order mark; the -be/-le codecs write none, so it is added by hand.
+    data = text.encode(encoding) if encoding.count("-") == 1 else ("\ufeff" + text).encode(encoding)
+    corpus = tmp_path / f"r.{suffix}"
+    corpus.write_bytes(data)
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'name = "p"\n[corpus]\npath = "{corpus}"\n', encoding="utf-16")
+    result = invoke("init", corpus, "--out", tmp_path / "init.toml")
+    assert "(6 criteria)" in result.output
+    frame = load_corpus(load_config(toml).corpus, toml.parent).frame
+    assert frame["text"].to_list() == [c for _, c in rows]
+
+
+def test_utf16_without_a_bom_gets_a_fix_that_keeps_it(tmp_path):
+    corpus = tmp_path / "r.csv"
+    corpus.write_bytes("criterion\nThe report states the value.\n".encode("utf-16-le"))
+    error = refused("init", corpus, "--out", tmp_path / "p.toml")
+    assert "r.csv: line 1: holds NUL bytes: UTF-16 or UTF-32 written without a byte-order mark" in error
+    assert "iconv -f utf-16le -t utf-8" in error and "latin1" not in error

@@ -1,6 +1,7 @@
 """Reading JSON and JSONL corpus files, plain or gzipped."""
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import zlib
@@ -26,14 +27,33 @@ def _read_text(path: Path) -> str:
         except (OSError, EOFError, zlib.error) as exc:
             raise CorpusError(_show(path), "-", f"not a readable gzip file ({exc})", "re-compress it with gzip, or give the uncompressed file") from None
     try:
-        return data.decode("utf-8-sig")
+        text = decode(data)
     except UnicodeDecodeError as exc:
+        if exc.encoding != "utf-8":
+            raise CorpusError(_show(path), "-", f"not valid {exc.encoding.upper()} although it starts with that byte-order mark ({exc.reason})",
+                              "save the file again as UTF-8") from None
         line = data[: exc.start].count(b"\n") + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
-        raise CorpusError(
-            _show(path), line, f"not UTF-8 (byte 0x{data[exc.start]:02x} at column {column})",
-            "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
-        ) from None
+        raise CorpusError(_show(path), line, f"not UTF-8 (byte 0x{data[exc.start]:02x} at column {column})",
+                          "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)") from None
+    if "\x00" in text[:4096]:
+        # ASCII written as UTF-16 or UTF-32 without a byte-order mark is valid UTF-8 with a NUL after every letter.
+        raise CorpusError(_show(path), text.count("\n", 0, text.index("\x00")) + 1,
+                          "holds NUL bytes: UTF-16 or UTF-32 written without a byte-order mark",
+                          "save it as UTF-8, or as UTF-16 with a byte-order mark (e.g. `iconv -f utf-16le -t utf-8`)")
+    return text
+
+
+# UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
+         (codecs.BOM_UTF16_BE, "utf-16"), (codecs.BOM_UTF8, "utf-8-sig"))
+
+
+def decode(data: bytes) -> str:
+    """Text of a file: UTF-8, or UTF-8/16/32 when it starts with that byte-order mark (spreadsheet exports
+    write UTF-16). Raises UnicodeDecodeError naming the encoding tried."""
+    encoding = next((name for bom, name in _BOMS if data.startswith(bom)), "utf-8")
+    return data.decode(encoding)
 
 
 def read_json(path: str | Path) -> Any:
