@@ -5,6 +5,7 @@ that is neither a number nor a negation (those change what is checked)."""
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 
 from taxonomy.lint.findings import Finding, clip
 from taxonomy.lint.grounding import items
@@ -16,10 +17,18 @@ MIN_WORDS = 5    # a one-word change in a shorter criterion is another criterion
 
 def duplicate(c: Corpus) -> list[Finding]:
     folded = {r.idx: tuple(fold(w) for w in normalized(r.text).split()) for r in c.rows}
+    same: dict[tuple, list[Row]] = defaultdict(list)  # one set per check repeated: same task, parent, folded text and sign
+    for r in c.rows:
+        if folded[r.idx]:
+            same[(r.task_id, r.context, normalized(r.text), r.weight < 0)].append(r)
+    out = [_repeats(rows) for rows in same.values() if len(rows) + sum(len(r.copies) for r in rows) >= 2]
+    return out + _near(c, [rows[0] for rows in same.values()], folded)
 
+
+def _near(c: Corpus, rows: list[Row], folded: dict) -> list[Finding]:
+    """Pairs one word apart, among criteria that are not repeats of each other."""
     def keys(r: Row):
         t = folded[r.idx]
-        yield t
         # One word changed, added or dropped leaves the first or the last h words as they were, h
         # reckoned from the shorter text: (n-1)//2 when this one is the shorter, (n-2)//2 when the longer.
         for h in {(len(t) - 1) // 2, (len(t) - 2) // 2}:
@@ -27,21 +36,40 @@ def duplicate(c: Corpus) -> list[Finding]:
                 yield ("head", h, t[:h])
                 yield ("tail", h, t[-h:])
 
-    found = sorted(pairs(c.rows, keys))
-    out = []
+    found = [(i, j) for i, j in sorted(pairs(rows, keys)) if (c.rows[i].weight < 0) == (c.rows[j].weight < 0)]
+    near: dict[int, set[int]] = defaultdict(set)
+    apart = {}
     for i, j in found:
         a, b = c.rows[i], c.rows[j]
-        if (a.weight < 0) != (b.weight < 0) or not folded[i]:
-            continue  # opposite signs are the contradiction rule's
-        if normalized(a.text) == normalized(b.text):
-            out.append(_finding(a, b, "error", "the same criterion twice"))
-        elif min(len(folded[i]), len(folded[j])) >= MIN_WORDS and sorted(items(a.text)) == sorted(items(b.text)):
+        if min(len(folded[i]), len(folded[j])) >= MIN_WORDS and sorted(items(a.text)) == sorted(items(b.text)):
             swapped = _one_word_apart(folded[i], folded[j], c.function)
-            if swapped is not None and not _variant(i, j, found, folded):
-                # A name added or swapped ("TGAN" / "TGAN+ADA") may as well be another check.
-                swapped = swapped or _names_differ(a.text, b.text)
-                out.append(_finding(a, b, "info" if swapped else "warning", "one word apart, but naming different things (perhaps two checks)" if swapped else "one word apart"))
+            if swapped is not None:
+                apart[i, j] = swapped
+                near[i].add(j)
+                near[j].add(i)
+    out = []
+    for (i, j), swapped in apart.items():
+        if _variant(i, j, near, folded):
+            continue
+        a, b = c.rows[i], c.rows[j]
+        # A name added or swapped ("TGAN" / "TGAN+ADA") may as well be another check.
+        swapped = swapped or _names_differ(a.text, b.text)
+        out.append(_finding(a, b, "info" if swapped else "warning",
+                            "one word apart, but naming different things (perhaps two checks)" if swapped else "one word apart"))
     return out
+
+
+def _repeats(rows: list[Row]) -> Finding:
+    """One finding per set of repeats, however many: a file of 400,000 copies gives one line per check."""
+    ids = [cid for r in rows for cid in (r.criterion_id, *r.copies)]
+    if len(ids) == 2 and len(rows) == 2:
+        return _finding(rows[0], rows[1], "error", "the same criterion twice")
+    a = rows[0]
+    points = sum(abs(r.weight) * (1 + len(r.copies)) for r in rows)
+    return Finding(
+        "duplicate", "error", a.task_id, ids,
+        f'the same criterion {len(ids)} times: "{clip(a.text, 80)}" ({a.sign}); the check counts {points:g} points',
+        a.text, "keep one of them (with the weight the check deserves) and delete the others")
 
 
 def _finding(a: Row, b: Row, severity: str, how: str) -> Finding:
@@ -68,11 +96,9 @@ def _one_word_apart(a: tuple, b: tuple, function: frozenset[str]) -> bool | None
     return False if long[:k] + long[k + 1:] == short and not _meaningful(long[k]) else None
 
 
-def _variant(i: int, j: int, found: list[tuple[int, int]], folded: dict) -> bool:
+def _variant(i: int, j: int, near: dict[int, set[int]], folded: dict) -> bool:
     """A third criterion one word from both (mean / min / max of one template) makes a family of variants."""
-    near_i = {b if a == i else a for a, b in found if i in (a, b)}
-    near_j = {b if a == j else a for a, b in found if j in (a, b)}
-    return any(len(folded[k]) == len(folded[i]) == len(folded[j]) for k in (near_i & near_j) - {i, j})
+    return any(len(folded[k]) == len(folded[i]) == len(folded[j]) for k in (near[i] & near[j]) - {i, j})
 
 
 def _names_differ(a: str, b: str) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from itertools import combinations
 from typing import Callable, Iterable
@@ -16,6 +16,7 @@ from typing import Callable, Iterable
 import polars as pl
 
 from taxonomy.text import NEGATIONS, STEM_LETTERS, function_words, stem, words
+from taxonomy.validate import FUNCTION_WORDS
 
 # "does not recommend" negates "recommends": the auxiliary carries no content of its own.
 AUXILIARIES = frozenset("do does did doing".split())
@@ -96,6 +97,8 @@ class Row:
     context: str  # the ancestor requirements in a tree corpus: the same leaf text under two parents is two checks
     ws: list[str]
     content: set[str] = field(default_factory=set)  # folded content words, set by Corpus.of
+    copies: list[str] = field(default_factory=list)  # ids of the rows repeating this one word for word (same task, parent, weight)
+    english: bool = True  # written in English, which the grammar rules read
 
     @property
     def sign(self) -> str:
@@ -113,17 +116,56 @@ class Corpus:
 
     @classmethod
     def of(cls, frame: pl.DataFrame, capability: dict[str, str] | None = None) -> "Corpus":
-        texts = [t or "" for t in frame["text"].to_list()]
-        contexts = frame["context"].to_list() if "context" in frame.columns else [""] * frame.height
-        rows = [Row(i, cid, tid, text, float(w), brief or "", ctx or "", words(text)) for i, (cid, tid, text, w, brief, ctx) in enumerate(zip(
-            frame["criterion_id"].to_list(), frame["task_id"].to_list(), texts, frame["weight"].to_list(), frame["brief"].to_list(), contexts))]
+        """Rows repeated word for word (same task, parent, text and weight) are read once, with their
+        copies' ids: a file of repeats costs what its distinct rows cost."""
+        unique = _distinct(frame)
+        texts = [t or "" for t in unique["text"].to_list()]
+        rows = [Row(i, ids[0], tid, text, float(w), brief or "", ctx or "", words(text), copies=ids[1:])
+                for i, (ids, tid, text, w, brief, ctx) in enumerate(zip(
+                    unique["criterion_id"].to_list(), unique["task_id"].to_list(), texts, unique["weight"].to_list(),
+                    unique["brief"].to_list(), unique["context"].to_list()))]
         # Which languages the corpus uses is clear from a few hundred criteria; reading 3,000 costs seconds.
         function = function_words(texts[:: max(1, len(texts) // LANGUAGE_SAMPLE)])
+        other = function - FUNCTION_WORDS
         tasks: dict[str, list[Row]] = {}
         for r in rows:
             r.content = content(r.ws, function)
+            r.english = is_english(r.text, r.ws, other)
             tasks.setdefault(r.task_id, []).append(r)
         return cls(rows, function, tasks, capability or {})
+
+    def english_only(self) -> "Corpus":
+        """The criteria written in English, renumbered: what the rules that read English grammar see."""
+        if all(r.english for r in self.rows):
+            return self
+        kept = [replace(r, idx=k) for k, r in enumerate(r for r in self.rows if r.english)]
+        tasks: dict[str, list[Row]] = {}
+        for r in kept:
+            tasks.setdefault(r.task_id, []).append(r)
+        return Corpus(kept, self.function, tasks, self.capability)
+
+
+def _distinct(frame: pl.DataFrame) -> pl.DataFrame:
+    """One row per (task, parent, text, weight) in first-seen order, its criterion ids listed."""
+    if "context" not in frame.columns:
+        frame = frame.with_columns(pl.lit("").alias("context"))
+    keys = ["task_id", "context", "text", "weight"]
+    return (frame.select("criterion_id", *keys, pl.col("brief").cast(pl.Utf8))
+            .with_columns(pl.col("context").fill_null(""), pl.col("text").fill_null(""))
+            .group_by(keys, maintain_order=True)
+            .agg(pl.col("criterion_id"), pl.col("brief").first()))
+
+
+def is_english(text: str, ws: list[str], other_function: frozenset[str]) -> bool:
+    """Written in English: mostly Latin letters, and not more stop words of another language the
+    corpus uses than English function words ("la", "der" are not English; "the", "of" are)."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return True
+    if sum(ch < "\u0250" for ch in letters) < 0.5 * len(letters):
+        return False
+    english = sum(w in FUNCTION_WORDS and w not in other_function for w in ws)
+    return sum(w in other_function and w not in FUNCTION_WORDS for w in ws) <= english
 
 
 def pairs(rows: list[Row], keys: Callable[[Row], Iterable]) -> set[tuple[int, int]]:
