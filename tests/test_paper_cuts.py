@@ -58,3 +58,23 @@ def test_utf16_without_a_bom_gets_a_fix_that_keeps_it(tmp_path):
     error = refused("init", corpus, "--out", tmp_path / "p.toml")
     assert "r.csv: line 1: holds NUL bytes: UTF-16 or UTF-32 written without a byte-order mark" in error
     assert "iconv -f utf-16le -t utf-8" in error and "latin1" not in error
+
+
+@pytest.mark.parametrize("name, data, where", [
+    ("extra.csv", "task_id,criterion\nt,The report states one value.\nt,The report states two,extra\nt,Three.\n",
+     "extra.csv: line 3: 3 fields where the header (line 1) has 2"),
+    ("extra.tsv", "task_id\tcriterion\nt\tOne value.\nt\t\"A quoted\nfield\"\nt\tTwo\textra\n",
+     "extra.tsv: line 5: 3 fields where the header (line 1) has 2"),
+    ("open.csv", 'task_id,criterion\nt,The report states one value.\nt,"The report states two\nt,three\n',
+     "open.csv: line 3: a quoted field starts on this line and its closing quote never comes"),
+])
+def test_a_table_parse_error_names_its_line(tmp_path, name, data, where):
+    (tmp_path / name).write_text(data)
+    error = refused("init", tmp_path / name, "--out", tmp_path / "p.toml")
+    assert where in error and "fix: make every row have as many fields as the header" in error
+
+
+def test_a_carriage_return_inside_a_field_is_read(tmp_path):
+    """Old Mac line ends inside an unquoted field: polars keeps them as text; the line finder must not stop the run."""
+    (tmp_path / "cr.csv").write_bytes(b"task_id,criterion\r\nt,The report states one value.\r\nt,The report states \rtwo\r\nt,three\r\n")
+    assert "(3 criteria)" in invoke("init", tmp_path / "cr.csv", "--out", tmp_path / "p.toml").output

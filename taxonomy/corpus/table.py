@@ -15,13 +15,36 @@ from taxonomy.corpus.records import _extras_frame, _list, _Loaded, _prefix_ids, 
 
 
 def _record_lines(text: str, separator: str) -> list[int]:
-    """The file line on which each data record of a CSV/TSV starts (quoted fields may span lines)."""
-    reader = csv.reader(io.StringIO(text), delimiter=separator)
+    """The file line on which each data record of a CSV/TSV starts (quoted fields may span lines);
+    empty when the csv module reads the file otherwise than polars did (rows are then numbered instead)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator)
     starts, last = [], 0
-    for _ in reader:
-        starts.append(last + 1)
-        last = reader.line_num
+    try:
+        for _ in reader:
+            starts.append(last + 1)
+            last = reader.line_num
+    except csv.Error:
+        return []
     return starts[1:]
+
+
+def _csv_problem(text: str, separator: str) -> tuple[int, str] | None:
+    """(file line, what is wrong) of the first record polars could not parse, found again with the csv
+    module: polars names no line. None when the csv module sees nothing wrong either."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator, strict=True)
+    start, width = 1, None
+    try:
+        for fields in reader:
+            if fields and width is None:
+                width = len(fields)
+            elif fields and len(fields) != width:
+                return start, f"{len(fields)} fields where the header (line 1) has {width}"
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        if "end of data" in str(exc):
+            return start, "a quoted field starts on this line and its closing quote never comes"
+        return start, f"malformed ({exc})"
+    return None
 
 
 def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
@@ -58,6 +81,11 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
     except CorpusError:
         raise
     except Exception as exc:  # noqa: BLE001 - polars/arrow parse errors
+        problem = _csv_problem(text, separator) if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None
+        if problem is not None:
+            raise CorpusError(show, problem[0], problem[1],
+                              "make every row have as many fields as the header: quote a field that holds the separator "
+                              "or a line break with double quotes, and double a quote inside it (\"\")") from None
         raise CorpusError(
             show,
             "-",
