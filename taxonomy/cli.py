@@ -61,6 +61,13 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except USER_ERRORS as exc:
             _fail(exc)
+        except OSError as exc:  # a write refused outside the run's own atomic writes (a report, a backup, the answer cache)
+            from taxonomy.run import unwritable
+
+            refused = unwritable(exc)
+            if refused is None:
+                raise
+            _fail(refused)
         except KeyboardInterrupt:
             console.print("interrupted: finished calls are cached; run the same command again to resume")
             raise typer.Exit(130)

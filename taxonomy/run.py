@@ -3,9 +3,11 @@ user's umask, the manifest records what ran and from what (fingerprints), and a 
 is reported on one line instead of a traceback."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import platform
+import re
 import tempfile
 import threading
 import time
@@ -65,16 +67,52 @@ def apply_umask(path: str | Path) -> None:
 
 
 def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise unwritable(exc, path) or exc from None
     os.close(fd)
     try:
         write(Path(tmp))
         apply_umask(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        raise unwritable(exc, path) or exc from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+# The file system's refusals: the user's setup to fix. Any other OSError is a bug and stays a traceback.
+_REFUSED = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENOSPC, errno.EDQUOT}
+_TEMPORARY = re.compile(r"^\.(.+)\.[^.]+\.tmp$")  # an atomic write's temporary file: ".NAME.RANDOM.tmp"
+
+
+def unwritable(exc: OSError, path: str | Path | None = None) -> RunError | None:
+    """A write the file system refused, on one line: which file, why, and the fix; None for other errors.
+    Writes are atomic, so whatever was written before is whole and unchanged."""
+    if exc.errno not in _REFUSED:
+        return None
+    named = path or exc.filename2 or exc.filename
+    target = Path(named) if named else Path(".")
+    if _TEMPORARY.match(target.name):
+        target = target.with_name(_TEMPORARY.match(target.name)[1])
+    folder = target.parent
+    elsewhere = "or work in a folder you can write (--run-dir, or output.dir in the pipeline config)"
+    if exc.errno == errno.ENOTDIR:
+        blocker = next((p for p in [target, *target.parents] if p.exists() and not p.is_dir()), folder)
+        why, fix = f"{blocker} is a file, not a folder", f"move {blocker} away, {elsewhere}"
+    elif exc.errno == errno.EISDIR:
+        why, fix = "a folder is in the place of this file", f"move that folder away, {elsewhere}"
+    elif exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        why, fix = "no space left on the device (or over quota)", f"free some space, {elsewhere}"
+    elif exc.errno == errno.EROFS:
+        why, fix = "the file system is read-only", elsewhere.removeprefix("or ")
+    else:
+        why, fix = "permission denied", f"make {folder} writable (`chmod u+w {folder}`), {elsewhere}"
+    return RunError(f"{target}: cannot be written ({why}); fix: {fix}, then run the same command again "
+                    "(nothing already written was changed)")
 
 
 def damaged(path: Path, exc: BaseException, stage: str) -> RunError:
@@ -95,7 +133,10 @@ class RunDir:
         self.path = Path(self.path)
         if self.path.exists() and not self.path.is_dir():
             raise RunError(f"{self.path}: not a directory; fix: pass a run directory (or a new folder name) to --run-dir")
-        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise unwritable(exc, self.path / "manifest.json") or exc from None
         manifest = self.path / "manifest.json"
         if manifest.exists():
             try:

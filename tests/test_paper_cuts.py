@@ -3,14 +3,20 @@ holds the house form: one line naming the file, the row where there is one, and 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from taxonomy.config import load_config
 from taxonomy.corpus import load_corpus
-from tests.conftest import ROOT, invoke, refused
+from tests.conftest import ROOT, invoke, offline_devai_run, refused, write_pipeline
 
 RUBRIC = ROOT / "benchmarks" / "heldout" / "report_writing.csv"
+TAXONOMY = Path(sys.executable).parent / "taxonomy"
 
 
 @pytest.fixture(autouse=True)
@@ -78,3 +84,68 @@ def test_a_carriage_return_inside_a_field_is_read(tmp_path):
     """Old Mac line ends inside an unquoted field: polars keeps them as text; the line finder must not stop the run."""
     (tmp_path / "cr.csv").write_bytes(b"task_id,criterion\r\nt,The report states one value.\r\nt,The report states \rtwo\r\nt,three\r\n")
     assert "(3 criteria)" in invoke("init", tmp_path / "cr.csv", "--out", tmp_path / "p.toml").output
+
+
+# ---- 1. an output folder that cannot be written ---------------------------------------------------------
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def offline_run(tmp_path_factory) -> Path:
+    """One finished offline run of the bundled report rubric, copied by each test that spoils it."""
+    return offline_devai_run(tmp_path_factory.mktemp("paper-cuts"))
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    shutil.copytree(run, tmp_path / "run")
+    return tmp_path / "run"
+
+
+def test_a_run_into_a_folder_under_a_file_is_one_line(tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    error = refused("run", RUBRIC, "--run-dir", tmp_path / "afile" / "run", "-q", "--no-report")
+    assert f"{tmp_path / 'afile'} is a file, not a folder" in error and f"fix: move {tmp_path / 'afile'} away" in error
+
+
+def test_report_where_a_folder_holds_its_place_is_one_line(tmp_path, offline_run):
+    run = _copy(offline_run, tmp_path)
+    (run / "report.html").mkdir()
+    before = _files(run)
+    error = refused("report", run)
+    assert f"{run / 'report.html'}: cannot be written (a folder is in the place of this file)" in error
+    assert _files(run) == before
+
+
+def test_an_edit_whose_backup_cannot_be_written_is_one_line(tmp_path, offline_run):
+    run = _copy(offline_run, tmp_path)
+    (run / "edits").write_text("not a folder")
+    old = json.loads((run / "taxonomy.json").read_text())["capabilities"][0]["name"]
+    before = _files(run)
+    error = refused("edit", run, "rename", old, "check_the_recommendation_made_capability")
+    assert f"{run / 'edits'} is a file, not a folder" in error
+    assert _files(run) == before  # the taxonomy, its tags and the manifest as they were
+
+
+@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root ignores chmod without setpriv to drop that power")
+@pytest.mark.parametrize("command", ["run", "report", "edit"])
+def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
+    """The user's case: PermissionError. Root writes through chmod 555, so root runs the command without
+    CAP_DAC_OVERRIDE (setpriv), as an ordinary user would meet it."""
+    run = _copy(offline_run, tmp_path)
+    before = _files(run)
+    old = json.loads((run / "taxonomy.json").read_text())["capabilities"][0]["name"]
+    args = {"run": ["run", write_pipeline(tmp_path), "--run-dir", run, "-q", "--no-report", "--force", "tag"],
+            "report": ["report", run], "edit": ["edit", run, "rename", old, "check_the_recommendation_made_capability"]}[command]
+    run.chmod(0o555)
+    drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    try:
+        done = subprocess.run([*drop, str(TAXONOMY), *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
+    finally:
+        run.chmod(0o755)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert len(errors) == 1 and "cannot be written (permission denied); fix: make" in errors[0], done.stderr
+    assert _files(run) == before
