@@ -74,7 +74,7 @@ def test_sign_mismatch_learned_from_the_corpus_with_its_line(tmp_path):
     found = only(findings(write(tmp_path, rows)), "sign-mismatch")
     assert {(f["criterion_ids"][0], f["severity"]) for f in found} == {("t01/7", "warning"), ("t02/10", "warning")}
     fails = next(f for f in found if f["criterion_ids"] == ["t01/7"])
-    assert fails["location"] == {"file": "rubric.jsonl", "line": 7}
+    assert fails["location"] == {"file": "rubric.jsonl", "line": 7, "pointer": None}
     assert "penalties" in fails["message"] and "negative (-6)" in fails["fix"]
 
 
@@ -148,7 +148,12 @@ def test_uncovered_brief_and_ungrounded(tmp_path):
     for r in rows[:4]:
         r["brief"] = "I have asthma. You must answer in under 100 words and cite the inhaler leaflet."
     rows.append({"task_id": "t01", "criterion": "Names the \"Zorbex-7\" trial (run in 2019) as evidence for migraine treatment.", "weight": 2, "brief": rows[4]["brief"]})
-    found = findings(write(tmp_path, rows))
+    path = write(tmp_path, rows)
+    # Previews: off by default, and the summary says they were not checked.
+    data = json.loads(lint(path, "--format", "json", code=0).stdout)
+    assert not only(data["findings"], "uncovered-brief") and not only(data["findings"], "ungrounded")
+    assert {"uncovered-brief", "ungrounded"} <= {s["rule"] for s in data["summary"]["skipped"] if "preview" in s["reason"]}
+    found = findings(path, "--preview")
     uncovered = only(found, "uncovered-brief")
     assert [f["task_id"] for f in uncovered] == ["t00"] and "You must answer in under 100 words" in uncovered[0]["evidence"]
     ungrounded = only(found, "ungrounded")
@@ -224,7 +229,7 @@ def test_json_format_has_exactly_the_documented_keys(tmp_path):
     assert set(data) == {"findings", "summary"}
     for f in data["findings"]:
         assert set(f) == {"rule", "severity", "task_id", "criterion_ids", "message", "evidence", "fix", "source", "location"}
-        assert set(f["location"]) == {"file", "line"} and f["source"] == "offline" and f["rule"] in RULES
+        assert set(f["location"]) == {"file", "line", "pointer"} and f["source"] == "offline" and f["rule"] in RULES
     s = data["summary"]
     assert s["criteria"] == len(rows) and s["tasks"] == 30 and s["by_severity"]["warning"] == 1
     assert s["by_rule"]["sign-mismatch"] == 1 and s["findings"] == len(data["findings"])
@@ -270,7 +275,7 @@ def test_a_pipeline_toml_and_a_json_tree_give_file_lines(tmp_path):
     found = only(findings(toml), "sign-mismatch")
     assert [f["criterion_ids"] for f in found] == [["t99/122"]]  # a JSON list numbers its rows
     line = (tmp_path / "tree.json").read_text().splitlines().index('  "criterion": "Fails to mention when croup needs a visit to a clinician.",') + 1
-    assert found[0]["location"] == {"file": "tree.json", "line": line}
+    assert found[0]["location"] == {"file": "tree.json", "line": line, "pointer": "/121"}
     assert not (tmp_path / "out").exists()  # the offline lint writes no run
 
 
@@ -300,7 +305,7 @@ def test_run_directory_uses_its_capabilities_for_weight_outliers(tmp_path):
     run = fake_run(tmp_path, rows, {f"t{i:02d}/{4 * i + 2}": "warning_sign_naming_capability" for i in range(30)})
     found = only(findings(run), "weight-outlier")
     assert [f["criterion_ids"] for f in found] == [["t03/14"]] and "(same capability)" in found[0]["message"]
-    assert found[0]["location"] == {"file": "rubric.jsonl", "line": 14}
+    assert found[0]["location"] == {"file": "rubric.jsonl", "line": 14, "pointer": None}
 
 
 def test_library_summary_line_and_findings_per_criterion(tmp_path):

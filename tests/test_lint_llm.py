@@ -57,9 +57,10 @@ def test_model_findings_merge_with_offline_ones_and_are_cached(tmp_path, gemini_
     first = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", code=0))
     sign = [f for f in first["findings"] if f["rule"] == "sign-mismatch"]
     assert [(f["criterion_ids"], f["source"], f["severity"]) for f in sign] == [(["t01/7"], "offline+llm", "warning")]
-    # The model's compound finding on t02 matches the offline one (a numbered list): merged, not doubled.
+    # The model's compound findings are a preview (judged precision 0.45): the offline one stands alone...
     compound = [f for f in first["findings"] if f["rule"] == "compound"]
-    assert [(f["task_id"], f["source"]) for f in compound] == [("t02", "offline+llm")]
+    assert [(f["task_id"], f["source"]) for f in compound] == [("t02", "offline")]
+    assert any(s["rule"] == "compound" and "preview" in s["reason"] for s in first["summary"]["skipped"])
     assert first["summary"]["llm"] == {"asked": 30, "kept": 2, "dropped": 0, "dropped_findings": [], "unanswered": 0}
     calls = server.count("generate")
     assert calls == 30
@@ -67,6 +68,9 @@ def test_model_findings_merge_with_offline_ones_and_are_cached(tmp_path, gemini_
     assert RunDir(run).usage_totals()["lint"]["calls"] == 30
     again = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", code=0))
     assert server.count("generate") == calls and again["findings"] == first["findings"]  # the cache answers; nothing is paid twice
+    # ...and --select compound turns it on: it matches the offline one (a numbered list), merged, not doubled.
+    selected = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", "--select", "compound", code=0))
+    assert [(f["task_id"], f["source"]) for f in selected["findings"]] == [("t02", "offline+llm")]
     assert API_KEY not in files_text(tmp_path)
 
 

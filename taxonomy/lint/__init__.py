@@ -1,43 +1,39 @@
 """`taxonomy lint`: find defective criteria in a rubric corpus, like a code linter finds defective code.
 
-    lint(frame, capability=None, select=None) -> [Finding]   the offline rules, deterministic
+    lint(frame, capability=None, select=None) -> [Finding]   the offline rules (default: those on by default), deterministic
     summary_line(frame, target) -> str                        one line: the findings summed, the command listing them
     run_summary(run_dir) -> str                               that line for a finished run (`taxonomy run` prints it)
     findings_by_criterion(frame, capability=None) -> {criterion_id: [Finding]}
     report_section(criteria, tags) -> dict                    the report's rows: criteria beside their findings
 
-The rules live one family per module (signs, duplicates, wording, grounding, weights); the LLM's
-findings (llm.py) are validated and merged with them; output.py writes every format.
+The rules live one family per module (signs, duplicates, wording, grounding, weights), registered once
+in rules.py; the LLM's findings (llm.py) are validated and merged with them; output.py writes every format.
 """
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Iterable
 
 import polars as pl
 
-from taxonomy.lint.duplicates import duplicate
-from taxonomy.lint.findings import RULES, SEVERITIES, Finding, plural, rank
-from taxonomy.lint.grounding import uncovered_brief, ungrounded
+from taxonomy.lint.findings import SEVERITIES, Finding, plural, rank
 from taxonomy.lint.reading import Corpus
-from taxonomy.lint.signs import contradiction, sign_mismatch
-from taxonomy.lint.weights import weight_outlier
-from taxonomy.lint.wording import compound, hygiene, vague
+from taxonomy.lint.rules import RULES
 
 __all__ = ["RULES", "SEVERITIES", "Finding", "lint", "summary_line", "run_summary", "findings_by_criterion", "counts"]
 
-CHECKS: dict[str, Callable[[Corpus], list[Finding]]] = {
-    "sign-mismatch": sign_mismatch, "contradiction": contradiction, "duplicate": duplicate, "compound": compound,
-    "vague": vague, "weight-outlier": weight_outlier, "uncovered-brief": uncovered_brief, "ungrounded": ungrounded,
-    "hygiene": hygiene,
-}
-
 
 def lint(frame: pl.DataFrame, capability: dict[str, str] | None = None, select: Iterable[str] | None = None) -> list[Finding]:
-    """The offline rules over a criteria frame (criterion_id, task_id, text, weight, brief), in the corpus's order."""
-    corpus = Corpus.of(frame, capability)
+    """The offline rules over a criteria frame (criterion_id, task_id, text, weight, brief), in the corpus's order;
+    `select` None runs the rules on by default (not the previews)."""
+    return run_rules(Corpus.of(frame, capability), select)
+
+
+def run_rules(corpus: Corpus, select: Iterable[str] | None = None) -> list[Finding]:
+    chosen = [r for r in RULES.values() if r.default("offline")] if select is None else [RULES[name] for name in select]
+    english = corpus.english_only() if any(r.english for r in chosen) else corpus
+    found = [f for rule in chosen for f in rule.check(english if rule.english else corpus)]
     order = {r.criterion_id: r.idx for r in corpus.rows}
-    found = [f for rule in (select or CHECKS) for f in CHECKS[rule](corpus)]
     return sorted(found, key=lambda f: (order.get(f.criterion_ids[0], 0), -rank(f.severity), f.rule))
 
 

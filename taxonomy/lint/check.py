@@ -2,18 +2,29 @@
 when a model is configured, place every finding on its file's line."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from taxonomy.config import ConfigError
-from taxonomy.lint import lint
-from taxonomy.lint.findings import RULES, SEVERITIES, Finding
+from taxonomy.lint import run_rules
+from taxonomy.lint.coverage import skipped
+from taxonomy.lint.findings import SEVERITIES, Finding
 from taxonomy.lint.llm import STAGE, jobs, merge, read_answers
 from taxonomy.lint.output import summary
 from taxonomy.lint.reading import Corpus
+from taxonomy.lint.rules import RULES
 from taxonomy.lint.target import Target, load_target
 
 
 FAIL_ON = ("error", "warning", "never")
+
+
+@dataclass
+class Plan:
+    """Which rules run offline and which of the model's findings are kept."""
+
+    offline: list[str]
+    model: list[str]
 
 
 def choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
@@ -23,8 +34,9 @@ def choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
     return value
 
 
-def rules(select: str | None, ignore: str | None) -> list[str]:
-    """The rules `--select` and `--ignore` leave; an unknown name is a one-line error naming the known ones."""
+def rules(select: str | None, ignore: str | None, preview: bool = False) -> Plan:
+    """The rules `--select`, `--ignore` and `--preview` leave, per source: a rule named in --select runs
+    from every source it has, previews included; an unknown name is a one-line error naming the known ones."""
     def names(option: str, value: str | None) -> list[str]:
         listed = [n.strip() for n in (value or "").split(",") if n.strip()]
         for n in listed:
@@ -32,8 +44,14 @@ def rules(select: str | None, ignore: str | None) -> list[str]:
                 raise ConfigError(f"{option} {n}: unknown rule; fix: use one or more of {', '.join(RULES)}, separated by commas")
         return listed
 
-    chosen, dropped = names("--select", select) or list(RULES), set(names("--ignore", ignore))
-    return [r for r in RULES if r in chosen and r not in dropped]
+    chosen, dropped = set(names("--select", select)), set(names("--ignore", ignore))
+    kept = [r for r in RULES.values() if r.id not in dropped and (not chosen or r.id in chosen)]
+
+    def on(rule, source: str) -> bool:
+        asked = source == "offline" or rule.model is not None
+        return asked and (rule.id in chosen or preview or rule.default(source))
+
+    return Plan([r.id for r in kept if on(r, "offline")], [r.id for r in kept if on(r, "llm")])
 
 
 def fails(findings: list[Finding], fail_on: str) -> bool:
@@ -43,27 +61,38 @@ def fails(findings: list[Finding], fail_on: str) -> bool:
     return any(SEVERITIES.index(f.severity) >= least for f in findings)
 
 
-def check(path: Path, chosen: list[str], provider: str | None = None, quiet: bool = True) -> tuple[list[Finding], dict]:
+def at_least(findings: list[Finding], severity: str) -> list[Finding]:
+    """`--min-severity`: the findings at or above it."""
+    least = SEVERITIES.index(severity)
+    return [f for f in findings if SEVERITIES.index(f.severity) >= least]
+
+
+def check(path: Path, plan: Plan, provider: str | None = None, quiet: bool = True) -> tuple[list[Finding], dict]:
     target = load_target(path)
-    found = lint(target.frame, target.capability, chosen)
-    found, llm = _with_model(target, found, chosen, provider, quiet)
+    corpus = Corpus.of(target.frame, target.capability)
+    found = run_rules(corpus, plan.offline)
+    found, llm = _with_model(target, corpus, found, plan.model, provider, quiet)
     where = target.locations()
     for f in found:
-        f.location = where.get(f.criterion_ids[0], {"file": None, "line": None})
+        f.location = where.get(f.criterion_ids[0], {"file": None, "line": None, "pointer": None})
     n_tasks = target.frame["task_id"].n_unique()
-    return found, summary(found, target.frame.height, n_tasks, llm)
+    summ = summary(found, target.frame.height, n_tasks, llm)
+    summ["skipped"] = skipped(corpus, plan.offline, plan.model, llm, target.frame.height)
+    return found, summ
 
 
-def _with_model(target: Target, found: list[Finding], chosen: list[str], provider: str | None, quiet: bool) -> tuple[list[Finding], dict]:
+def _with_model(target: Target, corpus: Corpus, found: list[Finding], chosen: list[str], provider: str | None,
+                quiet: bool) -> tuple[list[Finding], dict]:
     from taxonomy.llm.providers import resolve_provider_name
 
     backend = resolve_provider_name(provider or target.cfg.llm.provider)
     if backend == "offline":
         return found, {"asked": 0, "why": "offline: set GEMINI_API_KEY or pass --provider for the model's review"}
+    if not chosen:
+        return found, {"asked": 0, "why": "no rule selected that the model reviews"}
     from taxonomy.pipeline import open_session
 
     session = open_session(target.cfg, provider=backend, run_dir=target.run_dir, show_progress=not quiet, from_source=target.run_dir is None)
-    corpus = Corpus.of(target.frame)
     asked = jobs(corpus)
     answers = session.engine.ask(STAGE, [job for _, job in asked], "lint: reviewing each task's criteria")
     if answers is None:

@@ -1,24 +1,10 @@
-"""What a lint finding is, the rule vocabulary and the severity order."""
+"""What a lint finding is, and the severity order (the rules are in rules.py)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
 SEVERITIES = ("info", "warning", "error")  # in rising order
 SOURCES = ("offline", "llm", "offline+llm")
-
-# Every rule id, with the one-line description `--select` errors and the LLM prompt show.
-RULES: dict[str, str] = {
-    "sign-mismatch": "the sign contradicts the wording (a failure rewarded, a plainly desirable behaviour penalised)",
-    "contradiction": "two criteria of a task reward (or penalise) a statement and its negation, or one statement with opposite signs",
-    "duplicate": "the same check twice in a task, so its weight counts twice",
-    "compound": "one criterion bundles independent checks that a response can half-meet",
-    "vague": "nothing a grader can check: no object, number, quoted term or named item",
-    "weight-outlier": "a weight far from the weights of similar criteria",
-    "uncovered-brief": "a requirement the brief states that no criterion of the task checks",
-    "ungrounded": "a criterion names items found neither in the brief nor in the task's other criteria",
-    "hygiene": "overlong text, white-space or encoding junk",
-}
-
 
 def rank(severity: str) -> int:
     return SEVERITIES.index(severity)
@@ -34,7 +20,7 @@ class Finding:
     evidence: str = ""  # the criterion text (or brief sentence) the finding rests on, verbatim
     fix: str = ""
     source: str = "offline"
-    location: dict = field(default_factory=lambda: {"file": None, "line": None})
+    location: dict = field(default_factory=lambda: {"file": None, "line": None, "pointer": None})
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -1,9 +1,11 @@
 """The model's review: one call per task (brief, then the numbered criteria with signs and weights),
 every finding checked in code (known rule, existing ids, a verbatim quote) and re-asked when invalid.
 
-A finding still invalid after the re-asks is dropped and counted, never kept. An LLM judge alone is
-not a stable linter (two judges agreed at kappa 0.04-0.51 on one corpus), so a finding only the model
-makes is a note (info); where an offline rule finds the same defect the two merge, marked offline+llm.
+A finding still invalid after the re-asks is dropped and counted, never kept. A finding only the model
+makes takes the severity its rule's judged precision earns (rules.py: a warning for sign-mismatch and
+duplicate, a note for the others); where an offline rule finds the same defect the two are one finding,
+marked offline+llm. Criteria are fenced as data but shown verbatim, so a quote copied from the prompt
+is the criterion's own text.
 """
 from __future__ import annotations
 
@@ -12,15 +14,25 @@ from functools import partial
 
 from pydantic import BaseModel, Field
 
-from taxonomy.lint.findings import RULES, Finding, rank
+import re
+
+from taxonomy.lint.findings import Finding, rank
 from taxonomy.lint.reading import Corpus, Row
 from taxonomy.llm.jobs import Answer, Job
+from taxonomy.lint.rules import RULES, asked_of_model
 from taxonomy.prompts import render
 from taxonomy.stages.common import shared_prefix
 from taxonomy.validate import Violation
 
 STAGE = "lint"
 MIN_QUOTE_WORDS = 3
+# Only a tag of the prompt's own fences could end the data early; every other character is shown as written.
+_FENCE_TAG = re.compile(r"<(/?\s*(?:criterion|task_brief)\b)", re.I)
+
+
+def fenced(text: str) -> str:
+    """Text shown inside a fence: verbatim, except that a fence tag inside it is escaped ("&lt;/criterion")."""
+    return _FENCE_TAG.sub(r"&lt;\1", text or "")
 
 
 class LintItem(BaseModel):
@@ -55,15 +67,17 @@ def _flat(text: str) -> str:
 
 def item_problems(item: LintItem, rows: list[Row]) -> list[str]:
     """Why a finding cannot be kept: an unknown rule, an index out of range, a quote not in the criterion."""
-    if item.rule not in RULES:
-        return [f"rule {item.rule!r} is unknown; use one of {', '.join(RULES)}"]
+    asked = asked_of_model()
+    if item.rule not in asked:
+        return [f"rule {item.rule!r} is unknown; use one of {', '.join(asked)}"]
     bad = [i for i in item.criterion_idx if not 0 <= i < len(rows)]
     if bad:
         return [f"criterion_idx {bad} does not exist; the criteria are numbered 0 to {len(rows) - 1}"]
     text = rows[item.criterion_idx[0]].text
     quote = item.quote.strip().strip('"“”')
     short = len(text.split()) < MIN_QUOTE_WORDS
-    if not quote or _flat(quote) not in _flat(text) or (len(quote.split()) < MIN_QUOTE_WORDS and not short):
+    copied = any(_flat(quote) in _flat(shown) for shown in (text, fenced(text)))
+    if not quote or not copied or (len(quote.split()) < MIN_QUOTE_WORDS and not short):
         return [f"quote {item.quote!r} is not copied verbatim (at least {MIN_QUOTE_WORDS} words) from criterion {item.criterion_idx[0]}"]
     if not item.message.strip() or not item.fix.strip():
         return ["message and fix must both say something"]
@@ -77,8 +91,8 @@ def validate(answer: LintAnswer, rows: list[Row]) -> list[Violation]:
 def jobs(c: Corpus) -> list[tuple[str, Job[LintAnswer]]]:
     out = []
     for task_id, rows in c.tasks.items():
-        prompt = render("lint.j2", rules=RULES, task_id=task_id, brief=rows[0].brief,
-                        criteria=[{"text": r.text, "weight": f"{r.weight:+g}"} for r in rows])
+        prompt = render("lint.j2", rules=asked_of_model(), task_id=task_id, brief=fenced(rows[0].brief),
+                        criteria=[{"text": fenced(r.text), "weight": f"{r.weight:+g}"} for r in rows])
         out.append((task_id, Job(prompt=prompt, schema=LintAnswer, validate=partial(validate, rows=rows), prefix=shared_prefix(prompt))))
     return out
 
@@ -96,20 +110,26 @@ def read_answers(c: Corpus, asked: list[str], answers: list[Answer[LintAnswer]])
                 review.dropped.append(f"task {task_id}: {item.rule} {item.criterion_idx}: {problems[0]}")
                 continue
             ids = list(dict.fromkeys(rows[i].criterion_id for i in item.criterion_idx))
-            review.findings.append(Finding(item.rule, "info", task_id, ids, item.message.strip(), item.quote.strip(), item.fix.strip(), "llm"))
+            review.findings.append(Finding(item.rule, RULES[item.rule].model, task_id, ids, item.message.strip(), item.quote.strip(),
+                                           item.fix.strip(), "llm"))
     return review
 
 
 def merge(offline: list[Finding], model: list[Finding]) -> list[Finding]:
-    """One finding per (rule, criteria): an offline finding the model confirms is marked offline+llm
-    and rises to warning at least; the model's own findings stay notes."""
-    by_key = {f.key(): f for f in offline}
-    extra = []
+    """One finding per defect: a model finding about the same rule and criteria as an offline one (or
+    about some of a set of repeats the offline rule lists) joins it, marked offline+llm, at the higher of
+    the two severities and at least a warning; the model's other findings keep their own severity."""
+    by_criterion: dict[tuple[str, str], list[Finding]] = {}
+    for f in offline:
+        for cid in f.criterion_ids:
+            by_criterion.setdefault((f.rule, cid), []).append(f)
+    extra, seen = [], set()
     for f in model:
-        same = by_key.get(f.key())
-        if same is None:
-            extra.append(f)
-        else:
+        same = next((g for g in by_criterion.get((f.rule, f.criterion_ids[0]), []) if set(f.criterion_ids) <= set(g.criterion_ids)), None)
+        if same is not None:
             same.source = "offline+llm"
-            same.severity = max(same.severity, "warning", key=rank)
+            same.severity = max(same.severity, f.severity, "warning", key=rank)
+        elif f.key() not in seen:  # the model naming one defect twice is still one finding
+            seen.add(f.key())
+            extra.append(f)
     return offline + extra

@@ -5,7 +5,9 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from taxonomy.lint.findings import RULES, SEVERITIES, Finding, plural
+from taxonomy.lint.coverage import line as not_checked
+from taxonomy.lint.findings import SEVERITIES, Finding, plural
+from taxonomy.lint.rules import RULES
 
 FORMATS = ("text", "json", "sarif", "github")
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -32,7 +34,9 @@ def _where(f: Finding) -> str:
     loc = f.location or {}
     if not loc.get("file"):
         return f.criterion_ids[0]
-    return f"{loc['file']}:{loc['line']}" if loc.get("line") else str(loc["file"])
+    if loc.get("line"):
+        return f"{loc['file']}:{loc['line']}"
+    return f"{loc['file']}#{loc['pointer']}" if loc.get("pointer") else str(loc["file"])
 
 
 def text(findings: list[Finding], summ: dict) -> str:
@@ -50,10 +54,13 @@ def text(findings: list[Finding], summ: dict) -> str:
     s = summ["by_severity"]
     rules = ", ".join(f"{rule} {n}" for rule, n in summ["by_rule"].items()) or "none"
     counted = ", ".join(plural(s[k], name) for k, name in (("error", "error"), ("warning", "warning"), ("info", "note")))
+    hidden = summ["findings"] - summ.get("shown", summ["findings"])
     lines.append(f"{plural(summ['findings'], 'finding')} ({counted}) on {summ['criteria_flagged']} of {summ['criteria']} criteria "
-                 f"in {summ['tasks']} tasks; by rule: {rules}")
+                 f"in {summ['tasks']} tasks; by rule: {rules}" + (f"; {hidden} below --min-severity not listed" if hidden else ""))
     if "llm" in summ:
         lines.append(_llm_line(summ["llm"]))
+    if "skipped" in summ:
+        lines.append(not_checked(summ["skipped"]))
     return "\n".join(lines) + "\n"
 
 
@@ -87,11 +94,14 @@ def sarif(findings: list[Finding], summ: dict) -> str:
             physical = {"artifactLocation": {"uri": _uri(loc["file"])}}
             if loc.get("line"):
                 physical["region"] = {"startLine": int(loc["line"])}
-            result["locations"] = [{"physicalLocation": physical}]
+            place = {"physicalLocation": physical}
+            if loc.get("pointer"):  # where in a JSON tree: its JSON pointer
+                place["logicalLocations"] = [{"fullyQualifiedName": loc["pointer"], "kind": "element"}]
+            result["locations"] = [place]
         results.append(result)
     driver = {
         "name": "taxonomy lint", "version": _version(), "informationUri": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/",
-        "rules": [{"id": r, "name": r.replace("-", " ").title().replace(" ", ""), "shortDescription": {"text": d}} for r, d in RULES.items()],
+        "rules": [{"id": r, "name": r.replace("-", " ").title().replace(" ", ""), "shortDescription": {"text": d.description}} for r, d in RULES.items()],
     }
     log = {"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
            "runs": [{"tool": {"driver": driver}, "results": results, "properties": {"summary": summ}}]}

@@ -2,6 +2,7 @@
 directory (with that run's tags), and where each criterion sits in its file."""
 from __future__ import annotations
 
+import gzip
 import json
 import re
 from dataclasses import dataclass, field
@@ -29,19 +30,20 @@ class Target:
         return path if path.is_dir() else path.parent
 
     def locations(self) -> dict[str, dict]:
-        """criterion_id -> {"file", "line"}: the corpus file's own line, found for JSON nodes by their text."""
+        """criterion_id -> {"file", "line", "pointer"}: the file as it is on disk (rubric.json.gz when the loader
+        read that), its own line, found for JSON nodes by their text, and the node's JSON pointer."""
         root = self.corpus_root()
         sources = self.frame["source"].to_list() if "source" in self.frame.columns else [""] * self.frame.height
         out = {}
         for cid, text, source in zip(self.frame["criterion_id"].to_list(), self.frame["text"].to_list(), sources):
             m = _SOURCE.match(source or "")
-            file = root / m["file"] if m and m["file"] else None
+            file = _on_disk(root / m["file"]) if m and m["file"] else None
             line = int(m["line"]) if m and m["line"] and not m["file"].endswith(".parquet") else None
-            if file is not None and line is None and m["pointer"]:
+            pointer = m["pointer"] if m and m["pointer"] is not None else None
+            if file is not None and line is None and pointer is not None:
                 line = _line_of(str(file), text or "")
-            out[cid] = {"file": _show(file) if file is not None else None, "line": line}
+            out[cid] = {"file": _show(file) if file is not None else None, "line": line, "pointer": pointer}
         return out
-
 
 def load_target(target: Path) -> Target:
     """A run directory (it has manifest.json), a pipeline TOML, or a corpus file or folder (detected)."""
@@ -74,11 +76,20 @@ def _from_run(run_dir: Path) -> Target:
     return Target(frame, cfg, run_dir, primary_capability(tags))
 
 
+def _on_disk(path: Path) -> Path:
+    """A loader names the logical file (papers/x/rubric.json); the one on disk may be its .gz."""
+    gz = path.with_name(path.name + ".gz")
+    return gz if not path.exists() and gz.exists() else path
+
+
 @lru_cache(maxsize=64)
 def _file_text(path: str) -> str:
     try:
+        if path.endswith(".gz"):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                return f.read()
         return Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):  # a .gz or unreadable file: no line, the file is still named
+    except (OSError, UnicodeDecodeError, EOFError):  # unreadable: no line, the file and pointer are still named
         return ""
 
 

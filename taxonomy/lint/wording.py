@@ -19,6 +19,7 @@ CLAUSE_WORDS = 3        # each side of a joint this long, to be a check of its o
 GENERIC_TASKS = 0.05    # a word found in this share of tasks names nothing particular
 VAGUE_WORDS = 4        # besides its judging words, a criterion of more content words says something particular
 OVERLONG_CHARS = 1000
+VAGUE_MIN_TASKS = 20    # fewer tasks cannot tell a word common to many tasks from a particular one
 # English words that judge or hedge rather than name (grammar of appraisal, the same in every field), folded.
 JUDGING = frozenset(fold(w) for w in (
     "appropriate appropriately adequate adequately sufficient sufficiently proper properly suitable suitably good well "
@@ -88,8 +89,8 @@ def _bundled(text: str, starts: frozenset[str], local: frozenset[str]) -> tuple[
 
 
 def vague(c: Corpus) -> list[Finding]:
-    if len(c.tasks) < 20:
-        return []  # too few tasks to tell a generic word from a particular one
+    if len(c.tasks) < VAGUE_MIN_TASKS:
+        return []  # summary.skipped says so (coverage.py)
     spread: Counter = Counter()
     for rows in c.tasks.values():
         spread.update(set().union(*(r.content for r in rows)))
