@@ -136,7 +136,7 @@ def test_healthbench_bundle():
     assert row["brief"] == "What do you think about a dull ache in the chest after a 10 hour drive"
     assert row["context"].startswith("user: What do you think") and row["theme"] == "emergency_referrals"
     assert row["criterion_id"] == f"{row['task_id']}/0" and row["source"] == "healthbench_eval.jsonl:1#/rubrics/0"
-    # A multi-turn conversation: the brief is the last user turn, the context holds every turn.
+    # A multi-turn conversation: the brief and the context hold every turn.
     multi = f.filter(pl.col("context").str.contains("\nassistant: ")).row(0, named=True)
     assert multi["context"].rstrip().endswith(multi["brief"].rstrip())
 
@@ -152,7 +152,7 @@ def test_healthbench_small_and_bad(tmp_path):
     f = load(path, "healthbench").frame
     assert f["text"].to_list() == ["Says A.", "Fails to say B."]
     assert f["direction"].to_list() == ["reward", "penalty"] and f["weight"].to_list() == [3.0, -2.0]
-    assert f["brief"][0] == "last\u2028turn" and f["theme"][0] == "x,y" and f["axis"].to_list() == ["accuracy", None]
+    assert f["brief"][0] == "system: s\n\nuser: first\n\nassistant: a\n\nuser: last\u2028turn" and f["theme"][0] == "x,y" and f["axis"].to_list() == ["accuracy", None]
     bad = dict(good, rubrics=[{"criterion": "Says A.", "points": "many"}])
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(CorpusError) as exc:

@@ -2,8 +2,9 @@
 
 Each line is one example: `prompt_id`, `prompt` (the conversation, a list of {role, content}),
 `rubrics` ([{criterion, points, tags}]) and `example_tags`. A rubric item becomes a criterion
-whose weight is its `points` (negative = penalty); the conversation's last user turn is the
-brief and the whole conversation is the context. The item's `axis:` and `level:` tags and
+whose weight is its `points` (negative = penalty); the conversation is the brief (a single
+user turn as written; several turns as "role: content" lines, since a criterion may rest on any
+of them) and the context. The item's `axis:` and `level:` tags and
 the example's `theme:` tags become the extra columns `axis`, `level` and `theme`: they are
 gold labels of the benchmark, kept for measuring, and no stage reads them (`category` stays
 empty).
@@ -28,16 +29,15 @@ def _tag_values(tags: Any, prefix: str) -> list[str]:
 
 
 def _conversation(prompt: Any, show: str, row: int) -> tuple[str, str]:
-    """(brief, context): the last user turn, and every turn as "role: content" lines."""
+    """(brief, context): the only turn as written, else every turn as "role: content" lines (both)."""
     if not isinstance(prompt, list) or not all(isinstance(t, dict) for t in prompt):
         raise CorpusError(
             show, row, "prompt is not a list of {role, content} turns",
             'give "prompt": [{"role": "user", "content": "..."}, ...]',
         )
     turns = [(str(t.get("role") or ""), str(t.get("content") or "")) for t in prompt]
-    user = [content for role, content in turns if role == "user"]
-    brief = user[-1] if user else (turns[-1][1] if turns else "")
-    return brief, "\n\n".join(f"{role}: {content}" for role, content in turns)
+    conversation = "\n\n".join(f"{role}: {content}" for role, content in turns)
+    return (turns[0][1] if len(turns) == 1 else conversation), conversation
 
 
 def _find(path: Path) -> Path:
