@@ -234,13 +234,73 @@ def timed_cli() -> tuple[float, float]:
     return time.perf_counter() - start, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+FIXTURES = ROOT / "tests" / "fixtures" / "lint"
+
+
+def judged(path: Path, preview: bool = True) -> tuple[list, dict[str, set[str]]]:
+    """A labelled fixture's offline findings (every rule, previews included) and its labels:
+    criterion_id -> the rules it is a defect of ("uncovered-brief:words" names the brief's requirement)."""
+    from taxonomy.lint.check import check, rules
+
+    found, _ = check(path, rules(None, None, preview), "offline")
+    from taxonomy.lint.target import load_target
+
+    frame = load_target(path).frame
+    labels = {cid: {x for x in (d or "").split("|") if x} for cid, d in zip(frame["criterion_id"], frame["defect"])}
+    return found, labels
+
+
+def real(f, labels: dict[str, set[str]]) -> bool:
+    """A finding is a real defect when a criterion it names is labelled with its rule (for uncovered-brief:
+    when its evidence holds the labelled requirement)."""
+    for cid in f.criterion_ids:
+        for label in labels.get(cid, ()):
+            rule, _, words_ = label.partition(":")
+            if rule == f.rule and (not words_ or words_.lower() in f.evidence.lower()):
+                return True
+    return False
+
+
+def precision(paths: list[Path]) -> None:
+    """Precision per rule and severity on the labelled fixtures, and recall of their labelled defects."""
+    counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
+    labelled: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for path in paths:
+        found, labels = judged(path)
+        for f in found:
+            counts[(f.rule, f.severity)][0] += 1
+            counts[(f.rule, f.severity)][1] += real(f, labels)
+        for cid, rules_ in labels.items():
+            for label in rules_:
+                rule = label.partition(":")[0]
+                labelled[rule][0] += 1
+                labelled[rule][1] += any(f.rule == rule and real(f, {cid: {label}}) for f in found)
+    print(f"\nPrecision on the labelled fixtures ({', '.join(p.name for p in paths)}), offline, previews included:\n")
+    print("| rule | severity | findings | real | precision |\n|---|---|---:|---:|---:|")
+    strong = [0, 0]
+    for (rule, severity), (n, hit) in sorted(counts.items()):
+        print(f"| {rule} | {severity} | {n} | {hit} | {hit / n:.2f} |")
+        if severity != "info":
+            strong[0] += n
+            strong[1] += hit
+    if strong[0]:
+        print(f"| all | warning+ | {strong[0]} | {strong[1]} | {strong[1] / strong[0]:.2f} |")
+    print("\n| rule | labelled defects | found (any severity) |\n|---|---:|---:|")
+    for rule, (n, hit) in sorted(labelled.items()):
+        print(f"| {rule} | {n} | {hit} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpora", nargs="+", default=["healthbench", "paperbench", "devai"])
     ap.add_argument("--n", type=int, default=40, help="injections per kind and corpus")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--sample", type=Path, help="write real findings to judge here")
+    ap.add_argument("--judged", nargs="*", type=Path, help="only the precision on these labelled fixtures (default: tests/fixtures/lint/*.csv)")
     args = ap.parse_args()
+    if args.judged is not None:
+        precision(args.judged or sorted(FIXTURES.glob("*.csv")))
+        return
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     real = {}
     print("| corpus | kind | injected | found (any severity) | found at warning+ |\n|---|---|---:|---:|---:|")
