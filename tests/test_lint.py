@@ -67,15 +67,31 @@ def test_a_sound_corpus_has_no_warnings(tmp_path):
     assert [f for f in found if f["severity"] != "info"] == []
 
 
-def test_sign_mismatch_learned_from_the_corpus_with_its_line(tmp_path):
-    rows = base_rows()
-    rows[6]["weight"] = 6  # t01: "Fails to mention when migraine needs a visit..." now rewards a failure
-    rows[9]["weight"] = -4  # t02: "Correctly names one warning sign ..." now penalised
+def test_sign_mismatch_grammar_shows_inversions_even_in_a_tiny_corpus(tmp_path):
+    said = [("The agent fails to confirm the cancellation date.", 3, True), ("Incorrectly states that refunds are never given.", 2, True),
+            ("Neglects to mention the emergency cash option.", 2, True), ("Correctly explains that partial months are not refunded.", -2, True),
+            ("The report accurately states the duration of the baby blues.", -3, True),
+            # Sound: an absence rewarded, a failure or a wrong statement penalised, a success rewarded.
+            ("Does not ask for the customer's full card number.", 4, False), ("Does not incorrectly claim a refund is due.", 2, False),
+            ("Incorrectly promises a refund for the partial month.", -3, False), ("Fails to verify the account email.", -5, False),
+            ("Correctly computes the remaining trial days.", 3, False), ("Explains the fee correctly and briefly.", -1, False)]
+    rows = [{"task_id": "t0", "criterion": text, "weight": w, "brief": ""} for text, w, _ in said]
     found = only(findings(write(tmp_path, rows)), "sign-mismatch")
-    assert {(f["criterion_ids"][0], f["severity"]) for f in found} == {("t01/7", "warning"), ("t02/10", "warning")}
-    fails = next(f for f in found if f["criterion_ids"] == ["t01/7"])
-    assert fails["location"] == {"file": "rubric.jsonl", "line": 7, "pointer": None}
-    assert "penalties" in fails["message"] and "negative (-6)" in fails["fix"]
+    assert sorted((f["evidence"], f["severity"]) for f in found) == sorted((text, "warning") for text, _, bad in said if bad)
+    fails = next(f for f in found if f["evidence"] == said[0][0])
+    assert fails["location"] == {"file": "rubric.jsonl", "line": 1, "pointer": None}
+    assert "a reward, but its wording states a failure" in fails["message"] and "negative (-3)" in fails["fix"]
+
+
+def test_sign_mismatch_learned_from_the_corpus(tmp_path):
+    rows = base_rows() + [{"task_id": f"t{i:02d}", "criterion": f"Skips the question about {topic} allergies.", "weight": -2, "brief": ""}
+                          for i, topic in enumerate(TOPICS)]
+    rows += [{"task_id": f"t{i:02d}", "criterion": f"Skips any follow-up on {topic} in children.", "weight": -1, "brief": ""}
+             for i, topic in enumerate(TOPICS)]
+    rows[-1]["weight"] = 2  # "Skips" opens 59 other penalties: this reward disagrees with its corpus
+    found = only(findings(write(tmp_path, rows)), "sign-mismatch")
+    assert [(f["criterion_ids"], f["severity"]) for f in found] == [([f"t29/{len(rows)}"], "warning")]
+    assert "59 of 59 other criteria opening with \"Skips\" are penalties" in found[0]["message"]
 
 
 def test_sign_mismatch_same_wording_with_opposite_sign_elsewhere(tmp_path):
@@ -214,7 +230,7 @@ def test_text_format_groups_by_task(tmp_path):
     out = lint(write(tmp_path, rows), code=0).stdout
     # The example docs/LINT.md shows.
     assert ('task t01 (1 finding)\n  rubric.jsonl:7: warning sign-mismatch: "Fails to mention when migraine needs a visit to a clinician." '
-            'carries +6, but 58 of 59 other criteria opening with "Fails" are penalties\n'
+            'carries +6, a reward, but its wording states a failure\n'
             '      fix: make the weight negative (-6), or reword the criterion as the behaviour its sign scores\n') in out
     assert "task t02 (1 finding)\n  rubric.jsonl:11: warning sign-mismatch:" in out
     assert "\n      fix: make the weight negative (-6)" in out

@@ -1,8 +1,10 @@
-"""sign-mismatch and contradiction: signs read against the wording, learned from the corpus's own signs.
+"""sign-mismatch and contradiction: signs read against the wording.
 
-An opening word ("Fails", "Correctly") that the corpus's other criteria use almost only with one sign
-is a cue; a criterion carrying the other sign disagrees with its own corpus. A negated opening
-("Does not ...", "No ...") is never more than a hint: rewarding an absence is a legitimate wording.
+Grammar shows some inversions in any corpus, however small: a rewarded criterion whose main verb states
+a failure ("fails to", "incorrectly", "neglects to"), a penalised one that states a success ("correctly",
+"accurately"). Beyond those, an opening word that the corpus's other criteria use almost only with one
+sign is a cue learned from the corpus. A negated opening ("Does not ...", "No ...") never warns:
+rewarding an absence is a legitimate wording.
 """
 from __future__ import annotations
 
@@ -11,11 +13,16 @@ from collections import Counter, defaultdict
 from taxonomy.lint.findings import Finding, clip
 from taxonomy.lint.grounding import items
 from taxonomy.lint.reading import Corpus, Row, core, main_clause, negated_opening, negations, opening, pairs
+from taxonomy.text import NEGATIONS
 
-CUE_SUPPORT = 10      # other criteria with the opening before it says anything
-CUE_SHARE = 0.97      # share of them with the other sign, for a hint (info); below it, verbs merely lean one way
-STRONG_SUPPORT = 50   # ...and for a warning: so many criteria that, none the other way, the other sign's rate is under 6% (rule of three),
+STRONG_SUPPORT = 50   # other criteria with the opening: so many that, none the other way, the other sign's rate is under 6% (rule of three),
 STRONG_SHARE = 0.97   # a near-unanimous sign, and an opening that is not a negation
+# English words that state the criterion's behaviour failed or succeeded, whatever the field: implicative
+# verbs of failing (with "to": "fails to mention") and adverbs of manner ("incorrectly states").
+FAILING_VERBS = frozenset("fail fails failed neglect neglects neglected forget forgets forgot".split())
+FAILURE_ADVERBS = frozenset("incorrectly wrongly inaccurately falsely erroneously mistakenly".split())
+SUCCESS_ADVERBS = frozenset("correctly accurately successfully".split())
+SUBJECT_WORDS = 3     # the verb stands within this many words of the start ("The report fails to ...")
 SAME_CHECK = 0.8      # content-word overlap (Jaccard) at which two criteria state one thing...
 MAX_APART = 3         # ...when at most this many content words tell them apart
 NEGATION_APART = 1    # a statement and its negation: at most one other word apart
@@ -23,6 +30,19 @@ NEGATION_APART = 1    # a statement and its negation: at most one other word apa
 
 def _penalty(r: Row) -> bool:
     return r.weight < 0
+
+
+def stated(ws: list[str], function: frozenset[str]) -> str | None:
+    """"failure" or "success" when the main clause's verb says so ("Fails to ...", "The agent incorrectly
+    ...", "Correctly ..."), None otherwise or when a negation comes first ("Does not incorrectly ...")."""
+    for k, w in enumerate(ws[:SUBJECT_WORDS + 1]):
+        if w in NEGATIONS or (k and ws[0] not in function):
+            return None  # a negated verb, or a first word that is not a subject's determiner ("Explains ...")
+        if w in FAILURE_ADVERBS or (w in FAILING_VERBS and (w.startswith(("neglect", "forg")) or ws[k + 1:k + 2] == ["to"])):
+            return "failure"
+        if w in SUCCESS_ADVERBS:
+            return "success"
+    return None
 
 
 def sign_mismatch(c: Corpus) -> list[Finding]:
@@ -33,21 +53,38 @@ def sign_mismatch(c: Corpus) -> list[Finding]:
             counts[cue][_penalty(r)] += 1
     out = []
     for r, cue in zip(c.rows, cues):
-        if not cue or r.weight == 0:
+        if r.weight == 0:
             continue
-        others = counts[cue].copy()
-        others[_penalty(r)] -= 1
-        n, against = sum(others.values()), others[not _penalty(r)]
-        if n < CUE_SUPPORT or against / n < CUE_SHARE:
-            continue
-        strong = n >= STRONG_SUPPORT and against / n >= STRONG_SHARE and not negated_opening(r.ws)
-        kind, wanted = ("penalties", "negative") if not _penalty(r) else ("rewards", "positive")
-        word = r.text.split()[0]
-        out.append(Finding(
-            "sign-mismatch", "warning" if strong else "info", r.task_id, [r.criterion_id],
-            f'"{clip(r.text, 90)}" carries {r.sign}, but {against} of {n} other criteria opening with "{word}" are {kind}',
-            r.text, f"make the weight {wanted} ({-r.weight:+g}), or reword the criterion as the behaviour its sign scores"))
+        found = _grammar(r, c.function) or (_learned(r, cue, counts[cue]) if cue else None)
+        if found:
+            out.append(found)
     return out + _opposite_elsewhere(c)
+
+
+def _grammar(r: Row, function: frozenset[str]) -> Finding | None:
+    what = stated(main_clause(r.text), function)
+    if (what == "failure" and r.weight > 0) or (what == "success" and r.weight < 0):
+        scored = "a reward" if r.weight > 0 else "a penalty"
+        return _finding(r, f'"{clip(r.text, 90)}" carries {r.sign}, {scored}, but its wording states a {what}')
+    return None
+
+
+def _learned(r: Row, cue: str, seen: Counter) -> Finding | None:
+    """An opening the corpus uses with the other sign in at least STRONG_SUPPORT other criteria and
+    STRONG_SHARE of them. Fewer gave notes judged wrong (0 of 5): they are not reported."""
+    others = seen.copy()
+    others[_penalty(r)] -= 1
+    n, against = sum(others.values()), others[not _penalty(r)]
+    if n < STRONG_SUPPORT or against / n < STRONG_SHARE or negated_opening(r.ws):
+        return None
+    kind = "penalties" if not _penalty(r) else "rewards"
+    return _finding(r, f'"{clip(r.text, 90)}" carries {r.sign}, but {against} of {n} other criteria opening with "{r.text.split()[0]}" are {kind}')
+
+
+def _finding(r: Row, message: str) -> Finding:
+    wanted = "negative" if not _penalty(r) else "positive"
+    return Finding("sign-mismatch", "warning", r.task_id, [r.criterion_id], message, r.text,
+                   f"make the weight {wanted} ({-r.weight:+g}), or reword the criterion as the behaviour its sign scores")
 
 
 def _opposite_elsewhere(c: Corpus) -> list[Finding]:
