@@ -102,7 +102,9 @@ class LLMConfig(Section):
     max_retries: int = Field(6, ge=0)
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 60.0
-    timeout_s: float = 120.0
+    timeout_s: float = Field(120.0, gt=0)
+    # Retries of a call that got no answer within timeout_s: a silent server is rarely saved by waiting longer.
+    timeout_retries: int = Field(1, ge=0)
     reask_attempts: int = Field(2, ge=0)
     # Vertex: fall back to GOOGLE_CLOUD_PROJECT / GOOGLE_CLOUD_LOCATION when empty.
     project: str = ""

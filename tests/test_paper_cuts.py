@@ -3,17 +3,22 @@ holds the house form: one line naming the file, the row where there is one, and 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from taxonomy.config import load_config
+from taxonomy.config import LLMConfig, load_config
 from taxonomy.corpus import load_corpus
-from tests.conftest import ROOT, invoke, offline_devai_run, refused, write_pipeline
+from tests.conftest import API_KEY, ROOT, invoke, offline_devai_run, refused, write_pipeline
 
 RUBRIC = ROOT / "benchmarks" / "heldout" / "report_writing.csv"
 TAXONOMY = Path(sys.executable).parent / "taxonomy"
@@ -149,3 +154,75 @@ def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
     assert len(errors) == 1 and "cannot be written (permission denied); fix: make" in errors[0], done.stderr
     assert _files(run) == before
+
+
+# ---- 2, 3. a server that cannot be reached, or never answers ----------------------------------------------
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def _silent_server():
+    """Accepts every connection and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def _discover(tmp_path, base_url: str, monkeypatch, caplog, llm: str = "") -> tuple[int, list[str], float]:
+    """Stage 1 of 60 DevAI criteria through the real SDK (its prompt prefix is long enough for a context cache)."""
+    toml = write_pipeline(tmp_path, limit=60)
+    toml.write_text(toml.read_text().replace("[llm]\n", f"[llm]\n{llm}"))
+    monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", base_url)
+    monkeypatch.setenv("GEMINI_API_KEY", API_KEY)
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    started = time.monotonic()
+    with caplog.at_level(logging.WARNING):
+        result = invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", ok=False)
+    lines = [line for line in result.output.splitlines() if line.strip()] + [f"{r.levelname} {r.name}: {r.getMessage()}" for r in caplog.records]
+    return result.exit_code, lines, time.monotonic() - started
+
+
+def test_an_unreachable_server_is_said_once_and_whole(tmp_path, monkeypatch, caplog):
+    port = _closed_port()
+    code, lines, _ = _discover(tmp_path, f"http://127.0.0.1:{port}", monkeypatch, caplog)
+    said = [line for line in lines if f"127.0.0.1:{port}" in line]
+    assert code == 2 and len(said) == 1 and said[0].startswith("error: gemini: cannot connect"), lines
+    assert said[0].endswith("answers already received are cached"), said[0]
+    assert not any("context cache" in line or "asyncio" in line or "Traceback" in line for line in lines), lines
+
+
+def test_a_server_that_never_answers_says_what_timed_out_once(tmp_path, monkeypatch, caplog):
+    with _silent_server() as url:
+        code, lines, seconds = _discover(tmp_path, url, monkeypatch, caplog, llm="timeout_s = 1\n")
+    errors = [line for line in lines if line.startswith("error:")]
+    assert code == 2 and seconds < 30, (seconds, lines)
+    assert len(errors) == 1 and "gemini: no answer within 1 s (llm.timeout_s); no call was answered for" in errors[0], lines
+    assert "or raise llm.timeout_s if it is only slow" in errors[0]
+    assert not any("ReadTimeout" in line or "TimeoutError" in line or "asyncio" in line for line in lines), lines
+    # what ran meanwhile is said as it happens, never as a second copy of the error
+    assert all("stopping if no call is answered for 2 s" in line for line in lines if line.startswith("WARNING")), lines
+
+
+def test_the_default_settings_stop_a_silent_server_within_minutes():
+    cfg = LLMConfig()
+    assert (cfg.timeout_retries + 1) * cfg.timeout_s <= 300 and cfg.timeout_retries < cfg.max_retries

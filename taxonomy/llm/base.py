@@ -28,9 +28,15 @@ class Completion:
 class TransientError(Exception):
     """Worth retrying: 429, 5xx, timeouts, dropped connections."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, retry_after: float | None = None, timed_out: bool = False):
         super().__init__(message)
         self.retry_after = retry_after
+        self.timed_out = timed_out
+
+
+def timed_out(name: str, seconds: float) -> TransientError:
+    """A call the server took and never answered in time: what, how long, and the setting that changes it."""
+    return TransientError(f"{name}: no answer within {seconds:g} s (llm.timeout_s)", timed_out=True)
 
 
 class PermanentError(Exception):

@@ -18,7 +18,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from taxonomy.llm.base import Completion
+from taxonomy.llm.base import Completion, plain
 from taxonomy.secrets import redact
 
 log = logging.getLogger("taxonomy.llm")
@@ -49,6 +49,7 @@ class ContextCaches:
         self.runner, self.stage, self.usage = runner, stage, usage
         self.cfg = runner.cfg.context_cache
         self.by_prefix: dict[str, tuple[str, int, float]] = {}  # prefix -> (name, tokens, created at)
+        self.failed: str | None = None  # why a cache could not be made, said by report() if the calls go through
 
     def supported(self) -> bool:
         return self.cfg.enabled and self.runner.cfg.mode == "online" and hasattr(self.runner.provider, "create_context_cache")
@@ -65,8 +66,14 @@ class ContextCaches:
             try:
                 name, written = self.runner.provider.create_context_cache(prefix, self.cfg.ttl_s, f"taxonomy-{self.stage}")
             except Exception as exc:  # noqa: BLE001 - a cache is an optimisation: without it the calls send the prefix
-                log.warning("no context cache for %s (%s); sending its prefix with every call", self.stage, redact(str(exc))[:200])
-                continue
+                # Not said yet: a server that refused the cache (a bad key, no connection, no answer) refuses the calls
+                # too, and the run's error says it once. Nor tried again: each attempt could wait llm.timeout_s.
+                self.failed = redact(plain(str(exc)).split("; fix:")[0])
+                if getattr(exc, "timed_out", False):  # the calls are about to wait as long: say what is happening now
+                    log.warning("%s to a request for a context cache; sending the calls without one, and stopping if no call "
+                                "is answered for %g s", self.failed, self.runner.silence_limit())
+                    self.failed = None
+                return
             # Writing the prefix is billed as input once; the answers that read it are billed at the cached price.
             # Storage goes into the ledger for the whole TTL at once, so a run killed now still accounts for
             # the cache it leaves to expire; close() credits back the time it was not kept.
@@ -75,6 +82,12 @@ class ContextCaches:
             self.usage.cache_tokens += written
             self.usage.cache_token_seconds += written * self.cfg.ttl_s
             self.by_prefix[prefix] = (name, written, time.monotonic())
+
+    def report(self) -> None:
+        """After the stage's calls went through: the cache that could not be made, once, whole."""
+        if self.failed is not None:
+            log.warning("no context cache for %s (%s); its prompt prefix was sent with every call", self.stage, self.failed)
+            self.failed = None
 
     def _ledger(self, completion: Completion, kind: str) -> None:
         if self.runner.on_paid is not None:

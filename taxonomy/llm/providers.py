@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from taxonomy.config import LLMConfig
-from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema, plain, unreachable
+from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema, plain, timed_out, unreachable
 
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 # A short-lived OAuth access token (e.g. `gcloud auth print-access-token`) for Vertex,
@@ -165,8 +165,10 @@ class GeminiProvider:
         if why is not None:
             return not_reached(self.name, why, self._endpoint)
         name = type(exc).__name__  # the transport's own errors (aiohttp, httpx), OSError among them
-        if isinstance(exc, (OSError, asyncio.TimeoutError)) or "timeout" in name.lower() or "connect" in name.lower():
-            return TransientError(f"{self.name}: {name}: {plain(str(exc))}")
+        if isinstance(exc, asyncio.TimeoutError) or "timeout" in name.lower():
+            return timed_out(self.name, self._timeout_ms / 1000)
+        if isinstance(exc, OSError) or "connect" in name.lower():
+            return TransientError(f"{self.name}: {name}: {plain(str(exc)) or 'the connection failed'}")
         return None
 
     async def complete(
@@ -249,7 +251,9 @@ class OpenAICompatibleProvider:
             why = None if isinstance(exc, openai.APITimeoutError) else unreachable(exc)
             if why is not None:
                 raise not_reached("openai", why, f"llm.base_url ({self._base_url})") from None
-            raise TransientError(f"openai: {type(exc).__name__}") from None
+            if isinstance(exc, openai.APITimeoutError):
+                raise timed_out("openai", self._timeout) from None
+            raise TransientError(f"openai: {type(exc).__name__}: {plain(str(exc)) or 'the connection failed'}") from None
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None) if usage else None
         return Completion(

@@ -19,10 +19,10 @@ from typing import Callable, Sequence, TypeVar
 from aiolimiter import AsyncLimiter
 from pydantic import BaseModel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception_type, wait_exponential_jitter
 
 from taxonomy.config import LLMConfig
-from taxonomy.llm.base import Completion, Provider, TransientError, Turn, json_schema, plain
+from taxonomy.llm.base import Completion, Provider, TransientError, Turn, json_schema, plain, timed_out
 from taxonomy.llm.batch import run_batch
 from taxonomy.llm.cache import Cache, request_key
 from taxonomy.llm.context_cache import ContextCaches
@@ -63,9 +63,12 @@ class Runner:
                 return run_batch(self, stage, list(jobs), description or stage, usage)
             caches = ContextCaches(self, stage, usage)
             try:
+                self._quiet_from = time.monotonic()  # a cache the server never answers counts towards its silence
                 if caches.supported():  # only the calls still to be paid count towards a cache paying off
                     caches.open([job for job in jobs if job.prefix and self.cache.get(self.request_key([Turn("user", job.prompt)], job)) is None])
-                return asyncio.run(self._run_all(stage, list(jobs), description or stage, usage, caches))
+                answers = asyncio.run(self._run_all(stage, list(jobs), description or stage, usage, caches))
+                caches.report()  # a cache that could not be made, said only when the calls went through without it
+                return answers
             finally:
                 caches.close()
         finally:
@@ -77,7 +80,7 @@ class Runner:
         """One online completion per (turns, job), cached and accounted: batch mode's follow-ups."""
         async def all_of() -> list[Completion]:
             self._open_limits()
-            return list(await asyncio.gather(*(self._complete(stage, turns, job, usage) for turns, job in asks)))
+            return await _all_or_none(self._complete(stage, turns, job, usage) for turns, job in asks)
 
         return asyncio.run(all_of())
 
@@ -96,6 +99,8 @@ class Runner:
             usage.batch_cached_prompt_tokens += completion.cached_tokens
 
     def _open_limits(self) -> None:
+        # The last answer of any call (or the stage's start): how long the server has been silent.
+        self._answered_at, self._quiet_from = getattr(self, "_quiet_from", None) or time.monotonic(), None
         # Limiters are bound to the running loop, so they are made per run.
         self._slots = asyncio.Semaphore(self.cfg.concurrency)
         self._requests = AsyncLimiter(self.cfg.requests_per_minute, self.rate_period_s)
@@ -112,7 +117,7 @@ class Runner:
                 progress.advance(bar)
                 return answer
 
-            return list(await asyncio.gather(*(one(job) for job in jobs)))
+            return await _all_or_none(one(job) for job in jobs)
 
     async def _ask(self, stage: str, job: Job[T], usage: Usage, caches: ContextCaches | None = None) -> Answer[T]:
         talk = Conversation(job)
@@ -159,18 +164,32 @@ class Runner:
     async def _call_with_retries(self, turns: list[Turn], job: Job[T], usage: Usage, context: tuple[str, str] | None) -> Completion:
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(TransientError),
-            stop=stop_after_attempt(self.cfg.max_retries + 1),
+            stop=_stop(self.cfg),
             wait=_wait_honouring_retry_after(self.cfg),
-            before_sleep=lambda state: _note_retry(state, usage, self._warned),
+            before_sleep=lambda state: _note_retry(state, usage, self._warned, self.silence_limit()),
             reraise=True,
         )
         try:
             return await self._attempts(retrying, turns, job, context)
         except TransientError as exc:
-            raise TransientError(
-                f"{exc} (gave up after {self.cfg.max_retries} retries); fix: check the network, quota or llm.base_url, "
-                "then run the same command again: answers already received are cached"
-            ) from None
+            tries = retrying.statistics.get("attempt_number", 1)
+            said = f"{exc}" if getattr(exc, "silent", False) else f"{exc} ({tries} {'try' if tries == 1 else 'tries'})"
+            fix = ("check that the server answers at all (the network, llm.base_url or the provider's base URL variable), "
+                   "or raise llm.timeout_s if it is only slow" if exc.timed_out else "check the network, quota or llm.base_url")
+            raise TransientError(f"{said}; fix: {fix}, then run the same command again: answers already received are cached",
+                                 timed_out=exc.timed_out) from None
+
+    def silence_limit(self) -> float:
+        return (self.cfg.timeout_retries + 1) * self.cfg.timeout_s
+
+    def _silent(self, exc: TransientError) -> TransientError:
+        """A timeout; marked final once no call has been answered for (1 + llm.timeout_retries) x llm.timeout_s:
+        with many calls queued behind the concurrency limit, each one's own retries would take far longer."""
+        waited = time.monotonic() - self._answered_at
+        if waited >= self.silence_limit():
+            exc = TransientError(f"{exc}; no call was answered for {waited:.0f} s", timed_out=True)
+            exc.silent = True
+        return exc
 
     async def _attempts(self, retrying: AsyncRetrying, turns: list[Turn], job: Job[T], context: tuple[str, str] | None) -> Completion:
         estimate = min(sum(len(t.text) for t in turns) // 4 + 1, self.cfg.tokens_per_minute)
@@ -181,13 +200,43 @@ class Runner:
                     await self._requests.acquire()
                     await self._tokens.acquire(estimate)
                     try:
-                        return await asyncio.wait_for(
+                        completion = await asyncio.wait_for(
                             self.provider.complete(turns, system=job.system, schema=job.schema, temperature=self.cfg.temperature, **kwargs),
                             timeout=self.cfg.timeout_s,
                         )
                     except asyncio.TimeoutError:
-                        raise TransientError(f"no answer within {self.cfg.timeout_s} s") from None
+                        raise self._silent(timed_out(self.provider.name, self.cfg.timeout_s)) from None
+                    except TransientError as exc:
+                        raise self._silent(exc) if exc.timed_out else exc from None
+                    self._answered_at = time.monotonic()
+                    return completion
         raise AssertionError("unreachable: tenacity reraises the last error")
+
+
+async def _all_or_none(coros) -> list:
+    """Every result in order, or the first failure alone: the calls still in flight are cancelled and
+    awaited quietly (their errors repeat the first), so nothing is left to fail during the loop's shutdown."""
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
+def _stop(cfg: LLMConfig):
+    """llm.max_retries retries; a call the server never answers only llm.timeout_retries times; none once
+    the server has answered no call for (1 + timeout_retries) x llm.timeout_s (Runner._silent)."""
+    def stop(state) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        if getattr(exc, "silent", False):
+            return True
+        limit = cfg.timeout_retries if getattr(exc, "timed_out", False) else cfg.max_retries
+        return state.attempt_number >= min(limit, cfg.max_retries) + 1
+
+    return stop
 
 
 def _wait_honouring_retry_after(cfg: LLMConfig):
@@ -201,10 +250,14 @@ def _wait_honouring_retry_after(cfg: LLMConfig):
     return wait
 
 
-def _note_retry(state, usage: Usage, warned: set) -> None:
+def _note_retry(state, usage: Usage, warned: set, silence_limit: float) -> None:
     usage.retries += 1
     exc = state.outcome.exception() if state.outcome else None
     message = redact(plain(str(exc)))
-    if message not in warned:
-        warned.add(message)
+    if message in warned:
+        return
+    warned.add(message)
+    if getattr(exc, "timed_out", False):
+        log.warning("%s; retrying, and stopping if no call is answered for %g s", message, silence_limit)
+    else:
         log.warning("retrying after %s (further retries of this error are counted, not shown)", message)
