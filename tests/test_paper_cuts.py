@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import pytest
 
 from taxonomy.config import LLMConfig, load_config
 from taxonomy.corpus import load_corpus
+from taxonomy.taxonomy_io import load_taxonomy
 from tests.conftest import API_KEY, ROOT, invoke, offline_devai_run, refused, write_pipeline
 
 RUBRIC = ROOT / "benchmarks" / "heldout" / "report_writing.csv"
@@ -226,3 +228,15 @@ def test_a_server_that_never_answers_says_what_timed_out_once(tmp_path, monkeypa
 def test_the_default_settings_stop_a_silent_server_within_minutes():
     cfg = LLMConfig()
     assert (cfg.timeout_retries + 1) * cfg.timeout_s <= 300 and cfg.timeout_retries < cfg.max_retries
+
+
+# ---- 7. one hash everywhere --------------------------------------------------------------------------------
+
+def test_the_vally_header_names_the_hash_taxonomy_json_has(tmp_path, offline_run):
+    run = _copy(offline_run, tmp_path)
+    invoke("export", run, "--to", "vally", "-q")
+    content_hash = load_taxonomy(run / "taxonomy.json").content_hash
+    header = (run / "export" / "vally" / "eval.yaml").read_text().split("\n\n", 1)[0]
+    named = re.findall(r"taxonomy ([0-9a-f]{16})", header)
+    assert named == [content_hash], header
+    assert f"content hash `{content_hash}`" in (run / "taxonomy.md").read_text()

@@ -92,7 +92,7 @@ def export_run(session: Any, formats: list[str], out: Path | None = None, notes_
     target = RunDir(Path(out) if out is not None else run.path / DEFAULT_FOLDER)
     result = ExportResult(target.path, guidance=how)
     header = (f"vally eval written by rubric-taxonomy (`taxonomy export`) from run {run.path.name}, "
-              f"taxonomy {taxonomy.compute_hash()}: {len(tasks)} tasks, {criteria.height} criteria.\n"
+              f"taxonomy {used} (taxonomy.json's content hash): {len(tasks)} tasks, {criteria.height} criteria.\n"
               f"{principles.summary(taxonomy.capabilities)}")
 
     for fmt in formats:
