@@ -17,7 +17,8 @@ from taxonomy.lint.grounding import uncovered_brief, ungrounded
 from taxonomy.lint.reading import Corpus
 from taxonomy.lint.signs import contradiction, sign_mismatch
 from taxonomy.lint.weights import weight_outlier
-from taxonomy.lint.wording import compound, hygiene, vague
+from taxonomy.lint.compound import compound
+from taxonomy.lint.wording import hygiene, vague
 
 @dataclass(frozen=True)
 class Rule:
