@@ -451,7 +451,7 @@ def _write(s, op: str, args: list[str], old: Taxonomy, new: Taxonomy, new_tags: 
     saved = backup(run.path, old.content_hash)
     stale = dependents(run.path, old.content_hash)
     run.write_json("taxonomy.json", new.model_dump())
-    run.write_text("taxonomy.md", taxonomy_markdown(new))
+    run.write_text("taxonomy.md", taxonomy_markdown(new, primary_shares(new_tags)))
     run.write_parquet("stage3_tags.parquet", new_tags)
     run.write_text("stage3_summary.md", summary_markdown(primary_shares(new_tags)))
     record: dict[str, Any] = {"op": op, "args": args, "from_hash": old.content_hash, "to_hash": new.content_hash,

@@ -381,16 +381,19 @@ def step_merge(s: Session) -> dict[str, Any]:
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     from taxonomy.siblings import unbounded_cotagged
-    from taxonomy.taxonomy_io import load_taxonomy
+    from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 
-    taxonomy = load_taxonomy(taxonomy_path or s.run.need("taxonomy.json", "merge"))
+    source = Path(taxonomy_path or s.run.need("taxonomy.json", "merge"))
+    taxonomy = load_taxonomy(source)
     stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
     criteria = ensure_criteria(s)
-    tags = s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels)
+    tags = s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels, folder=source.parent)  # the run that holds the taxonomy
     s.run.write_parquet("stage3_tags.parquet", tags)
     summary = primary_shares(tags, criteria)
     s.run.write_text("stage3_summary.md", summary_markdown(summary))
+    if source.resolve() == (s.run.path / "taxonomy.json").resolve():  # the run's own taxonomy: its table gives the tags' shares
+        s.run.write_text("taxonomy.md", taxonomy_markdown(taxonomy, summary))
     notes = s.engine.brief_notes(criteria, s.cfg)
     # Stage 3 co-tagging is the other half of "nearest sibling": a pair tagged together often must have a boundary.
     notes += unbounded_cotagged(tags, taxonomy.names(), [c.non_examples for c in taxonomy.capabilities], s.cfg.tag.cotag_min_share)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -85,10 +86,10 @@ def _principles(taxonomy: Taxonomy) -> tuple[bool, list[str]]:
                    "P3 = needs domain conventions absent from the criterion text. ✓ yes, – no, ? unknown.", ""]
 
 
-def _section(c, offline: bool, said_once: bool, n_criteria: int) -> list[str]:
+def _section(c, offline: bool, said_once: bool, size: tuple[int, float]) -> list[str]:
     head = ["", f"## `{c.name}`" + (f": {c.title}" if c.title else ""), ""] + ([_stated(c).strip(), ""] if c.checks else [])
     if offline:  # its size and its criteria: the rest would be statistics no reader acts on
-        return head + [f"{round(c.share * n_criteria)} criteria ({100 * c.share:.1f}%). {c.description}"]
+        return head + [f"{size[0]} criteria ({100 * size[1]:.1f}%). {c.description}"]
     lines = head + [c.description, "", f"- **Diagnostic signal:** {c.diagnostic_signal}", f"- **Example:** {c.example_pattern}",
                     "- **Members:** " + ", ".join(f"`{m}`" for m in c.members)]
     if not said_once:
@@ -97,27 +98,42 @@ def _section(c, offline: bool, said_once: bool, n_criteria: int) -> list[str]:
     return lines + [f"- **Boundary:** {ne}" for ne in c.non_examples]
 
 
-def taxonomy_markdown(taxonomy: Taxonomy) -> str:
+def _sizes(taxonomy: Taxonomy, shares: Any) -> tuple[dict[str, tuple[int, float]], str, str]:
+    """Each capability's (criteria, share), the table's column name and the sentence saying what the share is.
+    `shares` is Stage 3's (pipeline.primary_shares): once the criteria are tagged, the share every other
+    figure (the summary, the report) gives; before, Stage 2c's estimate, named as such."""
+    if shares is not None:
+        tagged = {r["capability"]: (int(r["n"]), float(r["share"])) for r in shares.iter_rows(named=True)}
+        return ({c.name: tagged.get(c.name, (0, 0.0)) for c in taxonomy.capabilities}, "share (Stage 3)",
+                "Share: the capability's share of all criteria as primary Stage 3 tag, as in stage3_summary.md and the report.")
+    n = taxonomy.n_criteria
+    return ({c.name: (round(c.share * n), c.share) for c in taxonomy.capabilities}, "share at merge",
+            "Share at merge: the criteria whose most frequent micro-cluster maps to the capability (Stage 2c's estimate); "
+            "Stage 3 tags each criterion and gives the final share.")
+
+
+def taxonomy_markdown(taxonomy: Taxonomy, shares: Any = None) -> str:
     offline = taxonomy.written_by == "offline"
     said_once, principles = _principles(taxonomy)
-    caps = sorted(taxonomy.capabilities, key=lambda c: -c.share)  # largest first, as the printed summary
+    sizes, share_column, share_note = _sizes(taxonomy, shares)
+    caps = sorted(taxonomy.capabilities, key=lambda c: -sizes[c.name][1])  # largest first, as the printed summary
     lines = [f"# Capability taxonomy: {taxonomy.corpus or 'corpus'}", "",
              f"{len(caps)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.", ""]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value
         lines += ["**Broken constraints** (kept with --accept-violations):", ""] + [f"- {v}" for v in taxonomy.violations] + [""]
     if offline:
         lines += [NO_MODEL, ""]
-    lines += principles
+    lines += principles + [share_note, ""]
     columns = [] if said_once else ["P1", "P2", "P3"]
-    lines += ["| capability | share | " + "".join(f"{col} | " for col in columns) + ("title |" if offline else "description |"),
+    lines += [f"| capability | {share_column} | " + "".join(f"{col} | " for col in columns) + ("title |" if offline else "description |"),
               "|---|---:|" + ":-:|" * len(columns) + "---|"]
     for c in caps:
         marks = [] if said_once else ["✓", principle_mark(c.needs_native_inspection), principle_mark(c.needs_domain_conventions)]
         first = f"`{c.name}`" if offline or not c.title else f"`{c.name}` ({c.title})"
         last = f"{_stated(c)}{c.title if offline else c.description}"
-        lines.append(f"| {first} | {100 * c.share:.1f}% | " + "".join(f"{m} | " for m in marks) + f"{last} |")
+        lines.append(f"| {first} | {100 * sizes[c.name][1]:.1f}% | " + "".join(f"{m} | " for m in marks) + f"{last} |")
     for c in caps:
-        lines += _section(c, offline, said_once, taxonomy.n_criteria)
+        lines += _section(c, offline, said_once, sizes[c.name])
     if taxonomy.repairs:
         lines += ["", "## Repairs made in code", ""] + [f"- {r}" for r in taxonomy.repairs]
     return "\n".join(lines) + "\n"

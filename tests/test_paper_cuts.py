@@ -15,12 +15,14 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from taxonomy.config import LLMConfig, load_config
 from taxonomy.corpus import load_corpus
+from taxonomy.pipeline import primary_shares
 from taxonomy.taxonomy_io import load_taxonomy
-from tests.conftest import API_KEY, ROOT, invoke, offline_devai_run, refused, write_pipeline
+from tests.conftest import API_KEY, ROOT, invoke, llm_devai_run, offline_devai_run, refused, write_pipeline
 
 RUBRIC = ROOT / "benchmarks" / "heldout" / "report_writing.csv"
 TAXONOMY = Path(sys.executable).parent / "taxonomy"
@@ -240,3 +242,29 @@ def test_the_vally_header_names_the_hash_taxonomy_json_has(tmp_path, offline_run
     named = re.findall(r"taxonomy ([0-9a-f]{16})", header)
     assert named == [content_hash], header
     assert f"content hash `{content_hash}`" in (run / "taxonomy.md").read_text()
+
+
+# ---- 8. one figure for one share ---------------------------------------------------------------------------
+
+def _table_shares(markdown: str) -> dict[str, str]:
+    return {m[1]: m[2] for m in re.finditer(r"^\| `([^`]+)`[^|]* \| (\d+\.\d)% \|", markdown, re.M)}
+
+
+def test_taxonomy_md_gives_the_stage3_share_once_tagged(tmp_path):
+    run = llm_devai_run(tmp_path)
+    tagged = primary_shares(pl.read_parquet(run / "stage3_tags.parquet"), pl.read_parquet(run / "criteria.parquet"))
+    shares = {r["capability"]: f"{100 * r['share']:.1f}" for r in tagged.iter_rows(named=True)}
+    expected = {name: shares.get(name, "0.0") for name in load_taxonomy(run / "taxonomy.json").names()}
+    markdown = (run / "taxonomy.md").read_text()
+    assert "| share (Stage 3) |" in markdown and _table_shares(markdown) == expected
+    summary = (run / "stage3_summary.md").read_text()
+    assert all(f"| {name} | " in summary and f"| {share}% |" in summary for name, share in expected.items())
+
+
+def test_taxonomy_md_before_stage3_says_its_share_is_the_merge_estimate(tmp_path, offline_env):
+    toml = write_pipeline(tmp_path)
+    run = tmp_path / "run"
+    for stage in ("discover", "cluster", "canonicalize", "merge"):
+        invoke(stage, *([toml, "--run-dir", run] if stage == "discover" else [run]), "-q")
+    markdown = (run / "taxonomy.md").read_text()
+    assert "| share at merge |" in markdown and "Stage 2c's estimate" in markdown and "share (Stage 3)" not in markdown

@@ -75,7 +75,7 @@ def test_llm_merge_gives_boundaries_and_design_principles(llm_run):
     raw = json.loads((run_dir / "taxonomy.json").read_text())["capabilities"][0]
     assert {"needs_native_inspection", "needs_native_inspection_reason", "needs_domain_conventions", "needs_domain_conventions_reason"} <= set(raw)
     md = (run_dir / "taxonomy.md").read_text()
-    assert "| capability | share | P1 | P2 | P3 | description |" in md and "- **P2, native inspection:** " in md
+    assert "| capability | share (Stage 3) | P1 | P2 | P3 | description |" in md and "- **P2, native inspection:** " in md
     first = taxonomy.capabilities[0]
     assert f"| ✓ | {'✓' if first.needs_native_inspection else '–'} | {'✓' if first.needs_domain_conventions else '–'} |" in md
     # Shares over all criteria, the tagged-only denominator beside it.
