@@ -50,7 +50,7 @@ class Match:
     def kind(self) -> str:
         if self.jaccard >= SAME:
             return "same" if self.a == self.b else "renamed"
-        return "weak match"
+        return "same name, other criteria" if self.a == self.b else "weak match"
 
 
 @dataclass
@@ -107,13 +107,15 @@ class TaxonomyDiff:
         lines += ["- " + ", ".join(f"`{src}` ({100 * share:.0f}%)" for src, share in parts) + f" → `{dst}`"
                   for dst, parts in self.merges.items()] or ["_none_"]
         lines += ["", "## Only in one run (no one-to-one partner)", ""]
-        lines += [f"- only in A: `{n}`" for n in self.only_a] + [f"- only in B: `{n}`" for n in self.only_b] or ["_none_"]
+        other = " (the capability of that name in {} shares too few of its criteria to be its partner)"
+        lines += ([f"- only in A: `{n}`" + (other.format("B") if n in b.names else "") for n in self.only_a]
+                  + [f"- only in B: `{n}`" + (other.format("A") if n in a.names else "") for n in self.only_b]) or ["_none_"]
         lines += ["", f"## Criteria that moved ({self.moved.height:,})", ""]
         if self.moved.height:
             lines += ["| criterion | task | from (A) | to (B) | text |", "|---|---|---|---|---|"]
             for r in self.moved.head(max_moved).iter_rows(named=True):
                 text = " ".join(str(r["text"]).split()).replace("|", "\\|")
-                lines.append(f"| {r['criterion_id']} | {r['task_id']} | `{r['from']}` | `{r['to']}` | {text[:160]} |")
+                lines.append(f"| {r['criterion_id']} | {r['task_id']} | `{r['from']}`{_partner_note(r)} | `{r['to']}` | {text[:160]} |")
             if self.moved.height > max_moved:
                 lines += ["", f"_{self.moved.height - max_moved:,} more not shown._"]
         else:
@@ -159,9 +161,8 @@ def diff_sides(a: Side, b: Side) -> TaxonomyDiff:
         counts[ia[pa], ib[pb]] += 1
     size_a, size_b = counts.sum(axis=1), counts.sum(axis=0)
     jaccard = counts / np.maximum(size_a[:, None] + size_b[None, :] - counts, 1)
-    rows, cols = linear_sum_assignment(-jaccard)
     matches = [Match(names_a[i], names_b[j], int(size_a[i]), int(size_b[j]), int(counts[i, j]), float(jaccard[i, j]))
-               for i, j in zip(rows, cols) if counts[i, j] > 0]
+               for i, j in _pairs(counts, jaccard, names_a, names_b) if counts[i, j] > 0]
     matches.sort(key=lambda m: -m.n_a)
     partner = {m.a: m.b for m in matches}
 
@@ -188,6 +189,28 @@ def diff_sides(a: Side, b: Side) -> TaxonomyDiff:
         only_a=[n for n in a.names if n not in partner], only_b=[n for n in b.names if n not in set(partner.values())],
         moved=moved, notes=notes,
     )
+
+
+def _pairs(counts: np.ndarray, jaccard: np.ndarray, names_a: list[str], names_b: list[str]) -> list[tuple[int, int]]:
+    """The one-to-one pairs (row of A, column of B). A name both runs hold pairs with itself when the two share at
+    least PART of the smaller: after `edit merge SMALL BIG` the merged capability keeps SMALL's name and holds more of
+    BIG's criteria, and pairing it with BIG would list SMALL as gone although B has it. The rest: Hungarian on Jaccard."""
+    col = {n: j for j, n in enumerate(names_b)}
+    size_a, size_b = counts.sum(axis=1), counts.sum(axis=0)
+    kept = [(i, col[n]) for i, n in enumerate(names_a)
+            if n in col and counts[i, col[n]] > 0 and counts[i, col[n]] >= PART * min(size_a[i], size_b[col[n]])]
+    rest_a = [i for i in range(len(names_a)) if i not in {i for i, _ in kept}]
+    rest_b = [j for j in range(len(names_b)) if j not in {j for _, j in kept}]
+    rows, cols = linear_sum_assignment(-jaccard[np.ix_(rest_a, rest_b)]) if rest_a and rest_b else ([], [])
+    return kept + [(rest_a[r], rest_b[c]) for r, c in zip(rows, cols)]
+
+
+def _partner_note(row: dict) -> str:
+    """A criterion whose capability has one name in both runs moved only because that name's A capability was
+    paired with another of B: the row says with which, or it would read as moving from X to X."""
+    if row["from"] != row["to"]:
+        return ""
+    return f" (paired with `{row['expected']}` in B)" if row["expected"] else " (no partner in B)"
 
 
 def write_diff(d: TaxonomyDiff, out: Path | None = None) -> Path:

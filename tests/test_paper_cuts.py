@@ -268,3 +268,19 @@ def test_taxonomy_md_before_stage3_says_its_share_is_the_merge_estimate(tmp_path
         invoke(stage, *([toml, "--run-dir", run] if stage == "discover" else [run]), "-q")
     markdown = (run / "taxonomy.md").read_text()
     assert "| share at merge |" in markdown and "Stage 2c's estimate" in markdown and "share (Stage 3)" not in markdown
+
+
+# ---- 9. diff rows that contradict themselves ---------------------------------------------------------------
+
+def test_a_diff_after_folding_a_big_capability_into_a_small_one(tmp_path, offline_run):
+    run = _copy(offline_run, tmp_path)
+    caps = sorted(json.loads((run / "taxonomy.json").read_text())["capabilities"], key=lambda c: c["share"])
+    small, big = caps[0]["name"], caps[-1]["name"]
+    invoke("edit", run, "merge", small, big, "--allow-violations", "-q")
+    before = next((run / "edits").iterdir())
+    markdown = invoke("diff", before, run).output
+    gone = re.findall(r"^- only in A: `([^`]+)`", markdown, re.M)
+    assert gone == [big], markdown  # the name B still holds is not "only in A"
+    assert f"| `{small}` | `{small}` |" in markdown
+    moved = re.findall(r"^\| [^|]+ \| [^|]+ \| `([^`]+)` \| `([^`]+)` \|", markdown, re.M)
+    assert moved and all(src != dst for src, dst in moved), moved  # nothing moves from X to X
