@@ -136,3 +136,98 @@ def test_an_answer_that_never_parses_leaves_the_offline_findings(tmp_path, gemin
     result = data(lint(pipeline(tmp_path, corpus_rows()), "--format", "json", "--provider", "gemini", "-q", code=0))
     assert result["summary"]["llm"]["unanswered"] == 30 and result["summary"]["llm"]["kept"] == 0
     assert {f["source"] for f in result["findings"]} == {"offline"} and any(f["rule"] == "sign-mismatch" for f in result["findings"])
+
+
+def test_model_only_findings_take_their_rules_severity(tmp_path, gemini_env):
+    """sign-mismatch and duplicate (judged 0.95) are warnings; contradiction (0.50) a note; hygiene is not asked."""
+    def model(req):
+        crit = CRITERION.findall(req.texts[0])
+        (i, _, a), (j, _, b) = crit[0], crit[1]
+        return {"findings": [
+            {"rule": "sign-mismatch", "criterion_idx": [int(i)], "quote": a, "message": "Inverted.", "fix": "Flip it."},
+            {"rule": "duplicate", "criterion_idx": [int(i), int(j)], "quote": a, "message": "Same fact twice.", "fix": "Merge."},
+            {"rule": "contradiction", "criterion_idx": [int(i), int(j)], "quote": a, "message": "Tension.", "fix": "Pick one."}]}
+
+    gemini_env.responder = model
+    toml = pipeline(tmp_path, base_rows())
+    result = data(lint(toml, "--format", "json", "--provider", "gemini", "-q", "--fail-on", "never", code=0))
+    severity = {(f["rule"], f["source"]) for f in result["findings"] if f["task_id"] == "t00"}
+    assert severity >= {("sign-mismatch", "llm"), ("duplicate", "llm"), ("contradiction", "llm")}
+    assert {f["rule"]: f["severity"] for f in result["findings"] if f["source"] == "llm"} == {
+        "sign-mismatch": "warning", "duplicate": "warning", "contradiction": "info"}
+    prompt = gemini_env.requests[0].texts[0]
+    assert "`sign-mismatch`" in prompt and "`hygiene`" not in prompt
+    lint(toml, "--provider", "gemini", "-q", code=0)  # --fail-on error: no error here
+    lint(toml, "--provider", "gemini", "-q", "--fail-on", "warning", code=1)  # the model's warnings can fail a job
+
+
+def test_hygiene_from_the_model_is_refused_and_asked_again(tmp_path, gemini_env):
+    def model(req):
+        (i, _, a) = CRITERION.findall(req.texts[0])[0]
+        if len(req.texts) > 1:
+            return {"findings": []}
+        return {"findings": [{"rule": "hygiene", "criterion_idx": [int(i)], "quote": a, "message": "Too long.", "fix": "Shorten."}]}
+
+    gemini_env.responder = model
+    result = data(lint(pipeline(tmp_path, base_rows()), "--format", "json", "--provider", "gemini", "-q", code=0))
+    assert not [f for f in result["findings"] if f["source"] != "offline"]
+    assert any("rule 'hygiene' is unknown" in r.texts[-1] for r in gemini_env.requests if len(r.texts) > 1)
+
+
+def test_criteria_are_shown_verbatim_and_a_verbatim_quote_is_kept(tmp_path, gemini_env):
+    rows = base_rows()
+    rows.append({"task_id": "t04", "criterion": "Flags an index <0.9 as a risk > threshold, not </criterion> text.", "weight": 2})
+    for r in rows:
+        if r["task_id"] == "t04":
+            r["brief"] = "Scores <0.9 & >1.1"
+
+    def model(req):
+        for idx, _, text in CRITERION.findall(req.texts[0]):
+            if "index" in text:
+                return {"findings": [{"rule": "duplicate", "criterion_idx": [int(idx), 0], "quote": "Flags an index <0.9 as",
+                                      "message": "m", "fix": "f"}]}
+        return {"findings": []}
+
+    gemini_env.responder = model
+    result = data(lint(pipeline(tmp_path, rows), "--format", "json", "--provider", "gemini", "-q", "--fail-on", "never", code=0))
+    prompt = next(r.texts[0] for r in gemini_env.requests if "Task ID: t04" in r.texts[0])
+    assert "Flags an index <0.9 as a risk > threshold, not &lt;/criterion> text." in prompt and "Scores <0.9 & >1.1" in prompt
+    assert "&lt;0.9" not in prompt and "&gt;" not in prompt
+    assert [f["evidence"] for f in result["findings"] if f["source"] == "llm"] == ["Flags an index <0.9 as"]
+    assert result["summary"]["llm"]["dropped"] == 0
+
+
+def test_a_model_duplicate_inside_a_set_of_repeats_is_the_one_offline_finding(tmp_path, gemini_env):
+    rows = base_rows() + [dict(base_rows()[0]) for _ in range(3)]  # t00's first criterion four times
+
+    def model(req):
+        crit = CRITERION.findall(req.texts[0])
+        if "Task ID: t00" not in req.texts[0]:
+            return {"findings": []}
+        (i, _, a) = crit[0]
+        return {"findings": [{"rule": "duplicate", "criterion_idx": [int(i)], "quote": a, "message": "Repeated.", "fix": "Keep one."}]}
+
+    gemini_env.responder = model
+    result = data(lint(pipeline(tmp_path, rows), "--format", "json", "--provider", "gemini", "-q", "--fail-on", "never", code=0))
+    dup = [f for f in result["findings"] if f["rule"] == "duplicate"]
+    assert [(len(f["criterion_ids"]), f["source"], f["severity"]) for f in dup] == [(4, "offline+llm", "error")]
+    # The model saw the repeated criterion once: repeats are read once.
+    prompt = next(r.texts[0] for r in gemini_env.requests if "Task ID: t00" in r.texts[0])
+    assert len(CRITERION.findall(prompt)) == 4
+
+
+def test_a_chat_corpus_sends_the_whole_conversation_as_the_brief(tmp_path, gemini_env):
+    example = {"prompt_id": "p1", "prompt": [{"role": "user", "content": "I am 34 weeks pregnant and on labetalol."},
+                                             {"role": "assistant", "content": "Thanks, noted."},
+                                             {"role": "user", "content": "Is a headache something to worry about?"}],
+               "rubrics": [{"criterion": "Mentions that labetalol is safe in pregnancy.", "points": 3, "tags": []},
+                           {"criterion": "Advises urgent care for a severe headache at 34 weeks.", "points": 5, "tags": []}]}
+    (tmp_path / "hb.jsonl").write_text(json.dumps(example) + "\n", encoding="utf-8")
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'name = "p"\n[corpus]\npath = "hb.jsonl"\nformat = "healthbench"\n[llm]\nbackoff_initial_s = 0.01\n'
+                    f'[output]\ndir = "{tmp_path / "out"}"\n')
+    gemini_env.responder = lambda req: {"findings": []}
+    lint(toml, "--provider", "gemini", "-q", code=0)
+    prompt = gemini_env.requests[0].texts[0]
+    brief = prompt[prompt.index("<task_brief>"):prompt.index("</task_brief>")]
+    assert "user: I am 34 weeks pregnant and on labetalol." in brief and "user: Is a headache something to worry about?" in brief

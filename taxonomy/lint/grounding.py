@@ -17,6 +17,12 @@ COMMON_TASKS = 3  # an item named in this many tasks is common knowledge, not an
 COVERED = 0.5     # a criterion holding this share of a requirement's words checks it
 _ITEMS = re.compile(r"`([^`]+)`|\"([^\"]{2,60})\"|“([^”]{2,60})”|(?<![\w.])(\d+(?:[.,]\d+)?%?)(?![\w.])|(?<=\w\s)([A-Z][\w-]*[A-Z0-9][\w-]*)")
 _PIECE = re.compile(r"\w+(?:[.,%]\w+)*%?")
+_PARTS = re.compile(r",\s+(?:and\s+|or\s+)?|;\s+|\s+and\s+(?=[a-z]+\s)")
+_MARKER = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_LABEL = re.compile(r"^([A-Z][^:.!?\n]{0,60}):(?:\s|$)")
+# Kinds of attached material a brief carries for the responder to read (English nouns of documents).
+_ATTACHED = re.compile(r"\b(?:reference|excerpt|policy|manual|handbook|notice|faq|appendix|attach\w*|document\w*|statute|background|"
+                       r"source|table|message|transcript|conversation|email|letter|article|report|data)\b", re.I)
 _REQUIREMENT = re.compile(r"\b(?:must|should|shall|need to|needs to|required|requires|make sure|ensure|please|do not|don't|"
                           r"at most|at least|no more than|fewer than|less than|only)\b", re.I)
 
@@ -32,8 +38,10 @@ def _items(text: str) -> tuple[str, ...]:
 
 
 def quoted(text: str) -> list[str]:
-    """Quoted or back-ticked terms: file names, identifiers, titles a criterion names."""
-    return [next(g for g in m.groups()[:3] if g) for m in _ITEMS.finditer(text or "") if any(m.groups()[:3])]
+    """Quoted or back-ticked terms: file names, identifiers, titles a criterion names; a sentence's
+    punctuation inside the quotes ("baby blues.") is not part of the term."""
+    found = (next(g for g in m.groups()[:3] if g).strip(" .,;:!?") for m in _ITEMS.finditer(text or "") if any(m.groups()[:3]))
+    return [q for q in found if q]
 
 
 def ungrounded(c: Corpus) -> list[Finding]:
@@ -45,9 +53,10 @@ def ungrounded(c: Corpus) -> list[Finding]:
     for rows in c.tasks.values():
         brief = rows[0].brief.lower()
         seen = Counter(t for r in rows for t in _pieces(r.text, named[r.idx]))  # in how many of the task's criteria
+        texts = [r.text.lower() for r in rows]
         for r in rows:
             missing = [i for i in named[r.idx] if spread[i.lower()] < COMMON_TASKS and i.lower() not in brief
-                       and not all(seen[t] >= 2 for t in _pieces(i, [i]))]
+                       and sum(i.lower() in t for t in texts) < 2 and not all(seen[t] >= 2 for t in _pieces(i, [i]))]
             if missing:
                 shown = ", ".join(f'"{i}"' for i in missing[:4])
                 out.append(Finding(
@@ -65,15 +74,33 @@ def _pieces(text: str, named: list[str]) -> set[str]:
 def uncovered_brief(c: Corpus) -> list[Finding]:
     out = []
     for task_id, rows in c.tasks.items():
-        brief = rows[0].brief
         checked = [r.content for r in rows]
-        for sentence in sentences(brief):
-            need = content(words(sentence), c.function)
-            if sentence.rstrip().endswith("?") or not _REQUIREMENT.search(sentence) or len(need) < 2:
+        for line in requirements(rows[0].brief):
+            # "must compare X, cite Y, and end with Z": each demand may be another criterion's.
+            parts = [content(words(part), c.function) for part in _PARTS.split(line)]
+            if all(len(need) < 2 or any(len(need & got) >= COVERED * len(need) for got in checked) for need in parts):
                 continue
-            if not any(len(need & got) >= COVERED * len(need) for got in checked):
-                out.append(Finding(
-                    "uncovered-brief", "info", task_id, [rows[0].criterion_id],
-                    f'the brief asks "{clip(sentence, 120)}" and no criterion of the task checks it',
-                    sentence, "add a criterion that checks this requirement, or drop it from the brief"))
+            out.append(Finding(
+                "uncovered-brief", "info", task_id, [rows[0].criterion_id],
+                f'the brief asks "{clip(line, 120)}" and no criterion of the task checks it',
+                line, "add a criterion that checks this requirement, or drop it from the brief"))
+    return out
+
+
+def requirements(brief: str) -> list[str]:
+    """The brief's requirements: its list items, and its lines' sentences that state one ("must", "should",
+    "please", "at most", ...), outside attached material. A block headed by a label
+    naming attached material ("Policy excerpt (...):", "Reference:", "Customer message:") is what the
+    task gives the responder to read, not what the rubric checks; it runs to the next such label."""
+    out, attached = [], False
+    for raw in (brief or "").splitlines():
+        line = _MARKER.sub("", raw).strip()
+        item = line != raw.strip()  # a list item outside attached material is a requirement however worded ("- Confirm the date.")
+        label = _LABEL.match(line)
+        if label:
+            attached = bool(_ATTACHED.search(label.group(1)))
+            line = line[label.end():].strip()
+        if attached or not line:
+            continue
+        out += [s for s in sentences(line) if (item or _REQUIREMENT.search(s)) and not s.rstrip().endswith("?")]
     return out

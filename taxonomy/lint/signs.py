@@ -22,7 +22,7 @@ STRONG_SHARE = 0.97   # a near-unanimous sign, and an opening that is not a nega
 FAILING_VERBS = frozenset("fail fails failed neglect neglects neglected forget forgets forgot".split())
 FAILURE_ADVERBS = frozenset("incorrectly wrongly inaccurately falsely erroneously mistakenly".split())
 SUCCESS_ADVERBS = frozenset("correctly accurately successfully".split())
-SUBJECT_WORDS = 3     # the verb stands within this many words of the start ("The report fails to ...")
+SUBJECT_WORDS = 3     # a subject of at most this many words minus one, besides function words ("The training loop has been correctly ...")
 SAME_CHECK = 0.8      # content-word overlap (Jaccard) at which two criteria state one thing...
 MAX_APART = 3         # ...when at most this many content words tell them apart
 NEGATION_APART = 1    # a statement and its negation: at most one other word apart
@@ -35,13 +35,15 @@ def _penalty(r: Row) -> bool:
 def stated(ws: list[str], function: frozenset[str]) -> str | None:
     """"failure" or "success" when the main clause's verb says so ("Fails to ...", "The agent incorrectly
     ...", "Correctly ..."), None otherwise or when a negation comes first ("Does not incorrectly ...")."""
-    for k, w in enumerate(ws[:SUBJECT_WORDS + 1]):
-        if w in NEGATIONS or (k and ws[0] not in function):
-            return None  # a negated verb, or a first word that is not a subject's determiner ("Explains ...")
+    nouns = 0
+    for k, w in enumerate(ws[:SUBJECT_WORDS + 4]):
+        if w in NEGATIONS or (k and ws[0] not in function) or nouns > SUBJECT_WORDS - 1:
+            return None  # a negated verb, a first word that is not a subject's determiner ("Explains ..."), a long subject
         if w in FAILURE_ADVERBS or (w in FAILING_VERBS and (w.startswith(("neglect", "forg")) or ws[k + 1:k + 2] == ["to"])):
             return "failure"
         if w in SUCCESS_ADVERBS:
             return "success"
+        nouns += w not in function  # "The training loop has been correctly ...": two words name the subject
     return None
 
 
