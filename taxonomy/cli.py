@@ -411,7 +411,7 @@ def _positive_limit(limit: int) -> int:
 @app.command()
 @_guard
 def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
-              verdicts: list[str] = typer.Option(..., "--verdicts", help="devai:PATH, paperbench:PATH, or a CSV/JSONL/parquet with criterion_id, verifier, verdict[, system]; repeatable"),
+              verdicts: list[str] = typer.Option(..., "--verdicts", help="devai:PATH, paperbench:PATH, a CSV/JSONL/parquet with criterion_id, verifier, verdict[, system], or VERIFIER=FILE for a file of one verifier's verdicts without a verifier column; repeatable"),
               reference: str = typer.Option("human", help="the verifier whose verdicts are the ground truth"),
               by: str = typer.Option("primary", help="primary | any | a criteria column"),
               boot: int = typer.Option(1000, help="bootstrap resamples of tasks for the 95% CI (0: none)"),

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import logging
+import warnings
 from pathlib import Path
 
 import polars as pl
@@ -215,9 +217,11 @@ def _devai_tags():
     return pl.DataFrame(rows, schema=["criterion_id", "task_id", "primary", "tags", "weight"], orient="row")
 
 
-def test_devai_judgments():
-    with pytest.warns(UserWarning, match="52_Devin_AI_Trains_an_AI"):
+def test_devai_judgments(caplog):
+    with caplog.at_level(logging.WARNING), warnings.catch_warnings():
+        warnings.simplefilter("error")  # said as a log line, never as a Python warning
         verdicts = load_devai_judgments(DATA / "devai")
+    assert "52_Devin_AI_Trains_an_AI" in caplog.text
     assert verdicts.columns == ["criterion_id", "verifier", "system", "verdict"]
     counts = verdicts.group_by("system", "verifier").len()
     assert set(counts["system"]) == {"GPT-Pilot", "MetaGPT", "OpenHands"}

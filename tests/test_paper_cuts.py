@@ -284,3 +284,25 @@ def test_a_diff_after_folding_a_big_capability_into_a_small_one(tmp_path, offlin
     assert f"| `{small}` | `{small}` |" in markdown
     moved = re.findall(r"^\| [^|]+ \| [^|]+ \| `([^`]+)` \| `([^`]+)` \|", markdown, re.M)
     assert moved and all(src != dst for src, dst in moved), moved  # nothing moves from X to X
+
+
+# ---- 10. breakdown messages --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("source", ["devai", "paperbench"])
+def test_breakdown_of_a_missing_folder_names_it_plainly(tmp_path, offline_run, source):
+    error = refused("breakdown", offline_run, "--verdicts", f"{source}:{tmp_path / 'nowhere'}")
+    assert f"{tmp_path / 'nowhere'}: no such folder; fix: pass the" in error
+    assert "row -" not in error and "<" not in error
+
+
+def test_a_verdict_file_without_a_verifier_column_gets_the_command_line_fix(tmp_path, offline_run):
+    ids = pl.read_parquet(offline_run / "criteria.parquet")["criterion_id"].head(40).to_list()
+    (tmp_path / "people.csv").write_text("criterion_id,verdict\n" + "".join(f"{c},{i % 2}\n" for i, c in enumerate(ids)))
+    (tmp_path / "judge.csv").write_text("criterion_id,verdict\n" + "".join(f"{c},{i % 3 == 0:d}\n" for i, c in enumerate(ids)))
+    error = refused("breakdown", offline_run, "--verdicts", tmp_path / "people.csv", "--verdicts", tmp_path / "judge.csv")
+    assert "people.csv: no column `verifier` for verifier" in error and "row -" not in error and "columns={" not in error
+    assert f"--verdicts VERIFIER={tmp_path / 'people.csv'}" in error
+    # the fix, as given, works: one verifier per file named on the command line
+    result = invoke("breakdown", offline_run, "--verdicts", f"human={tmp_path / 'people.csv'}",
+                    "--verdicts", f"judge={tmp_path / 'judge.csv'}", "--boot", "0")
+    assert "judge" in result.output and "joined 40 of 40 verifier verdicts" in result.output

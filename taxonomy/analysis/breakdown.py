@@ -111,12 +111,13 @@ def _join(tags, verdicts, reference, criteria) -> tuple[pl.DataFrame, JoinReport
     dup = ~verdicts.select(pl.struct("criterion_id", "verifier", "system").is_first_distinct()).to_series()
     if dup.any():
         row = verdicts.row(int(dup.arg_max()), named=True)
-        raise VerdictError(f"verdicts: row {int(dup.arg_max()) + 1}: second verdict for {row['criterion_id']} by "
-                           f"{row['verifier']} on {row['system']}; fix: keep one verdict per criterion, verifier and system")
-    verifiers = set(verdicts["verifier"].unique())
+        raise VerdictError(f"--verdicts: a second verdict for {row['criterion_id']} by {row['verifier']} on {row['system']}; fix: keep one "
+                           "verdict per criterion, verifier and system (when two --verdicts sources hold it, drop it from one)")
+    verifiers = sorted(set(verdicts["verifier"].unique()))
     if reference not in verifiers or len(verifiers) < 2:
-        raise VerdictError(f"verdicts: verifiers are {sorted(verifiers)}, need `{reference}` and at least one other; "
-                           f"fix: load the reference labels and a verifier's verdicts together")
+        raise VerdictError(f"--verdicts: the verdicts are by {', '.join(f'`{v}`' for v in verifiers) or 'nobody'}; a breakdown needs "
+                           f"`{reference}` (the reference) and at least one other verifier; fix: repeat --verdicts with the other "
+                           f"verifier's file (e.g. --verdicts judge=judge.csv), or name the reference with --reference")
     caps = capability_frame(tags, criteria)
     ref = verdicts.filter(pl.col("verifier") == reference).select(*KEY, human="verdict")
     others = verdicts.filter(pl.col("verifier") != reference)

@@ -31,7 +31,7 @@ def run_breakdown(
     joined = join_verdicts(tags, verdicts, reference=reference, criteria=criteria, on_missing="ignore")
     if joined.is_empty():
         raise VerdictError(
-            f"{specs[0]}: row -: no verdict matches a tagged criterion of {run.path}; "
+            f"{specs[0]}: no verdict matches a tagged criterion of {run.path}; "
             f"fix: verdict criterion ids must match criteria.parquet ids (e.g. {criteria['criterion_id'][0]})"
         )
     out = run.path / "breakdown"
@@ -105,7 +105,7 @@ def run_against(run_a: RunDir, run_b: RunDir, specs: list[str], *, reference: st
         frames.append(capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed) if not joined.is_empty() else None)
         lines.append(f"{_label(run)}: {join_report(ok, mine, reference=reference, criteria=criteria)}")
     if all(f is None for f in frames):
-        raise VerdictError(f"{specs[0]}: row -: no verifier verdicts match the criteria of {run_a.path} or {run_b.path}; "
+        raise VerdictError(f"{specs[0]}: no verifier verdicts match the criteria of {run_a.path} or {run_b.path}; "
                            f"fix: pass --verdicts with `{reference}` and a verifier's verdicts for at least one corpus (repeat the option)")
     label_a, label_b = _label(run_a), _label(run_b)
     if label_a == label_b:

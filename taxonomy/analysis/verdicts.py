@@ -6,14 +6,14 @@ on the same criterion *and* the same rollout.
 
 Every problem is one line, `<file>: row <n>: <problem>; fix: <fix>`, raised as
 `VerdictError`. Rows count from 1 in file order (for JSON sources, in the order the
-requirements or rubric leaves appear); `row -` stands for the whole file or folder.
+requirements or rubric leaves appear); a problem of the whole file or folder names no row.
 """
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import re
-import warnings
 from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Iterator
@@ -25,6 +25,7 @@ try:  # the corpus module owns file reading once it exists; until then a tiny fa
 except ImportError:  # pragma: no cover - depends on which helpers have landed
     _read_json = None
 
+log = logging.getLogger("taxonomy.analysis")
 SCHEMA = {"criterion_id": pl.String, "verifier": pl.String, "system": pl.String, "verdict": pl.Boolean}
 COLUMNS = tuple(SCHEMA)
 
@@ -43,8 +44,7 @@ class VerdictError(ValueError):
 
 
 def _err(where: Path | str, row: int | None, problem: str, fix: str) -> VerdictError:
-    # "row -" means the file (or folder) as a whole, as in taxonomy.corpus
-    return VerdictError(f"{where}: row {'-' if row is None else row}: {problem}; fix: {fix}")
+    return VerdictError(f"{where}: {'' if row is None else f'row {row}: '}{problem}; fix: {fix}")
 
 
 def read_json(path: Path) -> Any:
@@ -104,9 +104,12 @@ def load_devai_judgments(root: Path) -> pl.DataFrame:
     """
     root = Path(root)
     judgment = root / "judgment"
+    if not root.is_dir():
+        raise _err(root, None, "no such folder", "pass the DevAI data folder, the one that holds judgment/ (e.g. devai:data/devai)")
     systems = sorted(p for p in judgment.iterdir() if p.is_dir()) if judgment.is_dir() else []
     if not systems:
-        raise _err(root, None, "no judgment/<system>/ folders", "pass the DevAI data folder that holds judgment/ (e.g. data/devai)")
+        raise _err(root, None, "no judgment folder with one subfolder per judged agent (e.g. judgment/OpenHands/)",
+                   "pass the DevAI data folder, the one that holds judgment/ (e.g. devai:data/devai)")
     rows: list[tuple[str, str, str, bool]] = []
     for system in systems:
         for sub, verifier in DEVAI_VERIFIERS.items():
@@ -163,13 +166,12 @@ def _norm(text: str | None) -> str:
 
 
 def _warn_devai_drift(root: Path) -> None:
+    """A fact of the data, said as the corpus loader says its own (a log line), not as a Python warning that
+    prints source code to a command-line user."""
     drift = devai_drift(root)
     if drift:
-        warnings.warn(
-            f"{root}: {len(drift)} judged requirement(s) have other text than devai/instances "
-            f"({', '.join(drift)}); their capability tags describe a different criterion",
-            stacklevel=3,
-        )
+        log.warning(f"{root}: {len(drift)} judged requirement(s) have other text than devai/instances "
+                    f"({', '.join(drift)}); their capability tags describe a different criterion")
 
 
 # ---- PaperBench --------------------------------------------------------------------
@@ -180,9 +182,12 @@ def load_paperbench_grades(root: Path) -> pl.DataFrame:
     its paper, and the criterion id is `<paper>/<leaf id>`.
     """
     root = Path(root)
+    if not root.is_dir():
+        raise _err(root, None, "no such folder", "pass the PaperBench data folder, the one that holds judge_eval/ (e.g. paperbench:data/paperbench)")
     papers = sorted(p for p in (root / "judge_eval").glob("*") if p.is_dir())
     if not papers:
-        raise _err(root, None, "no judge_eval/<paper>/ folders", "pass the PaperBench data folder that holds judge_eval/ (e.g. data/paperbench)")
+        raise _err(root, None, "no judge_eval folder with one subfolder per paper (e.g. judge_eval/rice/)",
+                   "pass the PaperBench data folder, the one that holds judge_eval/ (e.g. paperbench:data/paperbench)")
     rows: list[tuple[str, str, str, bool]] = []
     for paper in papers:
         path = paper / "expected_result.json"
@@ -234,8 +239,7 @@ def load_verdict_table(path: Path, columns: dict[str, str] | None = None, defaul
         elif name in defaults:
             out[name] = [defaults[name]] * raw.height
         else:
-            raise _err(path, None, f"no column `{src}` for {name} (columns: {', '.join(raw.columns)})",
-                       f"map it, e.g. columns={{'{name}': '<column>'}}, or give a constant in defaults")
+            raise _err(path, None, f"no column `{src}` for {name} (columns: {', '.join(raw.columns)})", _missing_fix(name, path))
     rows = []
     for i in range(raw.height):
         cid, verifier, system = (out[k][i] for k in ("criterion_id", "verifier", "system"))
@@ -273,9 +277,25 @@ def _read_table(path: Path) -> pl.DataFrame:
     raise _err(path, None, "unknown file type", "use .csv, .tsv, .jsonl, .json or .parquet")
 
 
+def _missing_fix(name: str, path: Path) -> str:
+    """The fix of a missing column, as a command-line user gives it."""
+    if name == "verifier":
+        return (f"add a `verifier` column naming who judged each row, or name the one verifier of the whole file "
+                f"on the command line: --verdicts VERIFIER={path} (e.g. human={path})")
+    return f"rename the file's column that holds the {name} to `{name}`"
+
+
 # ---- CLI spec ------------------------------------------------------------------------
+VERIFIER_SPEC = re.compile(r"^([A-Za-z0-9_.-]+)=(.+)$")
+
+
 def load_verdicts(spec: str) -> pl.DataFrame:
-    """Parse a `--verdicts` value: `devai:PATH`, `paperbench:PATH` or a table file path."""
+    """Parse a `--verdicts` value: `devai:PATH`, `paperbench:PATH`, a table file path, or `VERIFIER=PATH`
+    for a table of one verifier's verdicts without a `verifier` column."""
+    named = VERIFIER_SPEC.match(spec)
+    if named and not Path(spec).exists():
+        # Files of one verifier each judge the same rollout unless a `system` column says otherwise.
+        return load_verdict_table(Path(named[2]), {}, defaults={"system": "rollout", "verifier": named[1]})
     kind, sep, rest = spec.partition(":")
     if sep and kind in ("devai", "paperbench"):
         if not rest:
