@@ -205,7 +205,10 @@ class ClusterConfig(Section):
         and never more than the paper's 80. `scaled=False` (labels that are already kinds of check, as the
         offline backend's are) keeps the paper's 80."""
         if self.k != "auto":
-            return min(self.k, unique_labels), f"k = {min(self.k, unique_labels)}: cluster.k = {self.k} in the pipeline config"
+            if self.k > unique_labels:
+                return unique_labels, (f"k = {unique_labels}, not the pipeline config's cluster.k = {self.k}: "
+                                       f"Stage 1 gave only {unique_labels} unique labels, and a cluster holds one at least")
+            return self.k, f"k = {self.k}: cluster.k = {self.k} in the pipeline config"
         if not scaled:
             k = min(PAPER_K, unique_labels)
             why = f"the paper's {PAPER_K}" if k == PAPER_K else f"one per label: {unique_labels} labels, under the paper's {PAPER_K}"

@@ -306,3 +306,20 @@ def test_a_verdict_file_without_a_verifier_column_gets_the_command_line_fix(tmp_
     result = invoke("breakdown", offline_run, "--verdicts", f"human={tmp_path / 'people.csv'}",
                     "--verdicts", f"judge={tmp_path / 'judge.csv'}", "--boot", "0")
     assert "judge" in result.output and "joined 40 of 40 verifier verdicts" in result.output
+
+
+# ---- 11. demo noise ------------------------------------------------------------------------------------------
+
+def test_a_run_says_why_k_is_lower_and_whose_lint_errors_it_counts(here):
+    """The rubric holds one criterion twice with opposite signs (a lint error); cluster.k asks for more clusters than labels."""
+    rows = RUBRIC.read_text().rstrip("\n") + "\n" + "".join(
+        f'eu_ev_battery_market,"The report includes a table of gigafactory capacities by country.",{w},x\n' for w in (2, -2))
+    (here / "rubric.csv").write_text(rows)
+    (here / "rubric.toml").write_text('[corpus]\npath = "rubric.csv"\n[cluster]\nk = 5000\n[merge]\naccept_violations = true\n')
+    output = invoke("run", "rubric.toml", "-q", "--no-report").output
+    k = re.search(r"note: k = (\d+), not the pipeline config's cluster.k = 5000: Stage 1 gave only (\d+) unique labels", output)
+    assert k and k[1] == k[2], output
+    lines = output.splitlines()
+    lint = next(i for i, line in enumerate(lines) if line.startswith("Lint: "))
+    assert re.match(r"Lint: [1-9]\d* errors?", lines[lint]), lines[lint]
+    assert "defects of the rubric itself" in lines[lint - 1] and "not errors of this run" in lines[lint - 1]
