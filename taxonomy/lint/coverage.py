@@ -26,12 +26,12 @@ def skipped(corpus: Corpus, offline: list[str], model: list[str], llm: dict, n_c
                     "a common word from a particular one", "criteria": _count([r for r in corpus.rows if r.english])})
     for rule in RULES.values():
         if rule.id not in offline and "offline" in rule.preview:
-            out.append({"rule": rule.id, "reason": "offline a preview (judged precision under 0.5): --preview or --select turns it on",
+            out.append({"rule": rule.id, "reason": "a preview offline, judged precision under 0.5: --preview or --select turns it on",
                         "criteria": n_criteria})
     if not llm.get("asked"):
-        out.append({"rule": "model review", "reason": f"no model ({llm.get('why', 'not run')})", "criteria": n_criteria})
+        out.append({"rule": "model review", "reason": f"no model ran: {llm.get('why', 'not asked')}", "criteria": n_criteria})
     else:
-        out += [{"rule": rule.id, "reason": "the model's findings a preview (judged precision under 0.5): --preview or --select turns them on",
+        out += [{"rule": rule.id, "reason": "a preview from the model, judged precision under 0.5: --preview or --select turns it on",
                  "criteria": n_criteria} for rule in RULES.values() if "llm" in rule.preview and rule.id not in model]
     return out
 

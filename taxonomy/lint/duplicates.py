@@ -68,7 +68,7 @@ def _repeats(rows: list[Row]) -> Finding:
     points = sum(abs(r.weight) * (1 + len(r.copies)) for r in rows)
     return Finding(
         "duplicate", "error", a.task_id, ids,
-        f'the same criterion {len(ids)} times: "{clip(a.text, 80)}" ({a.sign}); the check counts {points:g} points',
+        f'the same criterion {"twice" if len(ids) == 2 else f"{len(ids)} times"}: "{clip(a.text, 80)}" ({a.sign}); the check counts {points:g} points',
         a.text, "keep one of them (with the weight the check deserves) and delete the others")
 
 

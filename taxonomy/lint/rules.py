@@ -48,9 +48,10 @@ _ALL: tuple[Rule, ...] = (
         ("warning", "one word added, dropped, or a function word swapped, not a number, a negation or a name"),
         ("info", 'the same, but the names differ ("TGAN" / "TGAN+ADA"): perhaps two checks')), "warning"),
     Rule("compound", "one criterion bundles independent checks that a response can half-meet", compound, (
-        ("warning", 'a numbered or bulleted list of checks; "N of the following" / "at least 5 of the 9"; two checks joined by '
-                    '"; and, separately," or "; also"'),
-        ("info", 'a clause after ".", ";" or ", and" that opens as this corpus\'s criteria open, or states a predicate of its own')),
+        ("warning", 'a numbered or bulleted list of checks (not of examples, "such as ...", nor of definitions); "N of the following" / '
+                    '"at least 5 of the 9"; a second check announced as one ("; and, separately, ...", "; also ...", ". Additionally, ...")'),
+        ("info", 'a clause after ";", a full stop or "and" that opens with a verb the corpus\'s criteria state their check with, or repeats '
+                 'the criterion\'s subject ("..., and the report gives ..."); a list inside a grading instruction over 1,000 characters')),
          "info", preview=frozenset({"llm"}), english=True),
     Rule("vague", "nothing a grader can check: no object, number, quoted term or named item", vague, (
         ("info", 'a short criterion of appraisal words ("clear", "appropriate") and words common to many tasks, with no number, quoted '
@@ -59,8 +60,9 @@ _ALL: tuple[Rule, ...] = (
         ("warning", "a weight more than 10 times above or below both its task's (its siblings', in a tree) and its similar criteria's "
                     "median, or more than twice beyond the corpus's 1st-99th percentile and 3 times off its task"),), None),
     Rule("uncovered-brief", "a requirement the brief states that no criterion of the task checks", uncovered_brief, (
-        ("info", 'a requirement line of the brief ("must", "should", "please", "at most", ...) whose words no criterion of the task '
-                 "holds half of; reference material attached to the brief is not read"),), "info", preview=frozenset({"offline"}), english=True),
+        ("info", 'a requirement of the brief (a list item, or a sentence with "must", "should", "please", "at most", ...; each demand of '
+                 "a sentence listing several) whose words no criterion of the task holds half of; a block of attached material (labelled as "
+                 'a message, an excerpt, a policy, a reference, ...) is not read'),), "info", preview=frozenset({"offline"}), english=True),
     Rule("ungrounded", "a criterion names items found neither in the brief nor in the task's other criteria", ungrounded, (
         ("info", "a quoted or back-ticked name found neither in the brief nor in the task's other criteria nor in two other tasks"),),
          "info", preview=frozenset({"offline", "llm"})),
