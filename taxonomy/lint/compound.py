@@ -1,7 +1,7 @@
 """compound: one criterion that bundles checks a response can half-meet.
 
 A warning for what typography or grammar states: a list of checks (numbered items, bullets), "N of
-the following", or a second check announced as one ("; and, separately, ...", "; also
+the following", or a second check announced as one ("; and, separately, ...", "; it also
 ...", ". Additionally, ..."). A note for a clause after ";", a full stop or "and" that opens with a verb
 the corpus's criteria state their check with ("Recommends", "The report covers").
 
@@ -9,7 +9,8 @@ Left alone: a list of examples of one idea ("such as A, B and C"), a bullet list
 safe response is ..."), nouns joined by "and" ("depth and breadth"), a count ("(3 of 14 days used)"),
 a sentence giving the reason ("This matters because ..."), a parenthesis ("(Justification: ...)"). A
 list inside a grading instruction of over 1,000 characters ("Judge whether ... Step 1 ... Step 2 ...")
-is one procedure graded all or nothing by design: a note at most. Every cue is English grammar or
+is one procedure graded all or nothing by design, and so is a template repeated word for word in three
+tasks or more: a note at most. Every cue is English grammar or
 typography; the verbs are learned from the corpus.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ from taxonomy.lint.reading import SUBORDINATORS, Corpus
 from taxonomy.text import NEGATIONS, words
 
 CLAUSE_WORDS = 3  # each side of a joint this long, to be a check of its own
+TEMPLATE_TASKS = 3  # a criterion written word for word in this many tasks is the benchmark's template: its bundling is a design
 PROCEDURE_CHARS = 1000  # a criterion this long is a grading instruction: its list is one procedure
 DETERMINERS = frozenset("the a an this its their".split())  # "The report covers ...": the verb is the third word
 ADVERBS = frozenset("also never always only still then further".split())  # stand before the verb
@@ -33,9 +35,10 @@ _DEFINITION = re.compile(r"^(?:\*\*)?[^:\n]{1,50}?(?:\*\*)?:\s|^(?:an?|the)\s+(?
 _EXAMPLES = re.compile(r"\b(?:such as|e\.g\.|for example|for instance|like|including|examples?)\b[^;.]*$", re.I)
 _N_OF = re.compile(r"\b(?:\d+|two|three|four|five|six)\s+(?:out\s+)?of\s+(?:the\s+following|these|the\s+\d+)\b"
                    r"|\b(?:at\s+least|at\s+most|any|exactly)\s+(?:\d+|two|three|four|five|six)\s+(?:out\s+)?of\s+(?:the\s+)?\d+\b", re.I)
-_ANNOUNCED = re.compile(r"(?:;|,|[.!?](?=\s))\s*(?:and\s*,?\s*)?(?:separately|additionally|in\s+addition|also)\b"
+_ANNOUNCED = re.compile(r"(?:;|,|[.!?](?=\s))\s*(?:and\s*,?\s*)?(?:(?:it|they|the\s+[^\W\d_]+)\s+)?(?:separately|additionally|in\s+addition|also)\b"
                         r"(?!\s+(?:known|called|named|referred))[,:]?\s*", re.I)
-_JOINT = re.compile(r"(?:;|[.!?](?=\s+[A-Z])|,\s+(?:and|but|while)\b|\s+and\b)\s*([^\W\d_]+)", re.U)
+_JOINT = re.compile(r"(?:;|[.!?](?=\s+[A-Z])|,\s+(?:and|but|while|as\s+well\s+as)\b|\s+and\b)\s*([^\W\d_]+)", re.U)
+_WH = frozenset("how what why which who".split())  # ", as well as how to escalate": a second object clause
 _PARENTHESIS = re.compile(r"\([^()]*(?:\([^()]*\)[^()]*)*(?:\)|$)")
 _REASON = frozenset("this it these that those because such otherwise so which".split())
 _CAUSAL = re.compile(r"\b(?:because|since|so that|in order to|which is why)\b", re.I)
@@ -45,9 +48,14 @@ _PREDICATE = re.compile(r"\b(?:is|are|was|were|has been|have been|should be|must
 
 def compound(c: Corpus) -> list[Finding]:
     verbs = _verbs(c)
+    tasks_of: dict[str, set[str]] = {}
+    for r in c.rows:
+        tasks_of.setdefault(r.text, set()).add(r.task_id)
     out = []
     for r in c.rows:
         severity, why = bundled(r.text, verbs)
+        if why and severity == "warning" and len(tasks_of[r.text]) >= TEMPLATE_TASKS:
+            severity, why = "info", f"{why} (a template of {len(tasks_of[r.text])} tasks: bundled on purpose, perhaps)"
         if why:
             out.append(Finding(
                 "compound", severity, r.task_id, [r.criterion_id], f'"{clip(r.text, 100)}" {why}', r.text,
@@ -125,6 +133,8 @@ def _joins(text: str, joint: re.Match, verbs: frozenset[str]) -> bool:
         return False  # "such as A, B and C": examples of one idea
     if mark not in ";.!?,":  # "X and recommends Y": a verb criteria of this corpus state their check with
         return verb == word and verb in verbs and _third_person(verb)
+    if "well" in joint.group(0).split() and word in _WH:
+        return True
     if word in _REASON or _CAUSAL.search(" ".join(right.split()[:8])):
         return False  # "This matters because ...": the reason for the check, not another one
     if verb in verbs and (verb == word or word in NEGATIONS or word.endswith("ly") or word in ADVERBS):
