@@ -75,8 +75,8 @@ def check_forbidden_tokens(name: str, rules: LabelRules) -> list[str]:
     if not hits:
         return []
     found = ", ".join(f"`{t}`" + (f" (in `{w}`)" if w != t else "") for t, w in hits.items())
-    return [f"`{name}` contains the tool/format token(s) {found}; restate it without naming a tool, format, runtime or data source "
-            "(say what the verifier inspects, e.g. `document_page_layout_inspection_capability`)"]
+    return [f"`{name}` contains the tool/format token(s) {found}; restate it without naming a particular tool, format, runtime or data source "
+            "(the plain words tool, file, format, data and source are fine; say what the verifier inspects, e.g. `document_page_layout_inspection_capability`)"]
 
 
 _NAME_STOP = frozenset(

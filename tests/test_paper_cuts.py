@@ -18,10 +18,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from taxonomy.config import LLMConfig, load_config
+from taxonomy.config import LabelRules, LLMConfig, load_config
 from taxonomy.corpus import load_corpus
 from taxonomy.pipeline import primary_shares
+from taxonomy.prompts import render
 from taxonomy.taxonomy_io import load_taxonomy
+from taxonomy.validate import label_problems
 from tests.conftest import API_KEY, ROOT, invoke, llm_devai_run, offline_devai_run, refused, write_pipeline
 
 RUBRIC = ROOT / "benchmarks" / "heldout" / "report_writing.csv"
@@ -323,3 +325,22 @@ def test_a_run_says_why_k_is_lower_and_whose_lint_errors_it_counts(here):
     lint = next(i for i, line in enumerate(lines) if line.startswith("Lint: "))
     assert re.match(r"Lint: [1-9]\d* errors?", lines[lint]), lines[lint]
     assert "defects of the rubric itself" in lines[lint - 1] and "not errors of this run" in lines[lint - 1]
+
+
+# ---- 12. naming rules a model found in conflict -----------------------------------------------------------
+
+def test_a_one_label_cluster_may_keep_its_label_and_no_rule_says_otherwise():
+    prompt = render("stage2_canonicalize.j2", rules=LabelRules(), cluster_id=3, members=[{"label": "numeric_value_recomputation_capability", "frequency": 4}],
+                    examples=[], taken=[], nearby=[{"cluster_id": 5, "labels": ["unit_label_consistency_checking_capability"]}], max_non_examples=3)
+    assert "may keep that label as its name" in prompt
+    forbidding = [s for s in re.split(r"(?<=[.!?])\s+", prompt) if re.search(r"\bno label of this cluster\b", s, re.I)]
+    assert forbidding and all("non-example" in s.lower() for s in forbidding), forbidding  # only non-examples are barred from them
+
+
+def test_the_plain_word_tool_is_allowed_in_the_prompt_and_by_the_validator():
+    rules = LabelRules()
+    text = render("_naming_rules.j2", rules=rules)
+    rule = next(line for line in text.splitlines() if "tool, file format or data source" in line)
+    assert "`tool`" in rule and "are allowed" in rule
+    example = re.search(r"e\.g\. `(tool_[a-z_]+)`", rule)[1]
+    assert label_problems(example, rules) == [] and label_problems("pdf_page_layout_inspection_capability", rules)

@@ -221,4 +221,4 @@ def test_no_line_is_glued_onto_the_one_above(variant):
 
 def test_the_naming_rules_keep_each_rule_on_its_own_line():
     rules = render("_naming_rules.j2", rules=RULES)
-    assert "\n- Names no tool, file format or data source" in rules and "`.)- " not in rules
+    assert "\n- Names no particular tool, file format or data source" in rules and "`.)- " not in rules

@@ -39,7 +39,7 @@ def test_the_papers_good_names_and_ordinary_words_pass(name):
 def test_forbidden_token_anywhere_in_a_word(name, token, word):
     (message,) = check_forbidden_tokens(name, RULES)
     assert f"`{token}`" in message and (word is None or f"(in `{word}`)" in message)
-    assert "restate it without naming a tool" in message
+    assert "restate it without naming a particular tool" in message
 
 
 def test_safe_stems_are_configurable():
