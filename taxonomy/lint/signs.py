@@ -22,6 +22,7 @@ STRONG_SHARE = 0.97   # a near-unanimous sign, and an opening that is not a nega
 FAILING_VERBS = frozenset("fail fails failed neglect neglects neglected forget forgets forgot".split())
 FAILURE_ADVERBS = frozenset("incorrectly wrongly inaccurately falsely erroneously mistakenly".split())
 SUCCESS_ADVERBS = frozenset("correctly accurately successfully".split())
+BEING = frozenset("is are was were be been being has have had".split())
 SUBJECT_WORDS = 3     # a subject of at most this many words minus one, besides function words ("The training loop has been correctly ...")
 SAME_CHECK = 0.8      # content-word overlap (Jaccard) at which two criteria state one thing...
 MAX_APART = 3         # ...when at most this many content words tell them apart
@@ -37,8 +38,13 @@ def stated(ws: list[str], function: frozenset[str]) -> str | None:
     ...", "Correctly ..."), None otherwise or when a negation comes first ("Does not incorrectly ...")."""
     nouns = 0
     for k, w in enumerate(ws[:SUBJECT_WORDS + 4]):
-        if w in NEGATIONS or (k and ws[0] not in function) or nouns > SUBJECT_WORDS - 1:
-            return None  # a negated verb, a first word that is not a subject's determiner ("Explains ..."), a long subject
+        if w in NEGATIONS or nouns > SUBJECT_WORDS - 1:
+            return None  # a negated verb ("Does not incorrectly ..."), or a subject too long to be one
+        cue = w in FAILURE_ADVERBS or w in FAILING_VERBS or w in SUCCESS_ADVERBS
+        # The cue is the verb's when the criterion opens with it, after a determiner's subject ("The agent fails
+        # to"), or after a verb of being ("Model inference is correctly performed"); not in "Explains the fee correctly".
+        if cue and k and ws[0] not in function and ws[k - 1] not in BEING:
+            return None
         if w in FAILURE_ADVERBS or (w in FAILING_VERBS and (w.startswith(("neglect", "forg")) or ws[k + 1:k + 2] == ["to"])):
             return "failure"
         if w in SUCCESS_ADVERBS:
