@@ -13,7 +13,7 @@ from taxonomy.corpus.rows import check_rows
 
 # Bookkeeping columns carried through loading for error messages, dropped at the end.
 _WHERE = {"_file": pl.Utf8, "_row": pl.Utf8}
-_MAX_LISTED = 10  # rows named in one warning
+_MAX_LISTED = 5  # rows named in one warning: enough to find them, short enough to read
 
 
 def _weight(value: Any, file: str, row: Any, name: str = "weight") -> float:
