@@ -140,7 +140,7 @@ def test_an_edit_whose_backup_cannot_be_written_is_one_line(tmp_path, offline_ru
 
 
 @pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root ignores chmod without setpriv to drop that power")
-@pytest.mark.parametrize("command", ["run", "report", "edit"])
+@pytest.mark.parametrize("command", ["run", "report", "edit", "answer cache"])
 def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
     """The user's case: PermissionError. Root writes through chmod 555, so root runs the command without
     CAP_DAC_OVERRIDE (setpriv), as an ordinary user would meet it."""
@@ -148,10 +148,17 @@ def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
     before = _files(run)
     old = json.loads((run / "taxonomy.json").read_text())["capabilities"][0]["name"]
     args = {"run": ["run", write_pipeline(tmp_path), "--run-dir", run, "-q", "--no-report", "--force", "tag"],
+            "answer cache": ["run", write_pipeline(tmp_path), "--run-dir", tmp_path / "run2", "-q", "--no-report", "--provider", "gemini"],
             "report": ["report", run], "edit": ["edit", run, "rename", old, "check_the_recommendation_made_capability"]}[command]
+    if command == "answer cache":  # the run folder can be written, the answer cache's folder (output.dir/NAME) cannot
+        run = tmp_path / "outputs" / "devai"
+        run.mkdir(parents=True)
+        before = _files(run)
     run.chmod(0o555)
     drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    if command == "answer cache":  # only a model's answers are cached; the cache stops the run before any call
+        env.update(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{_closed_port()}")
     try:
         done = subprocess.run([*drop, str(TAXONOMY), *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
     finally:

@@ -6,6 +6,7 @@ most the calls in flight. Identities never hold secrets, so neither does the cac
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import sqlite3
@@ -23,13 +24,19 @@ class Cache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # Survives a crash or Ctrl-C of this process; only an OS crash could lose the last answers.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, kind TEXT, value TEXT, prompt_tokens INT, output_tokens INT)"
-        )
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # Survives a crash or Ctrl-C of this process; only an OS crash could lose the last answers.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, kind TEXT, value TEXT, prompt_tokens INT, output_tokens INT)"
+            )
+        except sqlite3.OperationalError as exc:
+            # sqlite says "unable to open database file" or "readonly database"; the folder's own check says why.
+            if "readonly" in str(exc) or "unable to open" in str(exc):
+                raise PermissionError(errno.EACCES, f"cannot open the answer cache ({exc})", str(self.path)) from None
+            raise
 
     def get(self, key: str) -> tuple[str, int, int] | None:
         with self._lock:
