@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from taxonomy.config import LabelRules
+from taxonomy.corpus.jsonio import decode
 from taxonomy.schemas import STATED, Taxonomy
 from taxonomy.validate import label_problems
 
@@ -21,9 +22,11 @@ def load_taxonomy(path: str | Path, rules: LabelRules | None = None) -> Taxonomy
     if not path.is_file():
         raise TaxonomyError(f"{path}: no such taxonomy file; fix: point to the taxonomy.json of a finished run")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
+        raw = json.loads(decode(path.read_bytes()))
     except json.JSONDecodeError as exc:
         raise TaxonomyError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg}); fix: correct the edit at that line") from None
+    except UnicodeDecodeError as exc:
+        raise TaxonomyError(f"{path}: not {exc.encoding.upper()} text (byte {exc.start}); fix: save the edited taxonomy as UTF-8") from None
     try:
         taxonomy = Taxonomy.model_validate(raw)
     except ValidationError as exc:

@@ -69,6 +69,21 @@ def test_utf16_and_utf32_files_with_a_bom_are_read(tmp_path, encoding, suffix):
     assert frame["text"].to_list() == [c for _, c in rows]
 
 
+def test_utf16_verdicts_taxonomy_and_notes_are_read(tmp_path, offline_run):
+    """Every other text a user hands in: verdict tables, a hand-edited taxonomy.json, domain notes."""
+    run = _copy(offline_run, tmp_path)
+    saved = json.loads((run / "taxonomy.json").read_text())
+    (run / "taxonomy.json").write_text(json.dumps(saved), encoding="utf-16")
+    assert load_taxonomy(run / "taxonomy.json").content_hash == saved["content_hash"]
+    ids = pl.read_parquet(run / "criteria.parquet")["criterion_id"].head(20).to_list()
+    for name, verdicts in (("people", [i % 2 for i in range(20)]), ("judge", [1] * 20)):
+        (tmp_path / f"{name}.csv").write_text("criterion_id,verdict\n" + "".join(f"{c},{v}\n" for c, v in zip(ids, verdicts)), encoding="utf-16")
+    result = invoke("breakdown", run, "--verdicts", f"human={tmp_path / 'people.csv'}", "--verdicts", f"judge={tmp_path / 'judge.csv'}", "--boot", "0")
+    assert "joined 20 of 20 verifier verdicts" in result.output
+    (tmp_path / "notes.md").write_text("Units are SI unless stated.\n", encoding="utf-32")
+    invoke("guidance", run, "--notes", tmp_path / "notes.md", "-q")
+
+
 def test_utf16_without_a_bom_gets_a_fix_that_keeps_it(tmp_path):
     corpus = tmp_path / "r.csv"
     corpus.write_bytes("criterion\nThe report states the value.\n".encode("utf-16-le"))

@@ -11,6 +11,7 @@ requirements or rubric leaves appear); a problem of the whole file or folder nam
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import logging
 import re
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import polars as pl
+
+from taxonomy.corpus.jsonio import decode
 
 try:  # the corpus module owns file reading once it exists; until then a tiny fallback
     from taxonomy.corpus import read_json as _read_json
@@ -261,16 +264,17 @@ def _read_table(path: Path) -> pl.DataFrame:
         raise _err(path, None, "no such file", "pass an existing .csv, .tsv, .jsonl, .json or .parquet file")
     name = path.name.lower()
     try:
-        if name.endswith(".csv"):  # strings throughout, so every verdict spelling is parsed alike
-            return pl.read_csv(path, infer_schema=False)
-        if name.endswith(".tsv"):
-            return pl.read_csv(path, separator="\t", infer_schema=False)
-        if name.endswith((".jsonl", ".ndjson")):
-            return pl.read_ndjson(path)
-        if name.endswith(".json"):
-            return pl.DataFrame(json.loads(path.read_text(encoding="utf-8")))
         if name.endswith(".parquet"):
             return pl.read_parquet(path)
+        text = io.BytesIO(decode(path.read_bytes()).encode()) if name.endswith((".csv", ".tsv", ".jsonl", ".ndjson", ".json")) else None
+        if name.endswith(".csv"):  # strings throughout, so every verdict spelling is parsed alike
+            return pl.read_csv(text, infer_schema=False)
+        if name.endswith(".tsv"):
+            return pl.read_csv(text, separator="\t", infer_schema=False)
+        if name.endswith((".jsonl", ".ndjson")):
+            return pl.read_ndjson(text)
+        if name.endswith(".json"):
+            return pl.DataFrame(json.load(text))
     except Exception as exc:  # noqa: BLE001 - any reader failure becomes one line
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise _err(path, None, f"unreadable table ({msg})", "check the file's format matches its extension") from None

@@ -7,6 +7,7 @@ from typing import Any, Callable, Sequence
 
 import polars as pl
 
+from taxonomy.corpus.jsonio import decode
 from taxonomy.guidance.files import write_guidance
 from taxonomy.guidance.inputs import judge_view, routed_criteria, select_examples
 from taxonomy.guidance.model import GuidanceAnswer, GuidanceDrafts, GuidanceError, validate_guidance
@@ -74,7 +75,7 @@ def read_notes(notes_path: Path | None) -> str | None:
     if not path.is_file():
         raise GuidanceError(f"{path}: no such domain-notes file; fix: pass an existing text or markdown file of the benchmark's conventions, or leave out the notes")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = decode(path.read_bytes())  # UTF-8, or UTF-16/32 with a byte-order mark
     except UnicodeDecodeError:
         raise GuidanceError(f"{path}: not UTF-8 text; fix: save the domain notes as UTF-8 plain text or markdown") from None
     return text if text.strip() else None
