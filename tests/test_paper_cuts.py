@@ -366,3 +366,12 @@ def test_the_plain_word_tool_is_allowed_in_the_prompt_and_by_the_validator():
     assert "`tool`" in rule and "are allowed" in rule
     example = re.search(r"e\.g\. `(tool_[a-z_]+)`", rule)[1]
     assert label_problems(example, rules) == [] and label_problems("pdf_page_layout_inspection_capability", rules)
+
+
+@pytest.mark.parametrize("name, data, where", [
+    ("v.csv", "criterion_id,verdict\na,1\nb,1,extra\n", "v.csv: line 3: 3 fields where the header (line 1) has 2"),
+    ("v.jsonl", '{"criterion_id": "a", "verdict": 1}\n{"criterion_id": "b",\n', "v.jsonl: line 2: invalid JSON"),
+])
+def test_a_verdict_file_parse_error_names_its_line(tmp_path, offline_run, name, data, where):
+    (tmp_path / name).write_text(data)
+    assert where in refused("breakdown", offline_run, "--verdicts", f"human={tmp_path / name}")

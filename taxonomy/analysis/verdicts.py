@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import polars as pl
 
 from taxonomy.corpus.jsonio import decode
+from taxonomy.corpus.table import csv_problem
 
 try:  # the corpus module owns file reading once it exists; until then a tiny fallback
     from taxonomy.corpus import read_json as _read_json
@@ -263,22 +264,41 @@ def _read_table(path: Path) -> pl.DataFrame:
     if not path.is_file():
         raise _err(path, None, "no such file", "pass an existing .csv, .tsv, .jsonl, .json or .parquet file")
     name = path.name.lower()
+    if not name.endswith((".csv", ".tsv", ".jsonl", ".ndjson", ".json", ".parquet")):
+        raise _err(path, None, "unknown file type", "use .csv, .tsv, .jsonl, .json or .parquet")
     try:
         if name.endswith(".parquet"):
             return pl.read_parquet(path)
-        text = io.BytesIO(decode(path.read_bytes()).encode()) if name.endswith((".csv", ".tsv", ".jsonl", ".ndjson", ".json")) else None
-        if name.endswith(".csv"):  # strings throughout, so every verdict spelling is parsed alike
-            return pl.read_csv(text, infer_schema=False)
-        if name.endswith(".tsv"):
-            return pl.read_csv(text, separator="\t", infer_schema=False)
+        text = decode(path.read_bytes())  # UTF-8, or UTF-16/32 with a byte-order mark
         if name.endswith((".jsonl", ".ndjson")):
-            return pl.read_ndjson(text)
+            return pl.DataFrame(_json_lines(path, text), infer_schema_length=None)
         if name.endswith(".json"):
-            return pl.DataFrame(json.load(text))
+            return pl.DataFrame(json.loads(text))
+        separator = "\t" if name.endswith(".tsv") else ","
+        try:  # strings throughout, so every verdict spelling is parsed alike
+            return pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema=False)
+        except Exception:  # noqa: BLE001 - polars names no line: the csv module finds it
+            problem = csv_problem(text, separator)
+            if problem is None:
+                raise
+            raise _err(path, None, f"line {problem[0]}: {problem[1]}",
+                       "make every row have as many fields as the header (quote a field that holds the separator)") from None
+    except VerdictError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any reader failure becomes one line
         msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise _err(path, None, f"unreadable table ({msg})", "check the file's format matches its extension") from None
-    raise _err(path, None, "unknown file type", "use .csv, .tsv, .jsonl, .json or .parquet")
+
+
+def _json_lines(path: Path, text: str) -> list[dict]:
+    rows = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError as exc:
+                raise _err(path, None, f"line {number}: invalid JSON ({exc})", "make each line one complete JSON object") from None
+    return rows
 
 
 def _missing_fix(name: str, path: Path) -> str:

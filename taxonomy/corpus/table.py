@@ -28,7 +28,7 @@ def _record_lines(text: str, separator: str) -> list[int]:
     return starts[1:]
 
 
-def _csv_problem(text: str, separator: str) -> tuple[int, str] | None:
+def csv_problem(text: str, separator: str) -> tuple[int, str] | None:
     """(file line, what is wrong) of the first record polars could not parse, found again with the csv
     module: polars names no line. None when the csv module sees nothing wrong either."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator, strict=True)
@@ -81,7 +81,7 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
     except CorpusError:
         raise
     except Exception as exc:  # noqa: BLE001 - polars/arrow parse errors
-        problem = _csv_problem(text, separator) if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None
+        problem = csv_problem(text, separator) if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None
         if problem is not None:
             raise CorpusError(show, problem[0], problem[1],
                               "make every row have as many fields as the header: quote a field that holds the separator "
