@@ -72,7 +72,7 @@ def check(path: Path, plan: Plan, provider: str | None = None, quiet: bool = Tru
     corpus = Corpus.of(target.frame, target.capability)
     found = run_rules(corpus, plan.offline)
     found, llm = _with_model(target, corpus, found, plan.model, provider, quiet)
-    where = target.locations()
+    where = target.locations({f.criterion_ids[0] for f in found})
     for f in found:
         f.location = where.get(f.criterion_ids[0], {"file": None, "line": None, "pointer": None})
     n_tasks = target.frame["task_id"].n_unique()

@@ -29,20 +29,27 @@ class Target:
         path = path if path.is_absolute() else Path(self.cfg.base_dir) / path
         return path if path.is_dir() else path.parent
 
-    def locations(self) -> dict[str, dict]:
-        """criterion_id -> {"file", "line", "pointer"}: the file as it is on disk (rubric.json.gz when the loader
-        read that), its own line, found for JSON nodes by their text, and the node's JSON pointer."""
+    def locations(self, wanted: set[str] | None = None) -> dict[str, dict]:
+        """criterion_id -> {"file", "line", "pointer"} for the `wanted` criteria (all when None): the file as
+        it is on disk (rubric.json.gz when the loader read that), its own line, found for JSON nodes by their
+        text, and the node's JSON pointer."""
         root = self.corpus_root()
-        sources = self.frame["source"].to_list() if "source" in self.frame.columns else [""] * self.frame.height
+        frame = self.frame if wanted is None else self.frame.filter(pl.col("criterion_id").is_in(list(wanted)))
+        sources = frame["source"].to_list() if "source" in frame.columns else [""] * frame.height
+        shown: dict[str, tuple] = {}  # a file's shown name and path once, not once per criterion
         out = {}
-        for cid, text, source in zip(self.frame["criterion_id"].to_list(), self.frame["text"].to_list(), sources):
+        for cid, text, source in zip(frame["criterion_id"].to_list(), frame["text"].to_list(), sources):
             m = _SOURCE.match(source or "")
-            file = _on_disk(root / m["file"]) if m and m["file"] else None
+            name = m["file"] if m and m["file"] else None
+            if name is not None and name not in shown:
+                file = _on_disk(root / name)
+                shown[name] = (file, _show(file))
+            file, show = shown[name] if name is not None else (None, None)
             line = int(m["line"]) if m and m["line"] and not m["file"].endswith(".parquet") else None
             pointer = m["pointer"] if m and m["pointer"] is not None else None
             if file is not None and line is None and pointer is not None:
                 line = _line_of(str(file), text or "")
-            out[cid] = {"file": _show(file) if file is not None else None, "line": line, "pointer": pointer}
+            out[cid] = {"file": show, "line": line, "pointer": pointer}
         return out
 
 def load_target(target: Path) -> Target:
