@@ -98,8 +98,10 @@ def unwritable(exc: OSError, path: str | Path | None = None) -> RunError | None:
     target = Path(named) if named else Path(".")
     if _TEMPORARY.match(target.name):
         target = target.with_name(_TEMPORARY.match(target.name)[1])
-    folder = target.parent
-    elsewhere = "or work in a folder you can write (--run-dir, or output.dir in the pipeline config)"
+    # The folder to fix is the nearest that exists: a run folder not made yet cannot be the one refusing.
+    folder = next((p for p in target.parents if p.is_dir()), target.parent)
+    folder = folder.resolve() if str(folder) == "." else folder
+    elsewhere = "or work in a folder you can write (--run-dir, --out, or output.dir in the pipeline config)"
     if exc.errno == errno.ENOTDIR:
         blocker = next((p for p in [target, *target.parents] if p.exists() and not p.is_dir()), folder)
         why, fix = f"{blocker} is a file, not a folder", f"move {blocker} away, {elsewhere}"
