@@ -101,7 +101,7 @@ def unwritable(exc: OSError, path: str | Path | None = None) -> RunError | None:
     # The folder to fix is the nearest that exists: a run folder not made yet cannot be the one refusing.
     folder = next((p for p in target.parents if p.is_dir()), target.parent)
     folder = folder.resolve() if str(folder) == "." else folder
-    elsewhere = "or work in a folder you can write (--run-dir, --out, or output.dir in the pipeline config)"
+    elsewhere = "or work in a folder you can write: --run-dir, --out or output.dir in the pipeline config"
     if exc.errno == errno.ENOTDIR:
         blocker = next((p for p in [target, *target.parents] if p.exists() and not p.is_dir()), folder)
         why, fix = f"{blocker} is a file, not a folder", f"move {blocker} away, {elsewhere}"
@@ -113,8 +113,9 @@ def unwritable(exc: OSError, path: str | Path | None = None) -> RunError | None:
         why, fix = "the file system is read-only", elsewhere.removeprefix("or ")
     else:
         why, fix = "permission denied", f"make {folder} writable (`chmod u+w {folder}`), {elsewhere}"
-    return RunError(f"{target}: cannot be written ({why}); fix: {fix}, then run the same command again "
-                    "(nothing already written was changed)")
+    # No "run the same command again": after `edit`, whose taxonomy may already be saved when its report is refused,
+    # that would repeat the edit. Every write is atomic, so what is on disk is whole either way.
+    return RunError(f"{target}: cannot be written ({why}); fix: {fix}. Files already on disk are whole (every write is atomic)")
 
 
 def damaged(path: Path, exc: BaseException, stage: str) -> RunError:
