@@ -26,6 +26,8 @@ TEMPLATE_TASKS = 3  # a criterion written word for word in this many tasks is th
 PROCEDURE_CHARS = 1000  # a criterion this long is a grading instruction: its list is one procedure
 DETERMINERS = frozenset("the a an this its their".split())  # "The report covers ...": the verb is the third word
 ADVERBS = frozenset("also never always only still then further".split())  # stand before the verb
+QUANTIFIERS = frozenset("all each every both".split())  # open a subject as a determiner does
+BEING = frozenset("is are was were been be has have can will should must".split())
 _PAREN_ITEM = re.compile(r"(?:^|[\s:;,])\(([1-9]|[a-hA-H]|i{1,3}|iv)\)\s+\S")
 _LEAD_ITEM = re.compile(r"(?:^|[:;]\s*|\n\s*)([1-9]|[a-hA-H]|i{1,3}|iv)[.)]\s+\S")
 _SERIES = ({"1", "2"}, {"a", "b"}, {"i", "ii"})  # a list numbers its first two items
@@ -39,7 +41,7 @@ _ANNOUNCED = re.compile(r"(?:;|,|[.!?](?=\s))\s*(?:and\s*,?\s*)?(?:(?:it|they|th
                         r"(?!\s+(?:known|called|named|referred))[,:]?\s*", re.I)
 _JOINT = re.compile(r"(?:;|[.!?](?=\s+[A-Z])|,\s+(?:and|but|while|as\s+well\s+as)\b|\s+and\b)\s*([^\W\d_]+)", re.U)
 _WH = frozenset("how what why which who".split())  # ", as well as how to escalate": a second object clause
-_PARENTHESIS = re.compile(r"\([^()]*(?:\([^()]*\)[^()]*)*(?:\)|$)")
+_PARENTHESIS = re.compile(r"\([^()]*(?:\([^()]*\)[^()]*)*\)")
 _REASON = frozenset("this it these that those because such otherwise so which".split())
 _CAUSAL = re.compile(r"\b(?:because|since|so that|in order to|which is why)\b", re.I)
 # Verbs of being: two sides that each state a predicate ("X is saved; Y are plotted") are two checks.
@@ -68,9 +70,11 @@ def _verbs(c: Corpus) -> frozenset[str]:
     one after a determiner and a noun ("The report covers ..."), adverbs ("correctly", "never") skipped."""
     said = set()
     for r in c.rows:
-        ws = r.ws[2:] if len(r.ws) >= 3 and r.ws[0] in DETERMINERS else r.ws
-        verb = _verb(ws)
-        if verb and verb not in c.function:
+        subject = len(r.ws) >= 3 and r.ws[0] in DETERMINERS
+        verb = _verb(r.ws[2:] if subject else r.ws)
+        # After a determiner and a noun the third word is the verb only in its third-person form ("The report
+        # covers"); "The final loss is ..." names a noun there.
+        if verb and verb not in c.function and (not subject or _third_person(verb)):
             said.add(verb)
     return frozenset(said)
 
@@ -138,6 +142,14 @@ def _joins(text: str, joint: re.Match, verbs: frozenset[str]) -> bool:
     if word in _REASON or _CAUSAL.search(" ".join(right.split()[:8])):
         return False  # "This matters because ...": the reason for the check, not another one
     if verb in verbs and (verb == word or word in NEGATIONS or word.endswith("ly") or word in ADVERBS):
+        return True
+    # "...; all models trained on NetHack use ...": a subject of its own, then a verb (one of the corpus's,
+    # a verb of being, or one that says "that").
+    head = said[1:8]
+    # (Not after a full stop: a specification's next sentence, "The number of clusters is set to ...", details one check.)
+    # (After a comma, "..., and the model trained with ..." as often names one check's second object.)
+    verbal = any(w in verbs or w in BEING for w in head) or "that" in head[1:]
+    if mark == ";" and (word in DETERMINERS or word in QUANTIFIERS) and verbal:
         return True
     # A clause stated as the criterion itself is ("Explains ..., and blames ...", "... . Grants ...").
     if (mark != "," or verb == word) and _third_person(verb) and _third_person(_verb(own)):
