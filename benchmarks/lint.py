@@ -21,11 +21,14 @@ the expected rule names the injected criterion; recall is given at any severity 
   hygiene     put encoding junk into a criterion
 
 `--sample FILE` writes up to 15 real findings per rule and severity from the untouched corpora, for a
-reader to judge (the precision table in docs/LINT.md).
+reader to judge. `--judged [FIXTURE ...]` prints precision per rule, source and severity on the labelled
+rubrics of tests/fixtures/lint/ (the offline rules; with `--findings`, a saved run's findings, e.g. a
+model's) and how many labelled defects were found.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
@@ -246,14 +249,19 @@ def timed_cli() -> tuple[float, float]:
 FIXTURES = ROOT / "tests" / "fixtures" / "lint"
 
 
-def judged(path: Path, preview: bool = True) -> tuple[list, dict[str, set[str]]]:
-    """A labelled fixture's offline findings (every rule, previews included) and its labels:
-    criterion_id -> the rules it is a defect of ("uncovered-brief:words" names the brief's requirement)."""
+def judged(path: Path, findings: Path | None = None) -> tuple[list, dict[str, set[str]]]:
+    """A labelled fixture's findings and its labels: criterion_id -> the rules it is a defect of
+    ("uncovered-brief:words" names the brief's requirement). The findings are the offline rules' (every
+    rule, previews included), or those of a `taxonomy lint FIXTURE --preview --format json` run saved in
+    `findings` (with a model: the model's own and the merged ones, each with its source)."""
     from taxonomy.lint.check import check, rules
-
-    found, _ = check(path, rules(None, None, preview), "offline")
+    from taxonomy.lint.findings import Finding
     from taxonomy.lint.target import load_target
 
+    if findings is None:
+        found, _ = check(path, rules(None, None, preview=True), "offline")
+    else:
+        found = [Finding(**f) for f in json.loads(findings.read_text(encoding="utf-8"))["findings"]]
     frame = load_target(path).frame
     labels = {cid: {x for x in (d or "").split("|") if x} for cid, d in zip(frame["criterion_id"], frame["defect"])}
     return found, labels
@@ -270,30 +278,30 @@ def real(f, labels: dict[str, set[str]]) -> bool:
     return False
 
 
-def precision(paths: list[Path]) -> None:
-    """Precision per rule and severity on the labelled fixtures, and recall of their labelled defects."""
+def precision(paths: list[Path], findings: list[Path] | None = None) -> None:
+    """Precision per rule, source and severity on the labelled fixtures, and recall of their labelled defects."""
     counts: dict[tuple, list[int]] = defaultdict(lambda: [0, 0])
     labelled: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for path in paths:
-        found, labels = judged(path)
+    for k, path in enumerate(paths):
+        found, labels = judged(path, findings[k] if findings else None)
         for f in found:
-            counts[(f.rule, f.severity)][0] += 1
-            counts[(f.rule, f.severity)][1] += real(f, labels)
+            counts[(f.rule, f.source, f.severity)][0] += 1
+            counts[(f.rule, f.source, f.severity)][1] += real(f, labels)
         for cid, rules_ in labels.items():
             for label in rules_:
                 rule = label.partition(":")[0]
                 labelled[rule][0] += 1
                 labelled[rule][1] += any(f.rule == rule and real(f, {cid: {label}}) for f in found)
-    print(f"\nPrecision on the labelled fixtures ({', '.join(p.name for p in paths)}), offline, previews included:\n")
-    print("| rule | severity | findings | real | precision |\n|---|---|---:|---:|---:|")
+    print(f"\nPrecision on the labelled fixtures ({', '.join(p.name for p in paths)}), previews included:\n")
+    print("| rule | source | severity | findings | real | precision |\n|---|---|---|---:|---:|---:|")
     strong = [0, 0]
-    for (rule, severity), (n, hit) in sorted(counts.items()):
-        print(f"| {rule} | {severity} | {n} | {hit} | {hit / n:.2f} |")
+    for (rule, source, severity), (n, hit) in sorted(counts.items()):
+        print(f"| {rule} | {source} | {severity} | {n} | {hit} | {hit / n:.2f} |")
         if severity != "info":
             strong[0] += n
             strong[1] += hit
     if strong[0]:
-        print(f"| all | warning+ | {strong[0]} | {strong[1]} | {strong[1] / strong[0]:.2f} |")
+        print(f"| all | all | warning+ | {strong[0]} | {strong[1]} | {strong[1] / strong[0]:.2f} |")
     print("\n| rule | labelled defects | found (any severity) |\n|---|---:|---:|")
     for rule, (n, hit) in sorted(labelled.items()):
         print(f"| {rule} | {n} | {hit} |")
@@ -306,9 +314,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--sample", type=Path, help="write real findings to judge here")
     ap.add_argument("--judged", nargs="*", type=Path, help="only the precision on these labelled fixtures (default: tests/fixtures/lint/*.csv)")
+    ap.add_argument("--findings", nargs="*", type=Path, help="with --judged: each fixture's saved `taxonomy lint --format json` findings "
+                    "(a model run's, say) instead of the offline rules'")
     args = ap.parse_args()
     if args.judged is not None:
-        precision(args.judged or sorted(FIXTURES.glob("*.csv")))
+        paths = args.judged or sorted(FIXTURES.glob("*.csv"))
+        if args.findings and len(args.findings) != len(paths):
+            ap.error("--findings needs one JSON file per fixture, in the same order")
+        precision(paths, args.findings)
         return
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
     real = {}

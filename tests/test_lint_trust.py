@@ -77,6 +77,8 @@ def test_out_file_and_min_severity(tmp_path):
     assert [f["severity"] for f in data["findings"]] == ["warning"] and data["summary"]["findings"] == len(every)
     text = lint(path, "--min-severity", "warning", code=0).stdout
     assert "info " not in text and f"{len(every) - 1} below --min-severity not listed" in text
+    blocked = lint(path, "--out", path / "lint.json", code=2)  # a file where a folder should be
+    assert f"--out {path / 'lint.json'}: cannot write" in blocked.output and len(blocked.output.strip().splitlines()) == 1
     bad = lint(path, "--min-severity", "notice", code=2)
     assert "--min-severity notice: not a choice; fix: use one of info | warning | error" in bad.output
 
