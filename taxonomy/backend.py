@@ -6,7 +6,7 @@ Every stage asks the session's backend for its step; nothing else tests which ba
     backend.label_embedder(criteria, stage1, cfg, default)           -> the embedder Stage 2a clusters with
     backend.canonicalize(clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings) -> (micro, notes)
     backend.merge(micro, centroids, cfg, corpus, co_micro, criteria, stage1) -> Taxonomy
-    backend.tag(criteria, taxonomy, cfg, stage1, micro_labels)       -> Stage 3 tags table
+    backend.tag(criteria, taxonomy, cfg, stage1, micro_labels, folder) -> Stage 3 tags table (folder: the run holding the taxonomy)
     backend.ask(stage, jobs, title)                                  -> a model's answers, or None where no model runs
     backend.brief_notes(criteria, cfg)                               -> notes on briefs cut for the prompts
 
@@ -43,7 +43,7 @@ class Backend(Protocol):
     def merge(self, micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, corpus: str, co_micro: np.ndarray,
               criteria: pl.DataFrame, stage1: pl.DataFrame) -> Taxonomy: ...
     def tag(self, criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, stage1: pl.DataFrame | None,
-            micro_labels: dict[str, list[str]]) -> pl.DataFrame: ...
+            micro_labels: dict[str, list[str]], folder: Any = None) -> pl.DataFrame: ...
     def brief_notes(self, criteria: pl.DataFrame, cfg: PipelineConfig) -> list[str]: ...
 
 
@@ -94,7 +94,7 @@ class LLMBackend:
 
         return merge(micro, centroids, cfg, self.runner, corpus=corpus, co_micro=co_micro)
 
-    def tag(self, criteria, taxonomy, cfg, stage1, micro_labels):
+    def tag(self, criteria, taxonomy, cfg, stage1, micro_labels, folder=None):  # a model reads the taxonomy itself
         from taxonomy.stages.tag import tag
 
         return tag(criteria, taxonomy, cfg, self.runner)

@@ -160,14 +160,13 @@ def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
     cfg = s.cfg.model_copy(deep=True)
     cfg.corpus.limit = None  # --limit is a flag of one command, not part of the pipeline
     from taxonomy.corpus.config import _show
-    from taxonomy.pipeline_toml import SMALL_CORPUS
+    from taxonomy.pipeline_toml import small_corpus_note
 
     s.run.write_text("pipeline.toml", render(cfg, found, path, n, pin_output=True))
     shown = _show(path)
     console.print(f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)", markup=False, highlight=False)
-    if n is not None and n < SMALL_CORPUS:
-        console.print(f"note: {n} criteria, under {SMALL_CORPUS}: the merge bounds are relaxed to 1-10 capabilities of any share "
-                      "(see [merge] in that file); the paper's 8-10 capabilities need a few hundred criteria", markup=False, highlight=False)
+    if small_corpus_note(n):
+        console.print(small_corpus_note(n), markup=False, highlight=False)
 
 
 def config_from_run(run_dir: Path):

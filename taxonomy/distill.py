@@ -327,8 +327,9 @@ def _tag_calls(s) -> int:
     return used.calls if used is not None else 0
 
 
-def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy) -> pl.DataFrame:
-    """The criteria the distilled model is unsure of, through the session's real Stage 3."""
+def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path | None = None) -> pl.DataFrame:
+    """The criteria the distilled model is unsure of, through the session's real Stage 3 (offline: the tagger of
+    the run in `folder`, which holds the taxonomy)."""
     from taxonomy.stages.tag import SCHEMA
 
     if not rest.height:
@@ -339,7 +340,7 @@ def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy) -> pl.DataFrame:
         if stage1.height < rest.height:  # labels of another corpus: let the offline backend derive its own
             stage1 = None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-    return s.engine.tag(rest, taxonomy, s.cfg, stage1, micro_labels).select(list(SCHEMA)).cast(SCHEMA)
+    return s.engine.tag(rest, taxonomy, s.cfg, stage1, micro_labels, folder=folder).select(list(SCHEMA)).cast(SCHEMA)
 
 
 def tag_with_distilled(
@@ -356,7 +357,8 @@ def tag_with_distilled(
 
     start = time.perf_counter()
     s = session
-    taxonomy = load_taxonomy(taxonomy_path or s.run.need("taxonomy.json", "merge"))
+    source = Path(taxonomy_path or s.run.need("taxonomy.json", "merge"))
+    taxonomy = load_taxonomy(source)
     bundle = load_distilled(model_path, taxonomy)
     threshold = float(bundle.get("threshold", FALLBACK_THRESHOLD) if threshold is None else threshold)
     criteria = ensure_criteria(s)
@@ -373,7 +375,7 @@ def tag_with_distilled(
     rest = criteria.filter(pl.Series(~confident))
     fallback = "offline" if s.engine.name == "offline" else "llm"  # the manifest's word for who tagged the rest
     calls_before = _tag_calls(s)
-    sent = _tag_rest(s, rest, taxonomy).with_columns(source=pl.lit(fallback))
+    sent = _tag_rest(s, rest, taxonomy, source.parent).with_columns(source=pl.lit(fallback))
     calls = _tag_calls(s) - calls_before
 
     order = pl.DataFrame({"criterion_id": ids, "_row": list(range(len(ids)))})

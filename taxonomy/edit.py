@@ -210,24 +210,41 @@ def split_groups(members: list[int], micro: list[MicroCapability], centroids: np
     return sorted(parts, key=lambda p: -sum(micro[i].n_criteria for i in p))
 
 
-def offline_names(card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules) -> list[CapabilityCard]:
-    """Each part is named and described after its largest micro-capability (made unique if needed)."""
+def offline_names(card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules,
+                  run=None, cfg=None) -> tuple[list[CapabilityCard], list[dict]]:
+    """Each part titled, named and described from its own criteria (those whose Stage 1 label is one of its
+    micro-capabilities'), as the offline merge names a capability, with its title and phrases; without the
+    run's criteria on disk, after its largest micro-capability."""
+    if run is not None and cfg is not None and run.has("criteria.parquet") and run.has("stage1_labels.parquet"):
+        from taxonomy.offline.cards import describe_groups
+
+        criteria = run.read_parquet("criteria.parquet")
+        first = dict(zip(*run.read_parquet("stage1_labels.parquet").select(
+            "criterion_id", pl.col("labels").list.first()).to_dict(as_series=False).values()))
+        own = [first.get(cid) for cid in criteria["criterion_id"].to_list()]
+        labels = [sorted({lab for m in p for lab in m.member_labels}) for p in parts]
+        groups = [np.flatnonzero([lab in set(ls) for lab in own]) for ls in labels]
+        if all(len(g) for g in groups):
+            cards, _ = describe_groups(criteria, groups, labels, cfg, set(taken))
+            shown = [{k: c[k] for k in ("title", "key_phrases", "phrase_weights")} for c in cards]
+            return [CapabilityCard(**{k: c[k] for k in ("name", "description", "diagnostic_signal", "example_pattern")},
+                                   non_examples=[]) for c in cards], shown
     from taxonomy.merge_rules import _unique_valid_name
 
     used = set(taken)
-    cards = []
+    out = []
     for members in parts:
         ranked = sorted(members, key=lambda m: (-m.n_criteria, m.name))
         name = _unique_valid_name([m.name for m in ranked], used, rules)
         used.add(name)
         lead = ranked[0]
         covers = ", ".join(m.name.removesuffix(rules.suffix).replace("_", " ") for m in ranked[:6])
-        cards.append(CapabilityCard(
+        out.append(CapabilityCard(
             name=name, description=f"{lead.description} It covers: {covers}.".strip(),
             diagnostic_signal=lead.diagnostic_signal or card.diagnostic_signal,
             example_pattern=lead.example_pattern or card.example_pattern, non_examples=[],
         ))
-    return cards
+    return out, [{} for _ in parts]
 
 
 def split_problems(answer: SplitAnswer, n: int, taken: list[str], rules: LabelRules) -> list[Violation]:
@@ -270,7 +287,8 @@ def llm_names(engine, card: CapabilityCard, parts: list[list[MicroCapability]], 
 
 
 def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability], centroids: np.ndarray,
-                     cfg: MergeConfig, rules: LabelRules, engine, keep_name: bool = False) -> tuple[Taxonomy, list[str]]:
+                     cfg: MergeConfig, rules: LabelRules, engine, keep_name: bool = False, run=None,
+                     pipeline_cfg=None) -> tuple[Taxonomy, list[str]]:
     """`keep_name`: the name was given by hand (`edit rename`), so the largest part keeps it and the card
     it was given; the other parts are named afresh."""
     i = _find(taxonomy, name)
@@ -285,16 +303,20 @@ def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability]
     taken = [n for n in taxonomy.names() if n != name or keep_name]
     notes: list[str] = []
     cards, notes = llm_names(engine, cap, parts, taken, rules, sum(m.n_criteria for m in micro))
+    shown: list[dict] = [{} for _ in parts]
     if cards is None:
-        cards = offline_names(cap, parts, taken, rules)
+        cards, shown = offline_names(cap, parts, taken, rules, run, pipeline_cfg)
     if keep_name:  # parts come largest first
         cards[0] = CapabilityCard(**cap.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern"}), non_examples=[])
+        shown[0] = cap.model_dump(include={"title", "key_phrases", "phrase_weights"})
         notes.append(f"`{name}` was named by hand: its largest part keeps the name ({len(parts[0])} of {len(cap.members)} micro-clusters)")
     out = taxonomy.model_copy(deep=True)
     proposal = [MergedCapability(**c.model_dump(), member_input_names=[m.name for m in p]) for c, p in zip(cards, parts)]
     new_caps = to_taxonomy_capabilities(proposal, micro)
-    for c, p in zip(new_caps, parts):
+    for c, p, extra in zip(new_caps, parts, shown):
         c.labels = sorted({lab for m in p for lab in m.member_labels})
+        for key, value in extra.items():
+            setattr(c, key, value)
     # Other capabilities' boundaries that named the split one now name both parts.
     both = " or ".join(f"`{c.name}`" for c in new_caps)
     for other in out.capabilities:
@@ -353,7 +375,7 @@ def backup(run_dir: Path, taxonomy_hash: str) -> Path:
     """The replaced taxonomy and tags as a run directory of their own, for `taxonomy diff`."""
     dest = run_dir / "edits" / taxonomy_hash[:16]
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("taxonomy.json", "taxonomy.md", "stage3_tags.parquet", "criteria.parquet"):
+    for name in ("taxonomy.json", "taxonomy.md", "stage3_tags.parquet", "criteria.parquet", "tagger.npz"):
         if (run_dir / name).exists() and not (dest / name).exists():
             shutil.copy2(run_dir / name, dest / name)
     return dest
@@ -420,7 +442,8 @@ def _changed(s, op: str, args: list[str], old: Taxonomy, tags: pl.DataFrame, mic
             raise EditError(f"{run.path}: split needs micro_capabilities.json, clusters.parquet and label_embeddings.npy; "
                             "fix: split in the run that built the taxonomy")
         renamed = any(e.get("op") == "rename" and e.get("args", [None, None])[1] == args[0] for e in run.manifest.get("edits", []))
-        new, notes = split_capability(old, args[0], micro, centroids, s.cfg.merge, s.cfg.labels, s.engine, keep_name=renamed)
+        new, notes = split_capability(old, args[0], micro, centroids, s.cfg.merge, s.cfg.labels, s.engine, keep_name=renamed,
+                                      run=run, pipeline_cfg=s.cfg)
         new.capabilities = _with_shares(new, micro)
         notes += add_boundaries(new, micro, centroids, s.cfg.merge, s.cfg.labels)
         affected = tags.filter(pl.col("tags").list.contains(args[0]))
@@ -451,6 +474,9 @@ def _write(s, op: str, args: list[str], old: Taxonomy, new: Taxonomy, new_tags: 
     saved = backup(run.path, old.content_hash)
     stale = dependents(run.path, old.content_hash)
     run.write_json("taxonomy.json", new.model_dump())
+    tagger = _edited_tagger(s, new)
+    if tagger is not None:  # the key-less tagger follows the edit, so a frozen tag of the new taxonomy applies it
+        tagger.save(run.path)
     run.write_text("taxonomy.md", taxonomy_markdown(new, primary_shares(new_tags)))
     run.write_parquet("stage3_tags.parquet", new_tags)
     run.write_text("stage3_summary.md", summary_markdown(primary_shares(new_tags)))
@@ -486,9 +512,27 @@ def _with_shares(taxonomy: Taxonomy, micro: list[MicroCapability]):
     return taxonomy.capabilities
 
 
+def _edited_tagger(s, taxonomy: Taxonomy):
+    """The run's key-less tagger with its capabilities those of the edited taxonomy: the same fit (transform,
+    prototypes, offsets), each prototype owned by the capability that now holds its label; None for a run
+    without one."""
+    from taxonomy.offline.model import Tagger
+
+    tagger = Tagger.load(s.run.path) if getattr(s.engine, "name", "") == "offline" else None
+    if tagger is None:
+        return None
+    return tagger.bind(taxonomy, {member: cap.labels for cap in taxonomy.capabilities for member in cap.members})
+
+
 def _retag(s, taxonomy: Taxonomy, ids: pl.Series) -> pl.DataFrame:
-    """Stage 3 over just these criteria, through the run's backend."""
+    """Stage 3 over just these criteria, through the run's backend (offline: the run's tagger, bound to the edit)."""
     criteria = s.run.read_parquet("criteria.parquet").filter(pl.col("criterion_id").is_in(ids.to_list()))
+    tagger = _edited_tagger(s, taxonomy)
+    if tagger is not None:
+        from taxonomy.offline.backend import checked
+        from taxonomy.offline.tag import tag_with
+
+        return checked(tag_with(tagger, criteria, s.cfg.tag.max_tags), taxonomy.names(), s.cfg.tag)
     stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
     if stage1 is not None:
         stage1 = stage1.filter(pl.col("criterion_id").is_in(ids.to_list()))

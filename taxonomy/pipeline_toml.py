@@ -6,6 +6,7 @@ from the config models themselves, so the file is the one place that shows every
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import tomllib
@@ -14,14 +15,41 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from taxonomy.config import ConfigError, PipelineConfig
+from taxonomy.config import ConfigError, MergeConfig, PipelineConfig
 from taxonomy.corpus.config import ColumnMap, corpus_stem
 from taxonomy.corpus.detect import Detected, detect
 
-# Below this many criteria the paper's merge bounds (8-10 capabilities, 2-40% each) cannot be met:
-# a handful of criteria holds a handful of kinds of check. A corpus this small gets bounds it can meet.
-SMALL_CORPUS = 50
-SMALL_MERGE = {"min_caps": 1, "max_caps": 10, "min_share": 0.0, "max_share": 1.0}
+# The merge bounds a corpus too small for the paper's (8-10 capabilities of 2-40% each) gets instead.
+SMALL_MERGE = ("min_caps", "max_caps", "min_share", "max_share")
+
+
+def feasible(n: int, merge: MergeConfig) -> bool:
+    """Whether n criteria can make min_caps..max_caps capabilities, each holding its bounded share."""
+    lo = max(1, math.ceil(merge.min_share * n - 1e-9))
+    hi = math.floor(merge.max_share * n + 1e-9)
+    return any(k <= n and k * lo <= n <= k * hi for k in range(merge.min_caps, merge.max_caps + 1))
+
+
+def small_merge(n: int, merge: MergeConfig | None = None) -> tuple[dict | None, str | None]:
+    """(bounds, why) for a corpus whose n criteria cannot meet the merge bounds; (None, None) when they can.
+    The bounds are the nearest that can be met: as many capabilities as there are criteria, up to max_caps,
+    and a largest share that many can hold."""
+    merge = merge or MergeConfig()
+    if n < 1 or feasible(n, merge):
+        return None, None
+    caps = max(1, min(merge.max_caps, n))
+    bounds = {"min_caps": min(merge.min_caps, caps), "max_caps": merge.max_caps, "min_share": 0.0,
+              "max_share": max(merge.max_share, math.ceil(n / caps) / n)}
+    why = (f"{n} {'criterion' if n == 1 else 'criteria'} cannot make {merge.min_caps}-{merge.max_caps} capabilities of "
+           f"{merge.min_share:.0%}-{merge.max_share:.0%} each (each capability needs at least one criterion), so this "
+           f"run allows {bounds['min_caps']}-{bounds['max_caps']} capabilities of up to {bounds['max_share']:.0%}")
+    return bounds, why
+
+
+def small_corpus_note(n: int | None) -> str | None:
+    """The one line a run over a corpus too small for the merge bounds prints, saying why."""
+    why = small_merge(n)[1] if n is not None else None
+    return f"note: {why}" if why else None
 
 
 def pipeline_name(corpus: Path) -> str:
@@ -35,8 +63,9 @@ def corpus_config(found: Detected, n_criteria: int | None = None) -> PipelineCon
                            "corpus": {"path": str(found.path.resolve()), "format": found.format}}
     if found.format == "table":
         raw["corpus"]["columns"] = found.columns.model_dump()
-    if n_criteria is not None and n_criteria < SMALL_CORPUS:
-        raw["merge"] = dict(SMALL_MERGE)
+    bounds = small_merge(n_criteria)[0] if n_criteria is not None else None
+    if bounds:
+        raw["merge"] = bounds
     return PipelineConfig.model_validate(raw)
 
 
@@ -103,8 +132,8 @@ def render(cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: in
     if cfg.merge.model_dump() != type(cfg.merge)().model_dump():
         skip.add("merge")
         lines += ["", "[merge]",
-                  f"# The corpus has {n_criteria} criteria, too few for the paper's 8-10 capabilities of 2-40% each;",
-                  "# these bounds let it through. Delete them once it has a few hundred criteria.",
+                  f"# {small_merge(n_criteria or 0)[1] or 'bounds set for this corpus'}.",
+                  "# Delete them once the corpus can meet the defaults.",
                   *(f"{k} = {_value(getattr(cfg.merge, k))}" for k in SMALL_MERGE)]
     skip.add("output")
     if pin_output:

@@ -68,8 +68,11 @@ def non_example_problems(names: Sequence[str], non_examples: Sequence[Sequence[s
         near = [names[j] for j in siblings[i]] if i < len(siblings) else []
         hint = f"e.g. \"if <what the criterion is about>, prefer `{near[0]}`\"" if near else ""
         if not MIN_NON_EXAMPLES <= len(items) <= MAX_NON_EXAMPLES:
+            where = f" (nearest siblings: {', '.join(f'`{s}`' for s in near)}), {hint}" if near else ""
+            if len(names) < 2:  # one capability has no sibling to draw a boundary against
+                where = "; the taxonomy has one capability, so there is no sibling to name"
             out.append(f"`{name}` has {len(items)} non_examples; give {MIN_NON_EXAMPLES}-{MAX_NON_EXAMPLES}, each naming a sibling "
-                       f"capability and the boundary against it (nearest siblings: {', '.join(f'`{s}`' for s in near)}), {hint}")
+                       f"capability and the boundary against it{where}")
             continue
         for text in items:
             named = [m for m in dict.fromkeys(named_siblings(text, names)) if m != name]

@@ -25,9 +25,20 @@ __all__ = [
     "function_words", "corpus_languages", "language_name",
 ]
 
-WORD = re.compile(r"[^\W\d_]+", re.UNICODE)  # a run of letters, any script
 # Han, kana, Hangul syllables, Thai: no spaces between words.
-_SPACELESS = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f]")
+_SPACELESS_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\u0e00-\u0e7f"
+_SPACELESS = re.compile(f"[{_SPACELESS_CHARS}]")
+
+
+def _marks() -> str:
+    """Combining marks (vowel signs, points, accents): part of their word, though not letters to `\\w`."""
+    return "".join(re.escape(chr(c)) for c in range(0x300, 0x10000) if unicodedata.category(chr(c)).startswith("M"))
+
+
+_MARKS = _marks()
+# A run of letters and marks, any script; a change between a spaceless script and another ends a word
+# ("防水等级IPX7": "防水等级", "ipx").
+WORD = re.compile(f"[{_SPACELESS_CHARS}]+|(?:[^\\W\\d_{_SPACELESS_CHARS}]|[{_MARKS}])+", re.UNICODE)
 STEM_LETTERS = 5  # "mention", "mentions", "mentioned" share their first five letters
 NEGATIONS = frozenset("not no never without nor cannot doesn don isn aren wasn weren didn won shouldn".split())
 

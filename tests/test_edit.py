@@ -92,7 +92,7 @@ def test_merge_that_breaks_a_constraint_is_refused_unless_allowed(run):
     assert "Some constraints do not hold" in (run / "report.html").read_text()
 
 
-def test_split_offline_names_the_parts_from_their_labels_and_retags(run):
+def test_split_offline_names_the_parts_from_their_own_criteria_and_retags(run):
     before, tags_before = _taxonomy(run), _tags(run)
     target = max((c for c in before.capabilities if len(c.members) >= 2), key=lambda c: c.share)
     affected = tags_before.filter(pl.col("tags").list.contains(target.name)).height
@@ -101,8 +101,9 @@ def test_split_offline_names_the_parts_from_their_labels_and_retags(run):
     assert len(after.capabilities) == len(before.capabilities) + 1
     parts = [c for c in after.capabilities if set(c.members) <= set(target.members)]
     assert len(parts) == 2 and sorted(parts[0].members + parts[1].members) == sorted(target.members)
-    micro = {m["name"] for m in json.loads((run / "micro_capabilities.json").read_text())}
-    assert all(p.name in micro for p in parts)  # offline: named after a micro-capability of the part
+    # offline: each part titled and named from its own criteria's phrases, as the merge names a capability
+    assert all(p.name not in before.names() and p.title and p.description.startswith("Criteria such as") for p in parts)
+    assert parts[0].name != parts[1].name and parts[0].title != parts[1].title
     assert f"{affected} criteria re-tagged" in result.output
     assert set(tags_after["primary"].drop_nulls()) <= set(after.names()) and tags_after.height == tags_before.height
     untouched = tags_before.filter(~pl.col("tags").list.contains(target.name))

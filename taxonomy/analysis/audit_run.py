@@ -11,14 +11,20 @@ from taxonomy.pipeline import Session, ensure_criteria, run_stage
 from taxonomy.taxonomy_io import load_taxonomy
 
 
-def fit_scores(criteria: pl.DataFrame, tags: pl.DataFrame, taxonomy, cfg) -> pl.DataFrame:
-    """LLM tags carry no score, so how well a criterion fits is measured the same way for every backend:
-    by the offline tagger's similarity of the criterion to the capability definitions."""
+def fit_scores(criteria: pl.DataFrame, tags: pl.DataFrame, taxonomy, cfg, folder: Path | None = None) -> pl.DataFrame:
+    """LLM tags carry no score, so how well a criterion fits is measured the same way for every backend: by the
+    key-less tagger fitted on the corpus of the run that holds the taxonomy (`folder`), applied to each criterion
+    alone (never refitted on the audited corpus); by the taxonomy's cards where no run's corpus is beside it."""
     from taxonomy.offline.kinds import discover_offline
-    from taxonomy.offline.tag import tag_offline
+    from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 
-    labels = discover_offline(criteria, cfg.labels, cfg.offline)
-    scored = tag_offline(criteria, labels.select("criterion_id", "labels"), taxonomy, None, cfg.tag.max_tags)
+    micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
+    tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge) if folder is not None else None
+    if tagger is not None:
+        scored = tag_with(tagger, criteria, cfg.tag.max_tags)
+    else:
+        labels = discover_offline(criteria, cfg.labels, cfg.offline)
+        scored = tag_offline(criteria, labels.select("criterion_id", "labels"), taxonomy, None, cfg.tag.max_tags)
     return tags.drop("score", strict=False).join(scored.select("criterion_id", "score"), on="criterion_id", how="left")
 
 
@@ -26,7 +32,7 @@ def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
     taxonomy = load_taxonomy(taxonomy_path, s.cfg.labels)
     run_stage(s, "tag", taxonomy_path=taxonomy_path)
     criteria = ensure_criteria(s)
-    tags = fit_scores(criteria, s.run.read_parquet("stage3_tags.parquet"), taxonomy, s.cfg)
+    tags = fit_scores(criteria, s.run.read_parquet("stage3_tags.parquet"), taxonomy, s.cfg, Path(taxonomy_path).parent)
     a = s.cfg.audit
     result = audit_coverage(criteria, tags, taxonomy, none_threshold=a.none_threshold, missing_share=a.missing_share, dup_threshold=a.duplicate_similarity)
     for name in ("shares", "task_matrix", "missing", "unmapped", "duplicates", "bundled"):

@@ -94,6 +94,7 @@ class OfflineBackend:
     def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
         from taxonomy.merge_rules import share_violations, solve_merge
         from taxonomy.offline.cards import describe_offline
+        from taxonomy.offline.tag import fit_tagger
         from taxonomy.siblings import merge_siblings
         from taxonomy.stages.merge import assemble
 
@@ -102,30 +103,46 @@ class OfflineBackend:
         taxonomy = assemble(proposal, micro, centroids, cfg, corpus, co_micro, notes, UNKNOWN)
         if taxonomy.violations:
             return taxonomy
+        # Stage 3's tagger, fitted here so that each capability is shown by the criteria it will be tagged with.
+        ok = stage1.filter(pl.col("status") == "ok") if "status" in stage1.columns else stage1
+        tagger = fit_tagger(criteria, ok, taxonomy, None, cfg.offline, cfg.merge)
+        primary = tagger.scores([t or "" for t in criteria["text"].to_list()]).argmax(axis=1)
         # No model names the offline capabilities: their criteria's own phrases do.
-        taxonomy = describe_offline(taxonomy, criteria, stage1, cfg, merge_siblings(taxonomy, micro, centroids, co_micro))
+        taxonomy = describe_offline(taxonomy, criteria, primary, cfg, merge_siblings(taxonomy, micro, centroids, co_micro))
         taxonomy.violations = share_violations(taxonomy.names(), [c.share for c in taxonomy.capabilities], cfg.merge)
         return taxonomy
 
-    def tag(self, criteria, taxonomy, cfg, stage1, micro_labels) -> pl.DataFrame:
+    def tag(self, criteria, taxonomy, cfg, stage1, micro_labels, folder=None) -> pl.DataFrame:
+        """Stage 3 through the tagger fitted on the corpus of the run that holds the taxonomy (`folder`), saved
+        there: each criterion tagged by its own text, never by statistics of the criteria tagged with it. A
+        taxonomy with no run's corpus beside it (a bare taxonomy.json) is tagged by its cards and labels."""
         from taxonomy.offline.kinds import discover_offline
-        from taxonomy.offline.tag import tag_offline
-        from taxonomy.stages.tag import SCHEMA, tag_problems
+        from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 
-        if stage1 is None:  # a new corpus against a frozen taxonomy: derive its labels first
-            stage1 = discover_offline(criteria, cfg.labels, cfg.offline)
-        found = tag_offline(criteria, stage1.select("criterion_id", "labels"), taxonomy, micro_labels, cfg.tag.max_tags,
-                            cfg.offline, cfg.merge)
-        names = taxonomy.names()
-        rows = []
-        for r in found.iter_rows(named=True):
-            problems = tag_problems(r["tags"], names, cfg.tag)
-            rows.append({
-                "criterion_id": r["criterion_id"], "tags": [] if problems else r["tags"],
-                "primary": None if problems else r["primary"], "score": r["score"],
-                "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
-            })
-        return pl.DataFrame(rows, schema=SCHEMA)
+        tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge) if folder is not None else None
+        if tagger is not None:
+            found = tag_with(tagger, criteria, cfg.tag.max_tags)
+        else:
+            if stage1 is None:  # a new corpus against a bare taxonomy: derive its labels first
+                stage1 = discover_offline(criteria, cfg.labels, cfg.offline)
+            found = tag_offline(criteria, stage1.select("criterion_id", "labels"), taxonomy, micro_labels, cfg.tag.max_tags,
+                                cfg.offline, cfg.merge)
+        return checked(found, taxonomy.names(), cfg.tag)
+
+
+def checked(found: pl.DataFrame, names: list[str], rules) -> pl.DataFrame:
+    """Stage 3's table: the tagger's tags through the validators an LLM's answer passes (`rules`: cfg.tag)."""
+    from taxonomy.stages.tag import SCHEMA, tag_problems
+
+    rows = []
+    for r in found.iter_rows(named=True):
+        problems = tag_problems(r["tags"], names, rules)
+        rows.append({
+            "criterion_id": r["criterion_id"], "tags": [] if problems else r["tags"],
+            "primary": None if problems else r["primary"], "score": r["score"],
+            "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
+        })
+    return pl.DataFrame(rows, schema=SCHEMA)
 
 
 def _ward_start(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig) -> list[MergedCapability] | None:

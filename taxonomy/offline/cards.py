@@ -14,24 +14,26 @@ marks every text as drawn from the corpus, and a person can add the meaning (`ta
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import replace
+from typing import Callable
 
 import numpy as np
 import polars as pl
 
 from taxonomy.config import LabelRules, PipelineConfig
 from taxonomy.offline.kinds import ascii_word
-from taxonomy.offline.represent import ClassTfidf, MaximalMarginalRelevance, OncePerTitle, PhraseSpace, Term, representative
-from taxonomy.offline.tag import capability_scores
+from taxonomy.offline.represent import (ClassTfidf, MaximalMarginalRelevance, OncePerTitle, PhraseSpace, Term, WholeWords,
+                                        representative)
 from taxonomy.schemas import Taxonomy
 from taxonomy.text import corpus_languages, function_words, language_name, words
 from taxonomy.validate import label_problems
 
-__all__ = ["describe_offline"]
+__all__ = ["describe_offline", "describe_groups"]
 
 QUOTE_CHARS = 180
 NAME_WORDS = 3       # words of a name after `check`: a longer one reads as one member
-_ORDINALS = ("first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth", "eleventh", "twelfth")
+_CLAUSE = re.compile(r"[，、。；：,;:!?！？]")
 
 
 def _ascii_words(text: str) -> list[str]:
@@ -49,24 +51,49 @@ def _phrases(terms: list[Term]) -> str:
     return ", ".join(parts[:-1]) + " or " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 
-def _name(terms: list[Term], rules: LabelRules, banned: set[str], taken: set[str], rank: int) -> str:
-    """`check_<title words>_capability`, padded with grammar when short; an ordinal kind when no phrase
-    yields a valid unused name (a script without Latin letters, or words the label rules forbid)."""
+def _name(sources: list[Callable[[], list[str]]], rules: LabelRules, banned: set[str], taken: set[str]) -> str:
+    """`check_<words>_capability` from the first source of words that yields a valid unused name: the title's
+    words, then the words of the capability's labels, then of its criteria (every script spelt in [a-z])."""
     room = min(NAME_WORDS, rules.max_words - len([w for w in rules.suffix.split("_") if w]) - 1)
-    words = list(dict.fromkeys(w for t in terms for w in _ascii_words(t.text) if w not in banned))
-    candidates = [words[:n] for n in range(min(2, len(words)), room + 1)] + [["for", *words][:room]] if words else []
-    candidates += [[_ORDINALS[(rank + i) % len(_ORDINALS)], "kind"] for i in range(len(_ORDINALS))]
-    for cand in candidates:
-        name = "_".join(["check", *cand]) + rules.suffix
-        if name not in taken and not label_problems(name, rules):
-            return name
+    for source in sources:  # each read only when the ones before it gave no name
+        words = list(dict.fromkeys(w for w in source() if w not in banned))
+        cands = [words[:n] for n in range(min(2, len(words)), room + 1)] + [["for", *words][:room]] if words else []
+        cands += [[a, b] for i, a in enumerate(words[:8]) for b in words[i + 1:8]]
+        for cand in cands:
+            name = "_".join(["check", *cand]) + rules.suffix
+            if name not in taken and not label_problems(name, rules):
+                return name
     raise ValueError("no valid offline capability name; fix: widen labels.min_words/max_words")
 
 
+def _label_words(labels: list[str], rules: LabelRules) -> list[str]:
+    counts = Counter(w for label in labels for w in label.removesuffix(rules.suffix).split("_")[1:] if len(w) >= 3)
+    return [w for w, _ in counts.most_common()]
+
+
+def _criterion_words(texts: list[str]) -> list[str]:
+    counts = Counter(a for t in texts for a in _ascii_words(t) if len(a) >= 3)
+    return [w for w, _ in counts.most_common()]
+
+
+def _quoted_title(texts: list[str]) -> str:
+    """A title that quotes a criterion, for a group none of whose phrases is a whole word (a script written
+    without spaces): the shortest of them, cut only where its own punctuation ends a clause."""
+    text = min((" ".join(t.split()) for t in texts if t.strip()), key=len, default="")
+    if len(text) > QUOTE_CHARS // 3:
+        stops = [m.end() for m in _CLAUSE.finditer(text[: QUOTE_CHARS // 3])]
+        text = text[: stops[-1]].rstrip("，、,;；：: ") + " …" if stops else text
+    return f"“{text}”" if text else ""
+
+
 def _titles(texts: list[str], tasks: list[str], groups: list[np.ndarray], top: int) -> tuple[PhraseSpace, list[list[Term]]]:
+    """Each group's title phrases. A piece of a script written without spaces may cut a word in half, so it
+    never titles a group (the group's title then quotes its criteria)."""
     space = PhraseSpace.fit(texts, tasks)
     terms: list[list[Term]] = [[] for _ in groups]
-    for step in (ClassTfidf(pool=40), MaximalMarginalRelevance(diversity=0.5, top=2 * top), OncePerTitle(top=top)):
+    steps = (ClassTfidf(pool=40), WholeWords(glued=False), MaximalMarginalRelevance(diversity=0.5, top=2 * top), WholeWords(),
+             OncePerTitle(top=top))
+    for step in steps:
         terms = step(space, groups, terms)
     return space, [[replace(t, text=space.written(t.col)) for t in ts] for ts in terms]
 
@@ -76,38 +103,50 @@ def _renamed(repairs: list[str], renamed: dict[str, str]) -> list[str]:
     return [re.sub(r"`([^`]+)`", lambda m: f"`{renamed.get(m.group(1), m.group(1))}`", note) for note in repairs]
 
 
-def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, stage1: pl.DataFrame, cfg: PipelineConfig,
-                     siblings: list[list[int]]) -> Taxonomy:
-    """The taxonomy with every capability titled, named and shown by its criteria. Members stay; shares become
-    those of the primary tags Stage 3 gives; `siblings[c]` are capability c's nearest siblings, which its
-    boundaries name."""
+def describe_groups(criteria: pl.DataFrame, groups: list[np.ndarray], labels: list[list[str]], cfg: PipelineConfig,
+                    taken: set[str]) -> tuple[list[dict], list[list[Term]]]:
+    """Each group of criteria (row indices) titled, named (unique, not in `taken`) and shown by its own criteria:
+    the fields of its card, largest group named first; and its title terms. `labels[g]` are the Stage 1 labels
+    its criteria carry, a name's second source of words."""
     texts = [t or "" for t in criteria["text"].to_list()]
     tasks = criteria["task_id"].cast(pl.Utf8).to_list()
-    by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
-    own = [list(by_id.get(i) or []) for i in criteria["criterion_id"].cast(pl.Utf8).to_list()]
-    primary = capability_scores(criteria, own, taxonomy, None, cfg.offline, cfg.merge)[0].argmax(axis=1)  # as Stage 3 tags
-    k = len(taxonomy.capabilities)
-    groups = [np.flatnonzero(primary == c) for c in range(k)]
     space, terms = _titles(texts, tasks, groups, cfg.offline.title_phrases)
     banned = set(cfg.labels.agent_verbs) | {"check", "capability"} | function_words(texts)
-    caps = [c.model_copy(deep=True) for c in taxonomy.capabilities]
-    for c, cap in enumerate(caps):
-        cap.share = round(len(groups[c]) / max(len(texts), 1), 6)
-    taken: set[str] = set()
-    for rank, c in enumerate(sorted(range(k), key=lambda c: -len(groups[c]))):
-        caps[c].name = _name(terms[c], cfg.labels, banned, taken, rank)
-        taken.add(caps[c].name)
+    cards: list[dict] = [{} for _ in groups]
+    taken = set(taken)
+    for g in sorted(range(len(groups)), key=lambda g: -len(groups[g])):
+        title_words = [w for t in terms[g] for w in _ascii_words(t.text)]
+        sources = [lambda tw=title_words: tw, lambda g=g: _label_words(labels[g], cfg.labels),
+                   lambda g=g: _criterion_words([texts[i] for i in groups[g]])]
+        cards[g]["name"] = _name(sources, cfg.labels, banned, taken)
+        taken.add(cards[g]["name"])
     shown = cfg.offline.shown_criteria
-    for c, cap in enumerate(caps):
-        picks = representative(space, groups[c], terms[c], texts, tasks, shown + 1)
+    for g, card in enumerate(cards):
+        picks = representative(space, groups[g], terms[g], texts, tasks, shown + 1)
         quotes = [f"“{_quote(texts[i])}”" for i in picks]
-        top = max((t.score for t in terms[c]), default=0.0) or 1.0
-        cap.title = " · ".join(t.text for t in terms[c])
-        cap.key_phrases, cap.phrase_weights = [t.text for t in terms[c]], [round(t.score / top, 4) for t in terms[c]]
-        cap.description = "Criteria such as " + "; ".join(quotes[:shown]) if quotes else "No criterion of this corpus."
-        cap.diagnostic_signal = (f"Its criteria use {_phrases(terms[c])} more often than the rest of the corpus does."
-                                 if terms[c] else "No phrase sets its criteria apart.")
-        cap.example_pattern = quotes[-1] if quotes else ""
+        top = max((t.score for t in terms[g]), default=0.0) or 1.0
+        card.update(
+            title=" · ".join(t.text for t in terms[g]) or _quoted_title([texts[i] for i in picks]),
+            key_phrases=[t.text for t in terms[g]], phrase_weights=[round(t.score / top, 4) for t in terms[g]],
+            description="Criteria such as " + "; ".join(quotes[:shown]) if quotes else "No criterion of this corpus.",
+            diagnostic_signal=(f"Its criteria use {_phrases(terms[g])} more often than the rest of the corpus does."
+                               if terms[g] else "No phrase sets its criteria apart."),
+            example_pattern=quotes[-1] if quotes else "")
+    return cards, terms
+
+
+def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, primary: np.ndarray, cfg: PipelineConfig,
+                     siblings: list[list[int]]) -> Taxonomy:
+    """The taxonomy with every capability titled, named and shown by its criteria. Members stay; shares become
+    those of the primary tags Stage 3 gives (`primary[i]`: criterion i's capability); `siblings[c]` are
+    capability c's nearest siblings, which its boundaries name."""
+    texts = [t or "" for t in criteria["text"].to_list()]
+    k = len(taxonomy.capabilities)
+    groups = [np.flatnonzero(primary == c) for c in range(k)]
+    cards, terms = describe_groups(criteria, groups, [c.labels for c in taxonomy.capabilities], cfg, set())
+    caps = [c.model_copy(deep=True, update={**card, "share": round(len(groups[i]) / max(len(texts), 1), 6)})
+            for i, (c, card) in enumerate(zip(taxonomy.capabilities, cards))]
+    for c, cap in enumerate(caps):
         cap.non_examples = [f"if the criterion uses {_phrases(terms[s][:2])} rather than {_phrases(terms[c][:2])}, prefer `{caps[s].name}`."
                             if terms[s] and terms[c] else f"if the criterion reads more like `{caps[s].name}`'s criteria, prefer it."
                             for s in siblings[c][:2]]

@@ -45,6 +45,11 @@ class CriterionSpace:
     vectors: np.ndarray     # (n_criteria, dims) float32, unit rows
     counts: sp.csr_matrix   # (n_criteria, n_tokens) binary token presence
     n_tasks: int = 1
+    # How a criterion of any corpus becomes a vector here, before task means are removed (the tagger's fit, model.py):
+    # each vocabulary entry's column among the weighted ones (-1: unused), their weights, and the SVD basis.
+    column: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
+    weight: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32), repr=False)
+    basis: np.ndarray = field(default_factory=lambda: np.zeros((1, 0), np.float32), repr=False)
     memo: dict = field(default_factory=dict, repr=False, compare=False)  # the Ward tree cut from it (kinds.py)
 
     @classmethod
@@ -74,7 +79,7 @@ class CriterionSpace:
         task_ids, task_index = np.unique(np.asarray(tasks, dtype=object), return_inverse=True)
         n_tasks = len(task_ids)
         spread, in_tasks, occurrences = _spread(x, task_index, n_tasks)
-        xs = _stemmed(x, vocab)
+        xs, stem_col = _stemmed(x, vocab)
         s_spread, s_in_tasks, s_occurrences = _spread(xs, task_index, n_tasks)
         weight = (np.log((n + 1) / (s_occurrences + 1)) + 1.0) * s_spread
         if n_tasks > 2:
@@ -82,8 +87,13 @@ class CriterionSpace:
         used = np.flatnonzero(weight > 0)
         # No token shared by two tasks (or none at all): nothing tells kinds apart, so every vector is zero.
         words = normalize(xs[:, used] @ sp.diags(weight[used].astype(np.float32))) if used.size else sp.csr_matrix((len(texts), 1))
-        vectors = _subtract_task_means(_reduce(words, opts.dims), task_index, opts.task_mean_share)
-        return cls(vocab, spread, in_tasks / max(n_tasks, 1), occurrences / n, normalize(vectors).astype(np.float32), x, n_tasks)
+        reduced, basis = _reduce(words, opts.dims)
+        vectors = _subtract_task_means(reduced, task_index, opts.task_mean_share)
+        where = np.full(len(weight), -1, dtype=np.int64)
+        where[used] = np.arange(used.size)
+        column = where[stem_col] if len(vocab) else np.zeros(0, np.int64)
+        return cls(vocab, spread, in_tasks / max(n_tasks, 1), occurrences / n, normalize(vectors).astype(np.float32), x, n_tasks,
+                   column, weight[used].astype(np.float32), basis.astype(np.float32))
 
 
 def _spread(x: sp.csr_matrix, task_index: np.ndarray, n_tasks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -101,27 +111,29 @@ def _spread(x: sp.csr_matrix, task_index: np.ndarray, n_tasks: int) -> tuple[np.
     return spread, in_tasks, occurrences
 
 
-def _stemmed(x: sp.csr_matrix, vocab: list[str]) -> sp.csr_matrix:
-    """Token presence with the tokens of one stem (in one position) folded into one column."""
+def _stemmed(x: sp.csr_matrix, vocab: list[str]) -> tuple[sp.csr_matrix, np.ndarray]:
+    """Token presence with the tokens of one stem (in one position) folded into one column, and each token's column."""
     keys = [("^" + stem(v[1:])) if v.startswith("^") else stem(v) for v in vocab]
     _, col = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
     fold = sp.csr_matrix((np.ones(len(keys), dtype=np.float32), (np.arange(len(keys)), col)),
                          shape=(len(keys), int(col.max()) + 1 if len(keys) else 0))
     xs = (x @ fold).tocsr()
     xs.data[:] = 1.0
-    return xs
+    return xs, col.astype(np.int64)
 
 
-def _reduce(x: sp.csr_matrix, dims: int) -> np.ndarray:
+def _reduce(x: sp.csr_matrix, dims: int) -> tuple[np.ndarray, np.ndarray]:
+    """(unit vectors, basis): the vectors are normalize(x @ basis.T)."""
     n, d = x.shape
     wanted, dims = dims, min(dims, d - 1, n - 1)
     if dims < 2:  # a handful of criteria or tokens: the token presence itself, when it is small
-        return x.toarray() if d <= wanted else np.zeros((n, 1))
+        basis = np.eye(d, dtype=np.float32) if d <= wanted else np.zeros((1, d), np.float32)
+        return normalize(np.asarray(x @ basis.T)), basis
     svd = TruncatedSVD(n_components=dims, random_state=0, algorithm="randomized", n_iter=4)
     if n > SVD_FIT_MAX:
         sample = np.random.default_rng(0).choice(n, SVD_FIT_MAX, replace=False)
-        return normalize(svd.fit(x[np.sort(sample)]).transform(x))
-    return normalize(svd.fit_transform(x))
+        return normalize(svd.fit(x[np.sort(sample)]).transform(x)), svd.components_
+    return normalize(svd.fit_transform(x)), svd.components_
 
 
 def _subtract_task_means(v: np.ndarray, task_index: np.ndarray, share: float) -> np.ndarray:

@@ -10,12 +10,11 @@ two labels are paraphrases. Scripts without Latin letters get a stable letter co
 """
 from __future__ import annotations
 
-import hashlib
 import re
-import unicodedata
 
 import numpy as np
 import polars as pl
+from anyascii import anyascii
 from scipy.cluster.hierarchy import fcluster, linkage
 from sklearn.cluster import MiniBatchKMeans
 from threadpoolctl import threadpool_limits
@@ -36,17 +35,15 @@ MIN_COVERAGE = 0.02 # a label word is used by at least this share of tasks...
 MIN_TASKS = 3       # ...and at least this many (all of them in tiny corpora)
 _QUOTES = "\"'“”‘’`「」『』"
 _MAX_QUOTE = 110
-_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+_NOT_LETTER = re.compile("[^a-z]+")
+LOOSE_WORDS = 8     # words a kind may be named from when too few check words qualify
+NAMED_KINDS = 20    # kinds named by check words that a corpus needs before a kind without one joins its nearest
 
 
 def ascii_word(word: str) -> str:
-    return unicodedata.normalize("NFKD", word).encode("ascii", "ignore").decode().lower()
-
-
-def _code(chars: str) -> str:
-    """Three letters standing for a run of non-Latin characters (stable across runs)."""
-    h = int(hashlib.sha1(chars.encode("utf-8")).hexdigest(), 16)
-    return "".join(_LETTERS[(h >> (5 * i)) % 26] for i in range(3))
+    """A word as a label may spell it ([a-z] by the label rules): any script transliterated by anyascii
+    ("возврат" -> "vozvrat", "退款" -> "tuikuan"), anything else dropped."""
+    return _NOT_LETTER.sub("", anyascii(word).lower())
 
 
 def cut(space: CriterionSpace, k: int, opts: OfflineConfig) -> np.ndarray:
@@ -90,32 +87,51 @@ def _word_quality(space: CriterionSpace) -> np.ndarray:
     return quality
 
 
-def kind_words(space: CriterionSpace, kinds: np.ndarray, banned: set[str]) -> dict[int, list[str]]:
-    """Each kind's naming words: the check-language words most over-represented in its criteria."""
+def kind_words(space: CriterionSpace, kinds: np.ndarray, banned: set[str], loose: bool = True) -> dict[int, list[str]]:
+    """Each kind's naming words: the check-language words most over-represented in its criteria, then (a
+    small corpus, where few words spread over enough tasks) any of its over-represented words, so every
+    kind is named by words of its own criteria. Every script is spelt in [a-z] (`ascii_word`)."""
     x = space.counts
     base = np.asarray(x.sum(axis=0)).ravel() / max(x.shape[0], 1)
     quality = _word_quality(space)
-    words = [v.lstrip("^") for v in space.vocabulary]
+    # A piece of a spaceless script is not a word: the two leading pieces of a kind are spelt as one.
+    spelt = ["" if is_spaceless(v) else ascii_word(v.lstrip("^")) for v in space.vocabulary]
+    pieces = [v.lstrip("^") if is_spaceless(v) else "" for v in space.vocabulary]
+    usable = np.array([len(a) >= 3 and a not in banned and v.lstrip("^").lower() not in banned
+                       for a, v in zip(spelt, space.vocabulary)], dtype=bool) | np.array([bool(p) for p in pieces], dtype=bool)
+    index = {v: i for i, v in enumerate(space.vocabulary)}
+    tasks = space.coverage[[index.get(v.lstrip("^"), i) for i, v in enumerate(space.vocabulary)]] * space.n_tasks
+    shared = tasks >= min(MIN_TASKS, space.n_tasks) - 1e-9
     out = {}
     for k in np.unique(kinds):
         rows = np.flatnonzero(kinds == k)
         p = np.asarray(x[rows].sum(axis=0)).ravel() / len(rows)
-        score = p * np.log(np.maximum(p, 1e-12) / np.maximum(base, 1e-12)) * quality
+        lift = p * np.log(np.maximum(p, 1e-12) / np.maximum(base, 1e-12)) * usable
         chosen: list[str] = []
-        spaceless: list[str] = []
-        for i in np.argsort(-score, kind="stable")[:40]:
-            if score[i] <= 0 or len(chosen) == NAME_WORDS + SPARE_WORDS:
+        # too few check words: then words of several tasks, of any, and its commonest
+        tiers = ((lift * quality, NAME_WORDS + SPARE_WORDS), (lift * shared, LOOSE_WORDS), (lift, LOOSE_WORDS), (p * usable, LOOSE_WORDS))
+        for score, limit in tiers if loose else tiers[:1]:
+            chosen = _ranked_words(score, spelt, limit, chosen)
+            spaceless: list[str] = []
+            for i in np.argsort(-score, kind="stable")[:40]:
+                if pieces[i] and score[i] > 0 and len(spaceless) < 2 and not any(pieces[i] in q or q in pieces[i] for q in spaceless):
+                    spaceless.append(pieces[i])
+            if len(chosen) < NAME_WORDS and spaceless:
+                chosen.append(ascii_word("".join(spaceless)))
+            if len(chosen) >= NAME_WORDS or spaceless:
                 break
-            if is_spaceless(words[i]):
-                spaceless.append(words[i])
-                continue
-            a = ascii_word(words[i])
-            if len(a) >= 3 and a.isalpha() and a not in banned and a not in chosen:
-                chosen.append(a)
-        if len(chosen) < NAME_WORDS and spaceless:
-            chosen.append(_code("".join(spaceless[:2])))
-        out[int(k)] = chosen or ["unmarked"]
+        out[int(k)] = chosen
     return out
+
+
+def _ranked_words(score: np.ndarray, spelt: list[str], limit: int, chosen: list[str]) -> list[str]:
+    chosen = list(chosen)
+    for i in np.argsort(-score, kind="stable")[:200]:
+        if score[i] <= 0 or len(chosen) >= limit:
+            break
+        if spelt[i] and spelt[i] not in chosen:
+            chosen.append(spelt[i])
+    return chosen
 
 
 def _fit_label(words: list[str], rules: LabelRules) -> str | None:
@@ -141,9 +157,23 @@ def _distinct_labels(names: dict[int, list[str]], rules: LabelRules) -> dict[int
         candidates = [head] + [head[:-1] + [w] for w in spare] + [head + [w] for w in spare]
         labels = [label for label in (_fit_label(c, rules) for c in candidates) if label]
         label = next((lab for lab in labels if label_gist(lab, rules) not in taken), None)
-        label = label or (labels[0] if labels else None) or _fit_label(["unmarked"], rules)
-        taken.add(label_gist(label, rules))
-        out[k] = label
+        label = label or (labels[0] if labels else None)
+        if label:  # a kind with no nameable word (digits, symbols) joins its nearest named kind
+            taken.add(label_gist(label, rules))
+            out[k] = label
+    return out
+
+
+def _nearest_named(kinds: np.ndarray, vectors: np.ndarray, named: dict[int, str]) -> np.ndarray:
+    """Kinds without a label folded into the named kind whose centroid is nearest."""
+    ids = sorted(named)
+    lost = [k for k in np.unique(kinds).tolist() if k not in named]
+    if not lost or not ids:
+        return kinds
+    centroid = {k: vectors[kinds == k].mean(axis=0) for k in [*ids, *lost]}
+    out = kinds.copy()
+    for k in lost:
+        out[kinds == k] = max(ids, key=lambda j: (float(centroid[j] @ centroid[k]), -j))
     return out
 
 
@@ -163,7 +193,11 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules, opts: OfflineConfig
     space = CriterionSpace.fit(texts, frame["task_id"].cast(pl.Utf8).to_list(), opts)
     kinds = cut(space, opts.fine_kinds, opts)
     banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | function_words(texts)
-    label_of = _distinct_labels(kind_words(space, kinds, banned), rules)
+    label_of = _distinct_labels(kind_words(space, kinds, banned, loose=False), rules)
+    if len(set(label_of.values())) < NAMED_KINDS:  # a small corpus: few words spread over enough tasks
+        label_of = _distinct_labels(kind_words(space, kinds, banned), rules)
+    kinds = _nearest_named(kinds, space.vectors, label_of)
+    label_of = label_of or {int(k): _fit_label(["stated", "figures"], rules) for k in np.unique(kinds)}
     return pl.DataFrame(
         {"criterion_id": frame["criterion_id"].cast(pl.Utf8), "labels": [[label_of[k]] for k in kinds.tolist()],
          "rationale": [_rationale(t, rules) for t in texts]},

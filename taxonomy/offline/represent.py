@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,7 +27,7 @@ from sklearn.feature_extraction.text import CountVectorizer
 
 from taxonomy.text import WORD, function_words, is_spaceless, stem, words
 
-__all__ = ["PhraseSpace", "Term", "ClassTfidf", "MaximalMarginalRelevance", "OncePerTitle", "representative"]
+__all__ = ["PhraseSpace", "Term", "ClassTfidf", "WholeWords", "MaximalMarginalRelevance", "OncePerTitle", "representative"]
 
 MAX_WORDS = 3      # longest phrase
 MIN_CRITERIA = 3   # a term fewer criteria use names nothing
@@ -101,6 +102,7 @@ class PhraseSpace:
     df: np.ndarray       # share of criteria using the term
     spread: np.ndarray   # observed / expected number of tasks using it, in [0, 1]
     n_words: np.ndarray
+    spelt: dict = field(default_factory=dict, repr=False, compare=False)  # `written`, once per term
 
     @classmethod
     def fit(cls, texts: list[str], tasks: list[str]) -> "PhraseSpace":
@@ -137,9 +139,11 @@ class PhraseSpace:
         key = self.keys[j]
         if is_spaceless(key):
             return key
-        rows = self.x[:, j].nonzero()[0][:read]
-        forms = Counter(f for r in rows for f in _written(self.texts[r], key))
-        return _most_written(forms) if forms else key
+        if j not in self.spelt:
+            rows = self.x[:, j].nonzero()[0][:read]
+            forms = Counter(f for r in rows for f in _written(self.texts[r], key))
+            self.spelt[j] = _most_written(forms) if forms else key
+        return self.spelt[j]
 
     def coverage(self, rows: np.ndarray) -> np.ndarray:
         """Per term: share of these criteria that use it."""
@@ -165,6 +169,35 @@ class ClassTfidf:
             floor = self.min_share * max((cov[j] for j in ranked), default=0.0)
             out.append([Term(space.keys[j], float(cov[j]), float(rel[j]), j) for j in ranked if cov[j] >= floor])
         return out
+
+
+@dataclass
+class WholeWords:
+    """Only terms made of whole words: a 2-3-character piece of a script written without spaces may cut a
+    word in half ("款金"), and so does a word the criteria always write glued to letters of another script
+    ("callback" of "callback을"); neither stands for a group in a title."""
+    glued: bool = True  # also read the criteria for a word never written alone (slower: run it on short lists)
+    read: int = 20      # criteria read to find the term standing alone
+
+    def __call__(self, space: PhraseSpace, groups: list[np.ndarray], terms: list[list[Term]]) -> list[list[Term]]:
+        return [[t for t in ts if not is_spaceless(space.keys[t.col]) and (not self.glued or self._alone(space, t.col))]
+                for ts in terms]
+
+    def _alone(self, space: PhraseSpace, j: int) -> bool:
+        form = space.written(j).lower()
+        for r in space.x[:, j].nonzero()[0][: self.read]:
+            text = space.texts[r].lower()
+            at = text.find(form)
+            while at >= 0:
+                end = at + len(form)
+                if not (at and _letter(text[at - 1])) and not (end < len(text) and _letter(text[end])):
+                    return True
+                at = text.find(form, at + 1)
+        return False
+
+
+def _letter(ch: str) -> bool:
+    return ch.isalpha() or unicodedata.category(ch).startswith("M")
 
 
 @dataclass

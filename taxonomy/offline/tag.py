@@ -11,6 +11,9 @@ held, the start stands.
 """
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 import numpy as np
 import polars as pl
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -20,7 +23,10 @@ from taxonomy.offline.features import CriterionSpace
 from taxonomy.schemas import Taxonomy
 from taxonomy.text import words
 
-__all__ = ["tag_offline", "membership_votes", "capability_scores"]
+if TYPE_CHECKING:
+    from taxonomy.offline.model import Tagger
+
+__all__ = ["tag_offline", "membership_votes", "capability_scores", "fit_tagger", "tagger_for", "tag_with"]
 
 LABEL_REPEAT = 3   # label words count this many times the text's words in a similarity query
 KEEP_RATIO = 0.5   # a further tag by card similarity needs this share of the top similarity
@@ -118,5 +124,70 @@ def tag_offline(frame: pl.DataFrame, labels: pl.DataFrame, taxonomy: Taxonomy, m
     tags = [[names[j] for j in t] for t, _ in found]
     return pl.DataFrame(
         {"criterion_id": ids, "tags": tags, "primary": [t[0] for t in tags], "score": [float(np.clip(s, 0, 1)) for _, s in found]},
+        schema={"criterion_id": pl.Utf8, "tags": pl.List(pl.Utf8), "primary": pl.Utf8, "score": pl.Float64},
+    )
+
+
+# ---- the fitted tagger (model.py): fit on a run's corpus once, apply to any criteria --------------------
+def fit_tagger(criteria: pl.DataFrame, stage1: pl.DataFrame, taxonomy: Taxonomy, micro_labels, opts: OfflineConfig,
+               bounds: MergeConfig | None, corpus_hash: str = "") -> "Tagger":
+    """The tagger of a run: its corpus's space, its labels' prototypes, the taxonomy's owners, offsets for the bounds."""
+    from taxonomy.offline.model import Tagger
+    from taxonomy.pipeline import code_hash
+
+    texts = [t or "" for t in criteria["text"].to_list()]
+    space = CriterionSpace.fit(texts, criteria["task_id"].cast(pl.Utf8).to_list(), opts)
+    by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
+    own = [list(by_id.get(cid) or []) for cid in criteria["criterion_id"].cast(pl.Utf8).to_list()]
+    tagger = Tagger.fit(space, texts, own, taxonomy, micro_labels, bounds, opts.predicate_words, corpus_hash)
+    tagger.fitted_for.update(code=code_hash(), offline=opts.model_dump())
+    return tagger
+
+
+def tagger_for(folder: Path, taxonomy: Taxonomy, micro_labels, opts: OfflineConfig, bounds: MergeConfig) -> "Tagger | None":
+    """The tagger saved beside a taxonomy, refitted from that run's own corpus (never the one being tagged) and
+    saved when it is missing or was fitted for another taxonomy, corpus, code or settings; None for a taxonomy
+    with no run's corpus beside it."""
+    from taxonomy.offline.model import Tagger
+    from taxonomy.pipeline import code_hash
+    from taxonomy.run import RunDir
+
+    run = RunDir(folder)
+    corpus = (run.manifest.get("corpus") or {}).get("content_hash", "")
+    tagger = Tagger.load(folder)
+    current = tagger is not None and tagger.fits(taxonomy, corpus) and tagger.fitted_for.get("code") == code_hash() \
+        and tagger.fitted_for.get("offline") == opts.model_dump()
+    if current:
+        return tagger
+    if not (run.has("criteria.parquet") and run.has("stage1_labels.parquet")):
+        return tagger if tagger is not None and tagger.fits(taxonomy) else None
+    stage1 = run.read_parquet("stage1_labels.parquet")
+    if "status" in stage1.columns:
+        stage1 = stage1.filter(pl.col("status") == "ok")
+    tagger = fit_tagger(run.read_parquet("criteria.parquet"), stage1, taxonomy, micro_labels, opts, bounds, corpus)
+    tagger.save(folder)
+    return tagger
+
+
+def tag_with(tagger: "Tagger", frame: pl.DataFrame, max_tags: int) -> pl.DataFrame:
+    """criterion_id, tags, primary, score: each criterion by its own text through the fitted tagger. The primary
+    is the best score; a further tag needs NEAR_RATIO of the best positive score; the score is the best one's part
+    of the positive scores of the first `max_tags`."""
+    scores = tagger.scores([t or "" for t in frame["text"].to_list()])
+    k, m = scores.shape[1], max(1, max_tags)
+    top = scores.argmax(axis=1) if k else np.zeros(len(scores), dtype=np.int64)
+    rest = np.where(np.isfinite(scores), np.maximum(scores, 0.0), 0.0)
+    order = np.argsort(-rest, axis=1, kind="stable")[:, :m]
+    ranked = np.take_along_axis(rest, order, axis=1)
+    best = ranked[:, :1] if k else np.zeros((len(scores), 1))
+    near = (ranked > 0) & (ranked >= NEAR_RATIO * best)
+    mass = ranked.sum(axis=1)
+    conf = np.where(mass > 0, best[:, 0] / np.maximum(mass, 1e-12), 0.0)
+    names = tagger.names
+    tags = [[names[t]] + [names[j] for j, ok in zip(o, keep) if ok and j != t][: m - 1]
+            for t, o, keep in zip(top.tolist(), order.tolist(), near.tolist())]
+    return pl.DataFrame(
+        {"criterion_id": frame["criterion_id"].cast(pl.Utf8).to_list(), "tags": tags,
+         "primary": [t[0] for t in tags], "score": np.clip(conf, 0, 1).astype(float)},
         schema={"criterion_id": pl.Utf8, "tags": pl.List(pl.Utf8), "primary": pl.Utf8, "score": pl.Float64},
     )
