@@ -35,6 +35,8 @@ def _offline(offline_env):
     return offline_env
 
 
+# ---- 4. a misspelt TOML key ---------------------------------------------------------------------------------
+
 @pytest.mark.parametrize("named", [True, False])
 def test_a_misspelt_key_is_named_with_the_known_one(tmp_path, named):
     toml = tmp_path / "p.toml"
@@ -50,6 +52,8 @@ def test_a_missing_path_is_asked_for_not_removed(tmp_path):
     error = refused("run", toml)
     assert "key corpus.path: required and missing; fix: add path = ... under [corpus]" in error
 
+
+# ---- 5. UTF-16 and UTF-32 ---------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-32-le"])
 @pytest.mark.parametrize("suffix", ["csv", "jsonl"])
@@ -92,6 +96,8 @@ def test_utf16_without_a_bom_gets_a_fix_that_keeps_it(tmp_path):
     assert "iconv -f utf-16le -t utf-8" in error and "latin1" not in error
 
 
+# ---- 6. parse errors name the line -------------------------------------------------------------------------
+
 @pytest.mark.parametrize("name, data, where", [
     ("extra.csv", "task_id,criterion\nt,The report states one value.\nt,The report states two,extra\nt,Three.\n",
      "extra.csv: line 3: 3 fields where the header (line 1) has 2"),
@@ -112,6 +118,15 @@ def test_a_carriage_return_inside_a_field_is_read(tmp_path):
     assert "(3 criteria)" in invoke("init", tmp_path / "cr.csv", "--out", tmp_path / "p.toml").output
 
 
+@pytest.mark.parametrize("name, data, where", [
+    ("v.csv", "criterion_id,verdict\na,1\nb,1,extra\n", "v.csv: line 3: 3 fields where the header (line 1) has 2"),
+    ("v.jsonl", '{"criterion_id": "a", "verdict": 1}\n{"criterion_id": "b",\n', "v.jsonl: line 2: invalid JSON"),
+])
+def test_a_verdict_file_parse_error_names_its_line(tmp_path, offline_run, name, data, where):
+    (tmp_path / name).write_text(data)
+    assert where in refused("breakdown", offline_run, "--verdicts", f"human={tmp_path / name}")
+
+
 # ---- 1. an output folder that cannot be written ---------------------------------------------------------
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -120,7 +135,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory) -> Path:
-    """One finished offline run of the bundled report rubric, copied by each test that spoils it."""
+    """One finished offline run of the bundled DevAI corpus, copied by each test that changes it."""
     return offline_devai_run(tmp_path_factory.mktemp("paper-cuts"))
 
 
@@ -366,12 +381,3 @@ def test_the_plain_word_tool_is_allowed_in_the_prompt_and_by_the_validator():
     assert "`tool`" in rule and "are allowed" in rule
     example = re.search(r"e\.g\. `(tool_[a-z_]+)`", rule)[1]
     assert label_problems(example, rules) == [] and label_problems("pdf_page_layout_inspection_capability", rules)
-
-
-@pytest.mark.parametrize("name, data, where", [
-    ("v.csv", "criterion_id,verdict\na,1\nb,1,extra\n", "v.csv: line 3: 3 fields where the header (line 1) has 2"),
-    ("v.jsonl", '{"criterion_id": "a", "verdict": 1}\n{"criterion_id": "b",\n', "v.jsonl: line 2: invalid JSON"),
-])
-def test_a_verdict_file_parse_error_names_its_line(tmp_path, offline_run, name, data, where):
-    (tmp_path / name).write_text(data)
-    assert where in refused("breakdown", offline_run, "--verdicts", f"human={tmp_path / name}")
