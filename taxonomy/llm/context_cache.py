@@ -103,7 +103,8 @@ class ContextCaches:
             try:
                 self.runner.provider.delete_context_cache(name)
             except Exception as exc:  # noqa: BLE001 - it expires after its TTL anyway (and is accounted so); say so
-                log.warning("could not delete context cache %s (%s); it expires after %d s", name, redact(str(exc))[:200], self.cfg.ttl_s)
+                log.warning("could not delete context cache %s (%s); it expires after %d s", name,
+                            redact(plain(str(exc)).split("; fix:")[0]), self.cfg.ttl_s)
                 continue
             held = min(self.cfg.ttl_s, max(1, int(time.monotonic() - created)))
             unused = -written * (self.cfg.ttl_s - held)  # the TTL it was not kept: credited back
