@@ -90,9 +90,10 @@ _TEMPORARY = re.compile(r"^\.(.+)\.[^.]+\.tmp$")  # an atomic write's temporary 
 
 
 def unwritable(exc: OSError, path: str | Path | None = None) -> RunError | None:
-    """A write the file system refused, on one line: which file, why, and the fix; None for other errors.
-    Writes are atomic, so whatever was written before is whole and unchanged."""
-    if exc.errno not in _REFUSED:
+    """A write the file system refused, on one line: which file, why, and the fix. Given `path` (the file being
+    written), any OSError is such a refusal; without it, only the refusals in _REFUSED are, and None says the
+    error is something else. Writes are atomic, so whatever was written before is whole and unchanged."""
+    if exc.errno not in _REFUSED and path is None:
         return None
     named = path or exc.filename2 or exc.filename
     target = Path(named) if named else Path(".")
@@ -111,8 +112,10 @@ def unwritable(exc: OSError, path: str | Path | None = None) -> RunError | None:
         why, fix = "no space left on the device (or over quota)", f"free some space, {elsewhere}"
     elif exc.errno == errno.EROFS:
         why, fix = "the file system is read-only", elsewhere.removeprefix("or ")
-    else:
+    elif exc.errno in (errno.EACCES, errno.EPERM):
         why, fix = "permission denied", f"make {folder} writable (`chmod u+w {folder}`), {elsewhere}"
+    else:
+        why, fix = exc.strerror or type(exc).__name__, f"check {folder}, {elsewhere}"
     # No "run the same command again": after `edit`, whose taxonomy may already be saved when its report is refused,
     # that would repeat the edit. Every write is atomic, so what is on disk is whole either way.
     return RunError(f"{target}: cannot be written ({why}); fix: {fix}. Files already on disk are whole (every write is atomic)")
