@@ -10,7 +10,7 @@ safe response is ..."), nouns joined by "and" ("depth and breadth"), a count ("(
 a sentence giving the reason ("This matters because ..."), a parenthesis ("(Justification: ...)"). A
 list inside a grading instruction of over 1,000 characters ("Judge whether ... Step 1 ... Step 2 ...")
 is one procedure graded all or nothing by design, and so is a template repeated word for word in three
-tasks or more: a note at most. Every cue is English grammar or
+tasks or more: a note at most (its joined clauses are not reported). Every cue is English grammar or
 typography; the verbs are learned from the corpus.
 """
 from __future__ import annotations
@@ -56,8 +56,8 @@ def compound(c: Corpus) -> list[Finding]:
     out = []
     for r in c.rows:
         severity, why = bundled(r.text, verbs)
-        if why and severity == "warning" and len(tasks_of[r.text]) >= TEMPLATE_TASKS:
-            severity, why = "info", f"{why} (a template of {len(tasks_of[r.text])} tasks: bundled on purpose, perhaps)"
+        if why and len(tasks_of[r.text]) >= TEMPLATE_TASKS:  # a template's list stays a note; its joined clauses, nothing
+            severity, why = ("info", f"{why} (a template of {len(tasks_of[r.text])} tasks: bundled on purpose, perhaps)") if severity == "warning" else ("", "")
         if why:
             out.append(Finding(
                 "compound", severity, r.task_id, [r.criterion_id], f'"{clip(r.text, 100)}" {why}', r.text,
