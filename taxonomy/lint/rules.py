@@ -49,9 +49,10 @@ _ALL: tuple[Rule, ...] = (
         ("info", 'the same, but the names differ ("TGAN" / "TGAN+ADA"): perhaps two checks')), "warning"),
     Rule("compound", "one criterion bundles independent checks that a response can half-meet", compound, (
         ("warning", 'a numbered or bulleted list of checks (not of examples, "such as ...", nor of definitions); "N of the following" / '
-                    '"at least 5 of the 9"; a second check announced as one ("; and, separately, ...", "; also ...", ". Additionally, ...")'),
+                    '"at least 5 of the 9"; a second check announced as one ("; and, separately, ...", "; it also ...", ". Additionally, ...")'),
         ("info", 'a clause after ";", a full stop or "and" that opens with a verb the corpus\'s criteria state their check with, or repeats '
-                 'the criterion\'s subject ("..., and the report gives ..."); a list inside a grading instruction over 1,000 characters')),
+                 'the criterion\'s subject ("..., and the report gives ..."), or has a subject and verb of its own after ";"; '
+                 '", as well as how ..."; a list inside a grading instruction over 1,000 characters or a template of 3+ tasks')),
          "info", preview=frozenset({"llm"}), english=True),
     Rule("vague", "nothing a grader can check: no object, number, quoted term or named item", vague, (
         ("info", 'a short criterion of appraisal words ("clear", "appropriate") and words common to many tasks, with no number, quoted '
