@@ -32,6 +32,7 @@ class TransientError(Exception):
         super().__init__(message)
         self.retry_after = retry_after
         self.timed_out = timed_out
+        self.silent = False  # the runner's verdict: no call has been answered for too long, so retrying is over
 
 
 def timed_out(name: str, seconds: float) -> TransientError:

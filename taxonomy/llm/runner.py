@@ -173,7 +173,7 @@ class Runner:
             return await self._attempts(retrying, turns, job, context)
         except TransientError as exc:
             tries = retrying.statistics.get("attempt_number", 1)
-            said = f"{exc}" if getattr(exc, "silent", False) else f"{exc} (gave up after {tries - 1} {'retry' if tries == 2 else 'retries'})"
+            said = f"{exc}" if exc.silent else f"{exc} (gave up after {tries - 1} {'retry' if tries == 2 else 'retries'})"
             fix = ("check that the server answers at all (the network, llm.base_url or the provider's base URL variable), "
                    "or raise llm.timeout_s if it is only slow" if exc.timed_out else "check the network, quota or llm.base_url")
             raise TransientError(f"{said}; fix: {fix}, then run the same command again: answers already received are cached",
