@@ -47,9 +47,13 @@ def is_spaceless(token: str) -> bool:
     return not token.isascii() and bool(_SPACELESS.search(token))  # every spaceless script lies outside ASCII
 
 
+_ASCII_WORD = re.compile("[a-z]+")  # WORD on ASCII text, where there are no marks and no spaceless script: 2x faster
+
+
 def words(text: str) -> list[str]:
     """Lower-cased runs of letters; digits and punctuation separate words."""
-    return WORD.findall((text or "").lower())
+    text = (text or "").lower()
+    return _ASCII_WORD.findall(text) if text.isascii() else WORD.findall(text)
 
 
 def tokens(text: str) -> list[str]:

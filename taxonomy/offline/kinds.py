@@ -43,7 +43,7 @@ NAMED_KINDS = 20    # kinds named by check words that a corpus needs before a ki
 def ascii_word(word: str) -> str:
     """A word as a label may spell it ([a-z] by the label rules): any script transliterated by anyascii
     ("возврат" -> "vozvrat", "退款" -> "tuikuan"), anything else dropped."""
-    return _NOT_LETTER.sub("", anyascii(word).lower())
+    return _NOT_LETTER.sub("", (word if word.isascii() else anyascii(word)).lower())
 
 
 def cut(space: CriterionSpace, k: int, opts: OfflineConfig) -> np.ndarray:
