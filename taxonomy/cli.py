@@ -94,6 +94,7 @@ def _config_for(target: Path, limit: Optional[int] = None, batch: Optional[bool]
     """(config, what was detected or None, its number of criteria or None): a pipeline TOML as written, a bare corpus file or folder through
     detection (its columns printed), a run directory with its recorded settings."""
     from taxonomy.config import load_config
+    from taxonomy.run import config_from_run
 
     found, n = None, None
     if _is_run(target):
@@ -167,18 +168,6 @@ def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
     console.print(f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)", markup=False, highlight=False)
     if small_corpus_note(n):
         console.print(small_corpus_note(n), markup=False, highlight=False)
-
-
-def config_from_run(run_dir: Path):
-    from taxonomy.config import PipelineConfig
-    from taxonomy.run import RunDir
-
-    manifest = RunDir(run_dir).manifest
-    if "settings" not in manifest:
-        from taxonomy.run import RunError
-
-        raise RunError(f"{run_dir / 'manifest.json'}: missing or has no settings; fix: pass a pipeline TOML, or a run directory made by `taxonomy run`")
-    return PipelineConfig.model_validate({**manifest["settings"], "base_dir": manifest.get("config_dir", ".")})
 
 
 def _print_stage(stage: str, info: dict) -> None:

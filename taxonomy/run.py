@@ -280,6 +280,14 @@ class RunDir:
         self.write_json("manifest.json", self.manifest)
 
 
+def config_from_run(run_dir: Path) -> PipelineConfig:
+    """The settings a run recorded in its manifest, paths read from where its pipeline TOML was."""
+    manifest = RunDir(run_dir).manifest
+    if "settings" not in manifest:
+        raise RunError(f"{run_dir / 'manifest.json'}: missing or has no settings; fix: pass a pipeline TOML, or a run directory made by `taxonomy run`")
+    return PipelineConfig.model_validate({**manifest["settings"], "base_dir": manifest.get("config_dir", ".")})
+
+
 def taxonomy_in_use(run: RunDir, command: str) -> str:
     """The content hash of the run's taxonomy.json, after checking Stage 3 was tagged against it.
 

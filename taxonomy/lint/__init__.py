@@ -60,6 +60,8 @@ def run_summary(run_dir: Path) -> str:
 def report_section(criteria: pl.DataFrame, tags: pl.DataFrame | None = None, limit: int = 200) -> dict:
     """The report's lint section: each criterion with a warning or an error, its text beside the findings
     (notes only counted, with the command that lists them)."""
+    from taxonomy.lint.target import primary_capability
+
     capability = primary_capability(tags)
     per = findings_by_criterion(criteria, capability)
     text = dict(zip(criteria["criterion_id"].to_list(), criteria["text"].to_list()))
@@ -67,12 +69,6 @@ def report_section(criteria: pl.DataFrame, tags: pl.DataFrame | None = None, lim
              "message": f.message, "fix": f.fix} for cid, found in per.items() for f in found if f.severity != "info"]
     notes = {cid for cid, found in per.items() if any(f.severity == "info" for f in found)}
     return {"rows": rows[:limit], "more": max(len(rows) - limit, 0), "criteria_with_notes": len(notes)}
-
-
-def primary_capability(tags: pl.DataFrame | None) -> dict[str, str]:
-    if tags is None or "primary" not in tags.columns:
-        return {}
-    return {c: p for c, p in zip(tags["criterion_id"].to_list(), tags["primary"].to_list()) if p}
 
 
 def findings_by_criterion(frame: pl.DataFrame, capability: dict[str, str] | None = None) -> dict[str, list[Finding]]:

@@ -71,16 +71,20 @@ def load_target(target: Path) -> Target:
 
 
 def _from_run(run_dir: Path) -> Target:
-    from taxonomy.cli import config_from_run
-    from taxonomy.run import RunDir
+    from taxonomy.run import RunDir, config_from_run
 
     run = RunDir(run_dir)
     cfg = config_from_run(run_dir)
     frame = run.read_parquet("criteria.parquet", "run")
-    from taxonomy.lint import primary_capability
-
     tags = run.read_parquet("stage3_tags.parquet", "tag") if run.has("stage3_tags.parquet") else None
     return Target(frame, cfg, run_dir, primary_capability(tags))
+
+
+def primary_capability(tags: pl.DataFrame | None) -> dict[str, str]:
+    """Each criterion's primary capability, from a run's Stage 3 tags (none before Stage 3)."""
+    if tags is None or "primary" not in tags.columns:
+        return {}
+    return {c: p for c, p in zip(tags["criterion_id"].to_list(), tags["primary"].to_list()) if p}
 
 
 def _on_disk(path: Path) -> Path:
