@@ -165,7 +165,10 @@ def tagger_for(folder: Path, taxonomy: Taxonomy, micro_labels, opts: OfflineConf
     if "status" in stage1.columns:
         stage1 = stage1.filter(pl.col("status") == "ok")
     tagger = fit_tagger(run.read_parquet("criteria.parquet"), stage1, taxonomy, micro_labels, opts, bounds, corpus)
-    tagger.save(folder)
+    try:
+        tagger.save(folder)
+    except OSError:  # a frozen run shipped read-only: the fit is the same each time, so applying it unsaved is right
+        pass
     return tagger
 
 
