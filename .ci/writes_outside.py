@@ -3,6 +3,7 @@ created, renamed, linked or removed. Exit 1 and list them when there is any; not
 the environment, so the check is the same on every machine.
 
 usage: python3 writes_outside.py STRACE_LOG FOLDER"""
+
 from __future__ import annotations
 
 import os

@@ -10,6 +10,7 @@ another's. Labels look like Stage 1 output: a verifier verb, an optional
 qualifier and 1-3 objects drawn from the bundled rubric text (data/paperbench) when it
 exists, else from a built-in list.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,20 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = [1_000, 3_000, 10_000, 30_000, 100_000]
 TARGET = {"n": 1_000_000, "seconds": 300, "peak_mb": 8 * 1024}
-VERBS = ["recompute", "trace", "inspect", "compare", "cross_check", "verify", "confirm", "audit", "reconcile", "validate", "locate", "read"]
+VERBS = [
+    "recompute",
+    "trace",
+    "inspect",
+    "compare",
+    "cross_check",
+    "verify",
+    "confirm",
+    "audit",
+    "reconcile",
+    "validate",
+    "locate",
+    "read",
+]
 QUALIFIERS = ["", "", "", "reported", "stated", "final", "each", "every", "numeric", "cited", "consistent"]
 BUILTIN_WORDS = (
     "revenue margin ebitda formula reference chart axis legend slide table column row sheet footnote citation "
@@ -40,9 +54,11 @@ BUILTIN_WORDS = (
     "split seed experiment result figure plot hyperparameter learning schedule model checkpoint training evaluation "
     "benchmark reward policy environment agent episode trajectory sample batch layer attention embedding token"
 ).split()
-_STOP = set("that this with from have been into such their which when will should must also used uses using each "
-            "than then they them these those there where while other over under only more most code implemented "
-            "paper results section same shown".split())
+_STOP = set(
+    "that this with from have been into such their which when will should must also used uses using each "
+    "than then they them these those there where while other over under only more most code implemented "
+    "paper results section same shown".split()
+)
 
 
 def vocabulary() -> list[str]:
@@ -122,9 +138,13 @@ def run_one(labels_file: Path, seed: int) -> dict:
     labels = labels_file.read_text(encoding="utf-8").split("\n")
     n = len(labels)
     # Built column-wise: a list column made from 100,000 Python lists cost polars ~0.5 GB.
-    stage1 = pl.DataFrame({
-        "criterion_id": pl.int_range(n, eager=True).cast(pl.Utf8), "labels": pl.Series(labels), "status": pl.repeat("ok", n, eager=True),
-    }).with_columns(pl.concat_list("labels"))
+    stage1 = pl.DataFrame(
+        {
+            "criterion_id": pl.int_range(n, eager=True).cast(pl.Utf8),
+            "labels": pl.Series(labels),
+            "status": pl.repeat("ok", n, eager=True),
+        }
+    ).with_columns(pl.concat_list("labels"))
     base = _rss_mb()
     t0 = time.perf_counter()
     embedder = LocalEmbedder(dim=EmbeddingConfig().local_dim, seed=seed)
@@ -134,9 +154,15 @@ def run_one(labels_file: Path, seed: int) -> dict:
     result = cluster_labels(stage1, _Precomputed(labels, x, embedder.name), ClusterConfig(seed=seed))
     t2 = time.perf_counter()
     return {
-        "n": n, "dim": int(x.shape[1]), "embed_s": t1 - t0, "cluster_s": t2 - t1, "method": result.method,
+        "n": n,
+        "dim": int(x.shape[1]),
+        "embed_s": t1 - t0,
+        "cluster_s": t2 - t1,
+        "method": result.method,
         "clusters": int(result.clusters["cluster_id"].n_unique()),
-        "embed_peak_mb": embed_peak - base, "peak_mb": _rss_mb() - base, "rss_mb": _rss_mb(),
+        "embed_peak_mb": embed_peak - base,
+        "peak_mb": _rss_mb() - base,
+        "rss_mb": _rss_mb(),
     }
 
 
@@ -152,8 +178,12 @@ def main() -> None:
     ap.add_argument("--max", type=int, default=SIZES[-1], help="largest size to run")
     ap.add_argument("--sizes", type=int, nargs="+", help="run exactly these sizes (e.g. 1000000)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--threads", type=int, help="BLAS/OpenMP threads per run (default: the libraries' own choice); "
-                    "1 gives steadier numbers when other jobs share the cores")
+    ap.add_argument(
+        "--threads",
+        type=int,
+        help="BLAS/OpenMP threads per run (default: the libraries' own choice); "
+        "1 gives steadier numbers when other jobs share the cores",
+    )
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -165,8 +195,10 @@ def main() -> None:
 
     console = Console(width=max(Console().width, 150))
     words = vocabulary()
-    console.print(f"vocabulary: {len(words)} words ({'data/paperbench rubrics' if words is not BUILTIN_WORDS else 'built-in list'}); "
-                  f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start")
+    console.print(
+        f"vocabulary: {len(words)} words ({'data/paperbench rubrics' if words is not BUILTIN_WORDS else 'built-in list'}); "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
+    )
     env = dict(os.environ)
     if args.threads:
         env.update({v: str(args.threads) for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")})
@@ -177,7 +209,10 @@ def main() -> None:
             labels_file.write_text("\n".join(synthetic_labels(n, args.seed)), encoding="utf-8")
             proc = subprocess.run(
                 [sys.executable, __file__, "--child", str(labels_file), "--seed", str(args.seed)],
-                capture_output=True, text=True, cwd=ROOT, env=env,
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=env,
             )
         if proc.returncode != 0:
             console.print(f"[red]n = {n:,} failed[/red]\n{proc.stderr[-2000:]}")
@@ -185,7 +220,9 @@ def main() -> None:
         row = json.loads(proc.stdout.strip().splitlines()[-1])
         row["total_s"] = row["embed_s"] + row["cluster_s"]
         rows.append(row)
-        console.print(f"n = {n:,}: {row['total_s']:.1f} s, peak +{row['peak_mb']:.0f} MB, load average {os.getloadavg()[0]:.1f}")
+        console.print(
+            f"n = {n:,}: {row['total_s']:.1f} s, peak +{row['peak_mb']:.0f} MB, load average {os.getloadavg()[0]:.1f}"
+        )
 
     table = Table(title="Stage 2a scaling (LocalEmbedder + default ClusterConfig)")
     for col in ["n", "embed s", "cluster s", "method", "peak MB embed", "peak MB", "time/10x", "memory/10x"]:
@@ -194,13 +231,21 @@ def main() -> None:
     prev = None
     for row in rows:
         table.add_row(
-            f"{row['n']:,}", f"{row['embed_s']:.1f}", f"{row['cluster_s']:.1f}", row["method"],
-            f"{row['embed_peak_mb']:.0f}", f"{row['peak_mb']:.0f}", growth(prev, row, "total_s"), growth(prev, row, "peak_mb"),
+            f"{row['n']:,}",
+            f"{row['embed_s']:.1f}",
+            f"{row['cluster_s']:.1f}",
+            row["method"],
+            f"{row['embed_peak_mb']:.0f}",
+            f"{row['peak_mb']:.0f}",
+            growth(prev, row, "total_s"),
+            growth(prev, row, "peak_mb"),
         )
         prev = row
     console.print(table)
-    console.print("peak MB = growth of the peak resident set (VmHWM) in a fresh process after imports and reading the labels; "
-                  "growth columns compare each size with the previous one, scaled to a 10x step.")
+    console.print(
+        "peak MB = growth of the peak resident set (VmHWM) in a fresh process after imports and reading the labels; "
+        "growth columns compare each size with the previous one, scaled to a 10x step."
+    )
 
 
 if __name__ == "__main__":

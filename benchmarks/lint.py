@@ -25,6 +25,7 @@ reader to judge. `--judged [FIXTURE ...]` prints precision per rule, source and 
 rubrics of tests/fixtures/lint/ (the offline rules; with `--findings`, a saved run's findings, e.g. a
 model's) and how many labelled defects were found.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -51,11 +52,22 @@ from taxonomy.text import NEGATIONS, words  # noqa: E402
 
 FAILURE_OPENINGS = {"fails", "incorrectly", "wrongly", "inaccurately", "falsely", "omits", "neglects", "misses"}
 SUCCESS_OPENINGS = {"correctly", "accurately", "appropriately", "properly"}
-EXPECTED = {"sign": "sign-mismatch", "sign-any": "sign-mismatch", "duplicate": "duplicate", "contradiction": "contradiction",
-            "compound": "compound", "weight": "weight-outlier", "uncovered": "uncovered-brief", "ungrounded": "ungrounded",
-            "hygiene": "hygiene"}
-_REQUIREMENT = re.compile(r"\b(?:must|should|shall|need to|needs to|required|requires|make sure|ensure|please|do not|don't|"
-                          r"at most|at least|no more than|fewer than|less than|only)\b", re.I)
+EXPECTED = {
+    "sign": "sign-mismatch",
+    "sign-any": "sign-mismatch",
+    "duplicate": "duplicate",
+    "contradiction": "contradiction",
+    "compound": "compound",
+    "weight": "weight-outlier",
+    "uncovered": "uncovered-brief",
+    "ungrounded": "ungrounded",
+    "hygiene": "hygiene",
+}
+_REQUIREMENT = re.compile(
+    r"\b(?:must|should|shall|need to|needs to|required|requires|make sure|ensure|please|do not|don't|"
+    r"at most|at least|no more than|fewer than|less than|only)\b",
+    re.I,
+)
 
 
 def load(name: str) -> pl.DataFrame:
@@ -109,9 +121,11 @@ def variant(text: str, k: int, rng: random.Random) -> str:
     if k % 5 == 2:
         return text.rstrip(".") + "!" if text.endswith(".") else text + "."
     if k % 5 == 3:  # drop one word that is neither the first, a number nor a negation
-        cands = [i for i, w in enumerate(ws) if i > 0 and not any(c.isdigit() for c in w) and w.lower() not in NEGATIONS]
+        cands = [
+            i for i, w in enumerate(ws) if i > 0 and not any(c.isdigit() for c in w) and w.lower() not in NEGATIONS
+        ]
         i = rng.choice(cands)
-        return " ".join(ws[:i] + ws[i + 1:])
+        return " ".join(ws[:i] + ws[i + 1 :])
     i = rng.randrange(1, len(ws))
     return " ".join(ws[:i] + ["the"] + ws[i:])
 
@@ -124,9 +138,11 @@ def inject(frame: pl.DataFrame, kind: str, n: int, rng: random.Random) -> tuple[
         by_task[r["task_id"]].append(r)
     add, drop, expect = [], set(), []
     if kind in ("sign", "sign-any"):
+
         def clear(r):  # the cue word among the first four ("Fails to ...", "The agent fails to ...")
             first = set(words(r["text"])[:4])
             return (first & FAILURE_OPENINGS and r["weight"] < 0) or (first & SUCCESS_OPENINGS and r["weight"] > 0)
+
         for r in spread([r for r in rows if r["weight"] and (kind == "sign-any" or clear(r))], n, rng):
             r["weight"] = -r["weight"]
             expect.append(r["criterion_id"])
@@ -240,8 +256,21 @@ def timed_cli() -> tuple[float, float]:
     """(wall, CPU) seconds of the whole command, interpreter start and corpus load included. On a
     shared machine the CPU seconds are what the command costs; wall time also counts the others' load."""
     start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([str(ROOT / ".venv/bin/taxonomy"), "lint", str(ROOT / "pipelines/healthbench.toml"), "--format", "json",
-                    "--fail-on", "never", "--provider", "offline"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(ROOT / ".venv/bin/taxonomy"),
+            "lint",
+            str(ROOT / "pipelines/healthbench.toml"),
+            "--format",
+            "json",
+            "--fail-on",
+            "never",
+            "--provider",
+            "offline",
+        ],
+        check=True,
+        capture_output=True,
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.perf_counter() - start, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -313,9 +342,19 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=40, help="injections per kind and corpus")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--sample", type=Path, help="write real findings to judge here")
-    ap.add_argument("--judged", nargs="*", type=Path, help="only the precision on these labelled fixtures (default: tests/fixtures/lint/*.csv)")
-    ap.add_argument("--findings", nargs="*", type=Path, help="with --judged: each fixture's saved `taxonomy lint --format json` findings "
-                    "(a model run's, say) instead of the offline rules'")
+    ap.add_argument(
+        "--judged",
+        nargs="*",
+        type=Path,
+        help="only the precision on these labelled fixtures (default: tests/fixtures/lint/*.csv)",
+    )
+    ap.add_argument(
+        "--findings",
+        nargs="*",
+        type=Path,
+        help="with --judged: each fixture's saved `taxonomy lint --format json` findings "
+        "(a model run's, say) instead of the offline rules'",
+    )
     args = ap.parse_args()
     if args.judged is not None:
         paths = args.judged or sorted(FIXTURES.glob("*.csv"))
@@ -332,7 +371,11 @@ def main() -> None:
             n, anywhere, strong = recall(frame, kind, args.n, args.seed)
             for i, v in enumerate((n, anywhere, strong)):
                 totals[kind][i] += v
-            print(f"| {name} | {kind} | {n} | {anywhere / n:.2f} | {strong / n:.2f} |" if n else f"| {name} | {kind} | 0 | – | – |")
+            print(
+                f"| {name} | {kind} | {n} | {anywhere / n:.2f} | {strong / n:.2f} |"
+                if n
+                else f"| {name} | {kind} | 0 | – | – |"
+            )
         share, counts, real[name] = flagged_share(frame)
         print(f"| {name} | untouched criteria flagged at warning+ | {frame.height} | {share:.3f} | |")
     print("\n| kind | injected | recall (any) | recall (warning+) |\n|---|---:|---:|---:|")
@@ -340,8 +383,10 @@ def main() -> None:
         print(f"| {kind} | {n} | {anywhere / n:.2f} | {strong / n:.2f} |" if n else f"| {kind} | 0 | – | – |")
     if "healthbench" in args.corpora:
         walls, cpus = zip(*(timed_cli() for _ in range(3)))
-        print(f"\n`taxonomy lint pipelines/healthbench.toml` offline (5,965 criteria, start and load included), median of 3: "
-              f"{sorted(walls)[1]:.1f} s wall, {sorted(cpus)[1]:.1f} s CPU; load average {open('/proc/loadavg').read().split()[0]} on {os.cpu_count()} cores")
+        print(
+            f"\n`taxonomy lint pipelines/healthbench.toml` offline (5,965 criteria, start and load included), median of 3: "
+            f"{sorted(walls)[1]:.1f} s wall, {sorted(cpus)[1]:.1f} s CPU; load average {open('/proc/loadavg').read().split()[0]} on {os.cpu_count()} cores"
+        )
     if args.sample:
         write_sample(args.sample, real, 15, args.seed)
         print(f"sample of real findings: {args.sample}")

@@ -8,6 +8,7 @@
 Agreement is the share of criteria whose answer is the tool's primary tag; "in tags" counts any of its
 1-3 tags. The sample is drawn with the seed over criteria the tool tagged, so packet and score agree.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,9 +28,15 @@ def sample(run: Path, n: int, seed: int) -> pl.DataFrame:
 
 
 def packet(run: Path, n: int, seed: int) -> str:
-    lines = [(run / "taxonomy.md").read_text(), "", "---", "",
-             "Place each criterion below in the one capability of the taxonomy above that it belongs to. "
-             'Answer JSON only: {"1": "capability_name", ...}.', ""]
+    lines = [
+        (run / "taxonomy.md").read_text(),
+        "",
+        "---",
+        "",
+        "Place each criterion below in the one capability of the taxonomy above that it belongs to. "
+        'Answer JSON only: {"1": "capability_name", ...}.',
+        "",
+    ]
     for i, r in enumerate(sample(run, n, seed).iter_rows(named=True), 1):
         sign = " (penalty)" if (r["weight"] or 0) < 0 else ""
         lines.append(f"{i}. {r['text']}{sign}")
@@ -41,7 +48,11 @@ def score(run: Path, answers: dict[str, str], n: int, seed: int) -> dict[str, fl
     given = [answers.get(str(i), "").strip().strip("`") for i in range(1, rows.height + 1)]
     primary = sum(a == p for a, p in zip(given, rows["primary"].to_list()))
     anywhere = sum(a in t for a, t in zip(given, rows["tags"].to_list()))
-    return {"criteria": rows.height, "agreement": round(primary / rows.height, 3), "in_tags": round(anywhere / rows.height, 3)}
+    return {
+        "criteria": rows.height,
+        "agreement": round(primary / rows.height, 3),
+        "in_tags": round(anywhere / rows.height, 3),
+    }
 
 
 def main() -> None:

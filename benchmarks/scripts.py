@@ -10,6 +10,7 @@
   kmeans_gold   the same for KMeans(k) on TF-IDF + SVD of the same text (mean of 3 seeds), a plain baseline
   capabilities, largest   how many capabilities, and the largest one's share of primary tags
 """
+
 from __future__ import annotations
 
 import sys
@@ -50,13 +51,21 @@ def score(path: Path, english: pl.DataFrame, work: Path) -> dict:
     both = x.join(english.select("criterion_id", pl.col("primary").alias("en")), on="criterion_id")
     kinds, primary = x["gold_kind"].to_list(), x["primary"].to_list()
     k = len(set(primary))
-    baseline = sum(normalized_mutual_info_score(kinds, kmeans_tfidf_svd(x["text"].to_list(), k, seed))
-                   for seed in range(SEEDS)) / SEEDS
-    return {"language": path.stem.removeprefix("support40_"), "criteria": x.height, "capabilities": k,
-            "largest": round(max(Counter(primary).values()) / x.height, 3),
-            "nmi_vs_en": round(normalized_mutual_info_score(both["en"].to_list(), both["primary"].to_list()), 3),
-            "nmi_vs_gold": round(normalized_mutual_info_score(kinds, primary), 3),
-            "kmeans_gold": round(baseline, 3)}
+    baseline = (
+        sum(
+            normalized_mutual_info_score(kinds, kmeans_tfidf_svd(x["text"].to_list(), k, seed)) for seed in range(SEEDS)
+        )
+        / SEEDS
+    )
+    return {
+        "language": path.stem.removeprefix("support40_"),
+        "criteria": x.height,
+        "capabilities": k,
+        "largest": round(max(Counter(primary).values()) / x.height, 3),
+        "nmi_vs_en": round(normalized_mutual_info_score(both["en"].to_list(), both["primary"].to_list()), 3),
+        "nmi_vs_gold": round(normalized_mutual_info_score(kinds, primary), 3),
+        "kmeans_gold": round(baseline, 3),
+    }
 
 
 def main() -> list[dict]:
@@ -70,8 +79,10 @@ def main() -> list[dict]:
     table = pl.DataFrame(rows)
     print(table)
     translations = table.filter(pl.col("language") != "en")
-    print(f"translations: nmi_vs_en min {translations['nmi_vs_en'].min():.3f}, "
-          f"median {translations['nmi_vs_en'].median():.3f}")
+    print(
+        f"translations: nmi_vs_en min {translations['nmi_vs_en'].min():.3f}, "
+        f"median {translations['nmi_vs_en'].median():.3f}"
+    )
     return rows
 
 

@@ -21,6 +21,7 @@ shared criteria; moved = share of shared criteria whose primary tag is not the c
 matched one-to-one to its primary in the other run; same = matched pairs with Jaccard >= 0.5
 over the number of capabilities.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -75,7 +76,9 @@ def reading_tagger(prompt: str) -> dict:
     words = {n: set(n.split("_")) - {"capability"} for n in names}
     items = []
     for i, text in responders.criteria(prompt):
-        mine = {w for label in responders.discovery_item(i, text)["capabilities"] for w in label.split("_")} - {"capability"}
+        mine = {w for label in responders.discovery_item(i, text)["capabilities"] for w in label.split("_")} - {
+            "capability"
+        }
         ranked = sorted(names, key=lambda n: (-len(words[n] & mine), names.index(n)))
         items.append({"criterion_idx": i, "capabilities": ranked[:2]})
     return {"items": items}
@@ -128,13 +131,18 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="stability-") as tmp:
             for provider, corpus in plans:
-                for label, drop in (("seed only", 0.0), (f"seed + drop {100 * args.drop_tasks:g}% tasks", args.drop_tasks)):
+                for label, drop in (
+                    ("seed only", 0.0),
+                    (f"seed + drop {100 * args.drop_tasks:g}% tasks", args.drop_tasks),
+                ):
                     results = [one_run(corpus, provider, s, drop, Path(tmp) / corpus) for s in args.seeds]
                     r = compare([p for p, _ in results])
                     secs = np.mean([t for _, t in results])
-                    print(f"| {'offline' if provider == 'offline' else 'LLM (test server)'} | {corpus} | {label} | "
-                          f"{fmt(r['ari'])} | {fmt(r['nmi'])} | {fmt(r['moved'], True)} | {fmt(r['same'], True)} | {secs:.1f} |",
-                          flush=True)
+                    print(
+                        f"| {'offline' if provider == 'offline' else 'LLM (test server)'} | {corpus} | {label} | "
+                        f"{fmt(r['ari'])} | {fmt(r['nmi'])} | {fmt(r['moved'], True)} | {fmt(r['same'], True)} | {secs:.1f} |",
+                        flush=True,
+                    )
     finally:
         if server is not None:
             server.close()

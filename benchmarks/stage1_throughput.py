@@ -3,6 +3,7 @@
 Prints calls, prompt tokens per criterion (batched vs one criterion per call), and the ratio of
 measured wall time to the ideal calls x latency / concurrency. Targets: ratio <= 1.2, tokens >= 4x lower.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,9 @@ from tests.fake_gemini import FakeGeminiServer  # noqa: E402
 
 def prompt_tokens(criteria, cfg, batch_size: int) -> int:
     """Same estimate the local server reports (characters / 4), so both sides are counted alike."""
-    return sum(len(_job(b, cfg).prompt) // 4 for b in criterion_batches(criteria, batch_size, cfg.discover.brief_max_chars))
+    return sum(
+        len(_job(b, cfg).prompt) // 4 for b in criterion_batches(criteria, batch_size, cfg.discover.brief_max_chars)
+    )
 
 
 def serve(conn, latency: float) -> None:
@@ -71,15 +74,21 @@ def main() -> None:
     single = prompt_tokens(criteria, cfg, 1)
     print(f"criteria            {criteria.height}")
     print(f"failed              {labels.filter(labels['status'] == 'failed').height}")
-    print(f"calls               {calls} (batch size {args.batch_size}, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms)"
-          + (f", plus {cache_trips} context-cache round trips" if cache_trips else ""))
+    print(
+        f"calls               {calls} (batch size {args.batch_size}, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms)"
+        + (f", plus {cache_trips} context-cache round trips" if cache_trips else "")
+    )
     print(f"wall / ideal        {wall:.2f} s / {ideal:.2f} s = ratio {wall / ideal:.2f}  (target <= 1.2)")
     # A fixed latency returns each wave of `concurrency` calls together, and the client then handles
     # them one by one: client CPU per call x concurrency is what the wall time adds per wave.
-    print(f"client CPU per call {1000 * client_cpu / max(calls, 1):.1f} ms (prompt rendering, SDK, transport, parsing, validation)")
-    print(f"prompt tok/criterion {usage.prompt_tokens / criteria.height:.0f} batched ({usage.cached_prompt_tokens / criteria.height:.0f} of them cached) "
-          f"vs {single / criteria.height:.0f} one per call = {single / max(usage.prompt_tokens, 1):.1f}x lower  (target >= 4x; "
-          f"benchmarks/tokens.py gives every stage, with billed cost)")
+    print(
+        f"client CPU per call {1000 * client_cpu / max(calls, 1):.1f} ms (prompt rendering, SDK, transport, parsing, validation)"
+    )
+    print(
+        f"prompt tok/criterion {usage.prompt_tokens / criteria.height:.0f} batched ({usage.cached_prompt_tokens / criteria.height:.0f} of them cached) "
+        f"vs {single / criteria.height:.0f} one per call = {single / max(usage.prompt_tokens, 1):.1f}x lower  (target >= 4x; "
+        f"benchmarks/tokens.py gives every stage, with billed cost)"
+    )
 
 
 if __name__ == "__main__":

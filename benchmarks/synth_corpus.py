@@ -14,6 +14,7 @@ default column names; `category` carries the source's own category (a gold field
 only) and `origin`/`operation` say where each criterion came from. `--pipeline` also writes a
 pipeline TOML pointing at it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,8 +48,9 @@ def load_sources(pipelines: list[Path]) -> pl.DataFrame:
         cfg = load_config(path)
         frame = load_corpus(cfg.corpus, cfg.base_dir).frame
         frames.append(
-            frame.select("task_id", "criterion_id", "text", "weight", "category", "direction", "brief", "context")
-            .with_columns(task_id=pl.lit(f"{cfg.name}:") + pl.col("task_id"))
+            frame.select(
+                "task_id", "criterion_id", "text", "weight", "category", "direction", "brief", "context"
+            ).with_columns(task_id=pl.lit(f"{cfg.name}:") + pl.col("task_id"))
         )
     return pl.concat(frames).sort("task_id", "criterion_id")
 
@@ -73,7 +75,7 @@ def _splice(a: str, b: str, rng: random.Random) -> str | None:
         pa, pb = split(a), split(b)
         if len(pa) > 1 or len(pb) > 1:
             head = pa[: rng.randint(1, len(pa) - 1) if len(pa) > 1 else 1]
-            tail = pb[rng.randint(1, len(pb) - 1) if len(pb) > 1 else 0:]
+            tail = pb[rng.randint(1, len(pb) - 1) if len(pb) > 1 else 0 :]
             if glue == ", ":
                 head = [h.rstrip(".") for h in head]
             return glue.join(head + tail)
@@ -183,11 +185,20 @@ def synth_corpus(sources: pl.DataFrame, n: int = 100_000, tasks: int = 2_000, se
                 text = f"{used[0]['text']} ({j + 1})"
             seen.add(text)
             a = used[0]
-            rows.append({
-                "task_id": f"synth{t:05d}", "criterion_id": f"c{j:04d}", "text": text, "weight": a["weight"],
-                "category": a["category"], "direction": a["direction"], "brief": lead["brief"], "context": a["context"],
-                "origin": " + ".join(f"{u['task_id']}/{u['criterion_id'].split('/')[-1]}" for u in used), "operation": op,
-            })
+            rows.append(
+                {
+                    "task_id": f"synth{t:05d}",
+                    "criterion_id": f"c{j:04d}",
+                    "text": text,
+                    "weight": a["weight"],
+                    "category": a["category"],
+                    "direction": a["direction"],
+                    "brief": lead["brief"],
+                    "context": a["context"],
+                    "origin": " + ".join(f"{u['task_id']}/{u['criterion_id'].split('/')[-1]}" for u in used),
+                    "operation": op,
+                }
+            )
     return pl.DataFrame(rows)
 
 
@@ -228,9 +239,11 @@ def main(argv: list[str] | None = None) -> None:
         args.pipeline.parent.mkdir(parents=True, exist_ok=True)
         args.pipeline.write_text(pipeline_toml(args.out, args.pipeline.stem))
     ops = frame["operation"].value_counts().sort("operation")
-    print(f"{frame.height:,} criteria over {frame['task_id'].n_unique():,} tasks from {sources.height:,} real ones "
-          f"-> {args.out} in {time.perf_counter() - start:.1f} s; operations: "
-          + ", ".join(f"{o} {c:,}" for o, c in ops.iter_rows()))
+    print(
+        f"{frame.height:,} criteria over {frame['task_id'].n_unique():,} tasks from {sources.height:,} real ones "
+        f"-> {args.out} in {time.perf_counter() - start:.1f} s; operations: "
+        + ", ".join(f"{o} {c:,}" for o, c in ops.iter_rows())
+    )
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ boundary answer rejected (`--no-fault` turns that fault off).
     .venv/bin/python benchmarks/tokens.py                      # PaperBench, 8,921 criteria
     .venv/bin/python benchmarks/tokens.py --pipeline pipelines/devai.toml
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,40 +70,72 @@ def main() -> None:
         taxonomy = load_taxonomy(session.run.path / "taxonomy.json")
         paid = session.run.usage_totals()
         ledger = (session.run.path / "usage.jsonl").read_text().splitlines()
-        baseline = {"discover": one_per_call(discover, criteria, cfg), "tag": one_per_call(tag, criteria, cfg, taxonomy)}
-        naming = [r.texts[0] for r in server.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "canonicalize"]
+        baseline = {
+            "discover": one_per_call(discover, criteria, cfg),
+            "tag": one_per_call(tag, criteria, cfg, taxonomy),
+        }
+        naming = [
+            r.texts[0]
+            for r in server.requests
+            if r.kind == "generate" and responders.kind(r.texts[0]) == "canonicalize"
+        ]
         no_examples = sum("Criteria that carry labels of this cluster" not in p for p in naming)
         no_nearby = sum("<nearby cluster=" not in p for p in naming)
     n = criteria.height
-    print(f"corpus {cfg.name}: {n} criteria; model {cfg.llm.model}; prices per million tokens: input {prices.input}, "
-          f"cached input {prices.cached()}, output {prices.output}, explicit cache storage {prices.cache_storage}/hour")
-    print(f"whole LLM pipeline through the test server in {seconds:.0f} s; taxonomy of {len(taxonomy.capabilities)} capabilities\n")
-    print("| stage | calls | prompt tok/criterion | of which cached | output tok/criterion | billed USD/criterion "
-          "| one per call: prompt tok/criterion | ratio | one per call: billed USD/criterion | ratio |")
+    print(
+        f"corpus {cfg.name}: {n} criteria; model {cfg.llm.model}; prices per million tokens: input {prices.input}, "
+        f"cached input {prices.cached()}, output {prices.output}, explicit cache storage {prices.cache_storage}/hour"
+    )
+    print(
+        f"whole LLM pipeline through the test server in {seconds:.0f} s; taxonomy of {len(taxonomy.capabilities)} capabilities\n"
+    )
+    print(
+        "| stage | calls | prompt tok/criterion | of which cached | output tok/criterion | billed USD/criterion "
+        "| one per call: prompt tok/criterion | ratio | one per call: billed USD/criterion | ratio |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for stage in STAGES:
         u = paid.get(stage, {})
         cost = prices.cost(u)
-        row = (f"| {stage} | {u.get('calls', 0)} | {u.get('prompt_tokens', 0) / n:.1f} | {u.get('cached_prompt_tokens', 0) / n:.1f} | "
-               f"{u.get('output_tokens', 0) / n:.1f} | {cost / n:.8f} |")
+        row = (
+            f"| {stage} | {u.get('calls', 0)} | {u.get('prompt_tokens', 0) / n:.1f} | {u.get('cached_prompt_tokens', 0) / n:.1f} | "
+            f"{u.get('output_tokens', 0) / n:.1f} | {cost / n:.8f} |"
+        )
         if stage in baseline:
             calls, prompt, cached = baseline[stage]
             # The same answers, one per call: the output is the batched run's; the prompt is priced with the
             # same caching of its shared prefix as the batched run.
-            single = prices.cost({"prompt_tokens": prompt, "cached_prompt_tokens": cached, "output_tokens": u.get("output_tokens", 0)})
-            row += (f" {prompt / n:.1f} | {prompt / max(u.get('prompt_tokens', 1), 1):.1f}x | {single / n:.8f} | "
-                    f"{single / max(cost, 1e-12):.1f}x |")
+            single = prices.cost(
+                {"prompt_tokens": prompt, "cached_prompt_tokens": cached, "output_tokens": u.get("output_tokens", 0)}
+            )
+            row += (
+                f" {prompt / n:.1f} | {prompt / max(u.get('prompt_tokens', 1), 1):.1f}x | {single / n:.8f} | "
+                f"{single / max(cost, 1e-12):.1f}x |"
+            )
         else:
             row += " | | | |"
         print(row)
-    total = {k: sum(paid.get(s, {}).get(k, 0) for s in paid) for k in ("prompt_tokens", "cached_prompt_tokens", "output_tokens")}
-    print(f"\ntotal: {total['prompt_tokens']:,} prompt tokens ({total['cached_prompt_tokens']:,} cached), "
-          f"{total['output_tokens']:,} output tokens, USD {sum(prices.cost(u) for u in paid.values()):.4f} billed (embeddings included)")
-    print(f"canonicalize prompts without example criteria: {no_examples} of {len(naming)}; without nearby clusters: {no_nearby}")
-    merge = [int(re.search(r'"prompt_tokens": (-?\d+)', line)[1]) for line in ledger if '"stage": "merge"' in line and '"kind": "generate"' in line]
+    total = {
+        k: sum(paid.get(s, {}).get(k, 0) for s in paid)
+        for k in ("prompt_tokens", "cached_prompt_tokens", "output_tokens")
+    }
+    print(
+        f"\ntotal: {total['prompt_tokens']:,} prompt tokens ({total['cached_prompt_tokens']:,} cached), "
+        f"{total['output_tokens']:,} output tokens, USD {sum(prices.cost(u) for u in paid.values()):.4f} billed (embeddings included)"
+    )
+    print(
+        f"canonicalize prompts without example criteria: {no_examples} of {len(naming)}; without nearby clusters: {no_nearby}"
+    )
+    merge = [
+        int(re.search(r'"prompt_tokens": (-?\d+)', line)[1])
+        for line in ledger
+        if '"stage": "merge"' in line and '"kind": "generate"' in line
+    ]
     fault = f"the first boundary answer rejected for `{faulted[0]}`" if faulted else "no fault"
-    print(f"merge stage ({fault}): {len(merge)} calls, prompt tokens {merge} = {sum(merge) / merge[0]:.2f}x the membership call "
-          f"(target <= 1.5x)")
+    print(
+        f"merge stage ({fault}): {len(merge)} calls, prompt tokens {merge} = {sum(merge) / merge[0]:.2f}x the membership call "
+        f"(target <= 1.5x)"
+    )
 
 
 if __name__ == "__main__":

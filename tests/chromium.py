@@ -4,6 +4,7 @@ take a screenshot. No port is opened and nothing is downloaded (no playwright/se
 
 The pipe protocol: Chromium reads JSON messages from fd 3 and writes to fd 4, each ended by NUL.
 """
+
 from __future__ import annotations
 
 import base64
@@ -16,9 +17,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--disable-extensions", "--mute-audio")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--mute-audio",
+)
 
 
 def find_chromium() -> str | None:
@@ -40,7 +50,7 @@ class Browser:
         binary = find_chromium()
         if binary is None:
             raise RuntimeError("Chromium not installed (apt-get install chromium)")
-        to_child, self._out = os.pipe()   # we write, Chromium reads on fd 3
+        to_child, self._out = os.pipe()  # we write, Chromium reads on fd 3
         self._in, from_child = os.pipe()  # Chromium writes on fd 4, we read
         # In a fresh interpreter the pipe ends can be fd 3 or 4 themselves, and the redirections below
         # would then close them before Chromium starts; moved to 10 and up, they never clash.
@@ -48,9 +58,20 @@ class Browser:
         # bash moves the two pipe ends onto fd 3 and 4 before exec'ing Chromium.
         script = f'exec "$0" "$@" 3<&{to_child} 4>&{from_child} {to_child}<&- {from_child}>&-'
         self.proc = subprocess.Popen(
-            ["bash", "-c", script, binary, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={profile}",
-             f"--window-size={width},{height}", "about:blank"],
-            pass_fds=(to_child, from_child), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            [
+                "bash",
+                "-c",
+                script,
+                binary,
+                *FLAGS,
+                "--remote-debugging-pipe",
+                f"--user-data-dir={profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            pass_fds=(to_child, from_child),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         os.close(to_child)
         os.close(from_child)

@@ -60,7 +60,7 @@ def write_pipeline(tmp_path: Path, corpus: str = "devai", extra: str = "", **cor
     path.write_text(
         f'name = "{corpus}"\n'
         f'[corpus]\npath = "{ROOT / "data" / corpus}"\nformat = "{corpus}"\n{keys}'
-        f'[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n'
+        f"[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n"
         f'[output]\ndir = "{tmp_path / "outputs"}"\n{extra}'.replace("'", '"')
     )
     return path

@@ -13,6 +13,7 @@ server's own responder and scripted faults (``server.fail_next`` gives one item 
 and online answers are the same. ``items_answered`` counts what Google would bill; ``answered_keys``
 counts each request key, so a test sees an item paid twice.
 """
+
 from __future__ import annotations
 
 import json
@@ -122,12 +123,23 @@ class FakeBatchService:
                     items.append((str(obj.get("key", n)), obj["request"]))
         else:
             inlined = (source.get("requests") or {}).get("requests") or []
-            items = [(str((r.get("metadata") or {}).get("key", n)), r.get("request") or {}) for n, r in enumerate(inlined)]
+            items = [
+                (str((r.get("metadata") or {}).get("key", n)), r.get("request") or {}) for n, r in enumerate(inlined)
+            ]
         if not items:
             return Reply.error(400, "batch has no requests")
         job_id = uuid.uuid4().hex[:12]
-        job = _Job(job_id, model, kind, batch.get("displayName") or "", items, "fileName" in source, self.clock(), _now(),
-                   end=self._ends.pop(0) if self._ends else None)
+        job = _Job(
+            job_id,
+            model,
+            kind,
+            batch.get("displayName") or "",
+            items,
+            "fileName" in source,
+            self.clock(),
+            _now(),
+            end=self._ends.pop(0) if self._ends else None,
+        )
         self.jobs[job_id] = job
         return self._json(self._operation(job))
 
@@ -154,7 +166,7 @@ class FakeBatchService:
         live = [j for j in self.jobs.values() if not j.deleted]
         size = int((query.get("pageSize") or ["50"])[0])
         start = int((query.get("pageToken") or ["0"])[0])
-        page = {"operations": [self._operation(j) for j in live[start:start + size]]}
+        page = {"operations": [self._operation(j) for j in live[start : start + size]]}
         if start + size < len(live):
             page["nextPageToken"] = str(start + size)
         return self._json(page)
@@ -205,10 +217,17 @@ class FakeBatchService:
         kind = "EmbedContentBatch" if job.kind == "embed" else "GenerateContentBatch"
         metadata: dict[str, Any] = {
             "@type": f"type.googleapis.com/google.ai.generativelanguage.v1beta.{kind}",
-            "model": f"models/{job.model}", "displayName": job.display_name, "state": state,
-            "createTime": job.create_time, "updateTime": _now(),
-            "batchStats": {"requestCount": str(len(job.items)), "successfulRequestCount": str(done),
-                           "failedRequestCount": str(failed), "pendingRequestCount": str(len(job.items) - done - failed)},
+            "model": f"models/{job.model}",
+            "displayName": job.display_name,
+            "state": state,
+            "createTime": job.create_time,
+            "updateTime": _now(),
+            "batchStats": {
+                "requestCount": str(len(job.items)),
+                "successfulRequestCount": str(done),
+                "failedRequestCount": str(failed),
+                "pendingRequestCount": str(len(job.items) - done - failed),
+            },
         }
         op: dict[str, Any] = {"name": f"batches/{job.id}", "metadata": metadata, "done": state in _ENDED}
         if state == "BATCH_STATE_SUCCEEDED":
@@ -222,8 +241,9 @@ class FakeBatchService:
         if job.from_file:
             if job.output_file is None:
                 lines = [json.dumps({"key": key, **result}) for (key, _), result in zip(job.items, job.results)]
-                job.output_file = self._store(f"batch-{job.id}", ("\n".join(lines) + "\n").encode(), "application/jsonl",
-                                              source="GENERATED")
+                job.output_file = self._store(
+                    f"batch-{job.id}", ("\n".join(lines) + "\n").encode(), "application/jsonl", source="GENERATED"
+                )
             return {"responsesFile": job.output_file}
         responses = [{**result, "metadata": {"key": key}} for (key, _), result in zip(job.items, job.results)]
         return {"inlinedResponses": {"inlinedResponses": responses}}
@@ -232,9 +252,17 @@ class FakeBatchService:
 
     def _store(self, file_id: str, data: bytes, mime: str, source: str = "UPLOADED", display: str = "") -> str:
         name = f"files/{file_id}"
-        meta = {"name": name, "displayName": display, "mimeType": mime, "sizeBytes": str(len(data)),
-                "createTime": _now(), "updateTime": _now(), "state": "ACTIVE", "source": source,
-                "uri": f"{self.fake.url}/v1beta/{name}"}
+        meta = {
+            "name": name,
+            "displayName": display,
+            "mimeType": mime,
+            "sizeBytes": str(len(data)),
+            "createTime": _now(),
+            "updateTime": _now(),
+            "state": "ACTIVE",
+            "source": source,
+            "uri": f"{self.fake.url}/v1beta/{name}",
+        }
         if source == "GENERATED":
             meta["downloadUri"] = f"{self.fake.url}/v1beta/{name}:download?alt=media"
         self.files[file_id] = {"meta": meta, "data": data}
@@ -246,10 +274,13 @@ class FakeBatchService:
             if command != "start" or headers.get("x-goog-upload-protocol") != "resumable":
                 return Reply.error(400, "expected a resumable upload start")
             upload_id = uuid.uuid4().hex
-            meta = (json.loads(raw or b"{}").get("file") or {})
-            self._uploads[upload_id] = {"meta": meta, "size": int(headers.get("x-goog-upload-header-content-length", 0)),
-                                        "mime": headers.get("x-goog-upload-header-content-type") or meta.get("mimeType", ""),
-                                        "data": bytearray()}
+            meta = json.loads(raw or b"{}").get("file") or {}
+            self._uploads[upload_id] = {
+                "meta": meta,
+                "size": int(headers.get("x-goog-upload-header-content-length", 0)),
+                "mime": headers.get("x-goog-upload-header-content-type") or meta.get("mimeType", ""),
+                "data": bytearray(),
+            }
             # The SDK posts the chunks to this URL as given, so it names this server.
             url = f"{self.fake.url}/upload/v1beta/files?upload_id={upload_id}&upload_protocol=resumable"
             return Reply(body=b"{}", headers={"x-goog-upload-url": url, "x-goog-upload-status": "active"})
@@ -266,9 +297,13 @@ class FakeBatchService:
         self.calls["upload"] += 1
         del self._uploads[query["upload_id"][0]]
         file_id = (session["meta"].get("name") or "").split("/")[-1] or uuid.uuid4().hex[:12]
-        name = self._store(file_id, bytes(session["data"]), session["mime"], display=session["meta"].get("displayName", ""))
-        return Reply(body=json.dumps({"file": self.files[name.split("/")[-1]]["meta"]}).encode(),
-                     headers={"x-goog-upload-status": "final"})
+        name = self._store(
+            file_id, bytes(session["data"]), session["mime"], display=session["meta"].get("displayName", "")
+        )
+        return Reply(
+            body=json.dumps({"file": self.files[name.split("/")[-1]]["meta"]}).encode(),
+            headers={"x-goog-upload-status": "final"},
+        )
 
     def _file(self, method: str, file_id: str, verb: str | None) -> Reply:
         entry = self.files.get(file_id)

@@ -186,7 +186,9 @@ def _parse(mode: str, action: str, model: str, path: str, headers: dict, body: A
     return RecordedRequest(mode, kind, model, path, headers, body, texts, roles, system, schema, dims)
 
 
-_CACHES = re.compile(r"^/(?:v1|v1beta|v1alpha|v1beta1)/(?:projects/[^/]+/locations/[^/]+/)?cachedContents(?:/(?P<id>[^/:?]+))?$")
+_CACHES = re.compile(
+    r"^/(?:v1|v1beta|v1alpha|v1beta1)/(?:projects/[^/]+/locations/[^/]+/)?cachedContents(?:/(?P<id>[^/:?]+))?$"
+)
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -337,7 +339,9 @@ class FakeGeminiServer:
         path = urlsplit(h.path).path
         try:
             headers = {k.lower(): v for k, v in h.headers.items()}
-            reply = self.batch.dispatch(h.command, h.path, headers, raw) or self._dispatch(h.command, path, headers, raw)
+            reply = self.batch.dispatch(h.command, h.path, headers, raw) or self._dispatch(
+                h.command, path, headers, raw
+            )
         except Exception as exc:  # a broken responder should fail the test visibly, not hang the SDK
             traceback.print_exc(file=sys.stderr)
             reply = Reply.error(500, f"fake server error: {exc!r}")
@@ -359,8 +363,14 @@ class FakeGeminiServer:
                 body = json.loads(raw or b"{}")
                 text = "".join(_text(c) for c in body.get("contents", [])) + _text(body.get("systemInstruction") or {})
                 cache_id = uuid.uuid4().hex[:12]
-                entry = {"name": f"cachedContents/{cache_id}", "model": body.get("model", ""), "text": text,
-                         "tokens": _tokens(len(text)), "display_name": body.get("displayName", ""), "ttl": body.get("ttl", "")}
+                entry = {
+                    "name": f"cachedContents/{cache_id}",
+                    "model": body.get("model", ""),
+                    "text": text,
+                    "tokens": _tokens(len(text)),
+                    "display_name": body.get("displayName", ""),
+                    "ttl": body.get("ttl", ""),
+                }
                 self.caches[cache_id] = entry
                 self.cache_calls["create"] += 1
             elif cache_id is not None and cache_id in self.caches:
@@ -372,10 +382,19 @@ class FakeGeminiServer:
             else:
                 return Reply.error(404, f"CachedContent not found: {cache_id}")
         now = time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())
-        return Reply(body=json.dumps({
-            "name": entry["name"], "model": entry["model"], "displayName": entry["display_name"], "createTime": now,
-            "updateTime": now, "expireTime": now, "usageMetadata": {"totalTokenCount": entry["tokens"]},
-        }).encode())
+        return Reply(
+            body=json.dumps(
+                {
+                    "name": entry["name"],
+                    "model": entry["model"],
+                    "displayName": entry["display_name"],
+                    "createTime": now,
+                    "updateTime": now,
+                    "expireTime": now,
+                    "usageMetadata": {"totalTokenCount": entry["tokens"]},
+                }
+            ).encode()
+        )
 
     def _dispatch(self, method: str, path: str, headers: dict, raw: bytes) -> Reply:
         if m := _CACHES.match(path):
@@ -450,8 +469,12 @@ class FakeGeminiServer:
                         "index": 0,
                     }
                 ],
-                "usageMetadata": {"promptTokenCount": p, "candidatesTokenCount": o, "totalTokenCount": p + o,
-                                  **({"cachedContentTokenCount": min(cached, p)} if cached else {})},
+                "usageMetadata": {
+                    "promptTokenCount": p,
+                    "candidatesTokenCount": o,
+                    "totalTokenCount": p + o,
+                    **({"cachedContentTokenCount": min(cached, p)} if cached else {}),
+                },
                 "modelVersion": req.model,
             }
         data = json.dumps(payload).encode()

@@ -2,6 +2,7 @@
 
 They are deliberately simple but always valid, so a test can break exactly one thing at a time.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,7 +47,9 @@ FORBIDDEN = set(LabelRules().forbidden_tokens) | set(LabelRules().agent_verbs)
 
 
 def topic_words(text: str) -> list[str]:
-    words = [stem_word(w) for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 5 and not any(f in w for f in FORBIDDEN)]
+    words = [
+        stem_word(w) for w in re.findall(r"[a-z]+", text.lower()) if len(w) >= 5 and not any(f in w for f in FORBIDDEN)
+    ]
     # One order and one form, as a model heeding "distinct within this category" would: a word
     # and its inflections always give the same name.
     return sorted(dict.fromkeys(words))[:2]
@@ -57,7 +60,11 @@ def discovery_item(i: int, text: str) -> dict:
     lowered = text.lower()
     kinds = [label for keys, label in CHECKS.items() if any(k in lowered for k in keys)][:2] or [FALLBACK]
     labels = ["_".join(topic_words(text) + [kinds[0]])] + kinds[1:]
-    return {"criterion_idx": i, "capabilities": labels, "rationale": f'the verifier needs to check "{quote(text)}" in the deliverable'}
+    return {
+        "criterion_idx": i,
+        "capabilities": labels,
+        "rationale": f'the verifier needs to check "{quote(text)}" in the deliverable',
+    }
 
 
 def discovery(prompt: str) -> dict:
@@ -80,12 +87,15 @@ def canonicalize(prompt: str) -> dict:
     return {
         "name": name,
         "description": f"Checks of the kind `{name}` names: the verifier reads the deliverable for the {what} the criterion asks about "
-                       "and decides whether what it finds matches what the criterion states, without trusting the agent's own summary.",
+        "and decides whether what it finds matches what the criterion states, without trusting the agent's own summary.",
         "diagnostic_signal": f"The trace shows the verifier locating the {what} evidence in the deliverable and quoting it before its verdict, "
-                             "not accepting a claim it never opened.",
+        "not accepting a claim it never opened.",
         "example_pattern": f"Given a criterion about {what}, the verifier opens the delivered files, finds the passage or value that settles it, "
-                           "and compares it with the requirement before deciding.",
-        "non_examples": [f"if the criterion is about the checks that cluster's labels name rather than {what}, prefer `{label}`" for label in nearby],
+        "and compares it with the requirement before deciding.",
+        "non_examples": [
+            f"if the criterion is about the checks that cluster's labels name rather than {what}, prefer `{label}`"
+            for label in nearby
+        ],
     }
 
 
@@ -95,11 +105,18 @@ BOUNDARY_CAP = re.compile(r"^### `([a-z_]+)`\n(?:- .*\n)*?- Nearest siblings: (.
 
 def boundaries(prompt: str) -> dict:
     """Against the first two listed siblings of each capability asked about, as the prompt asks."""
-    return {"capabilities": [
-        {"name": name, "non_examples": [f"if the criterion is mostly about what {s} covers, prefer `{s}`"
-                                        for s in re.findall(r"`([a-z_]+)`", listed)[:2]]}
-        for name, listed in BOUNDARY_CAP.findall(prompt)
-    ]}
+    return {
+        "capabilities": [
+            {
+                "name": name,
+                "non_examples": [
+                    f"if the criterion is mostly about what {s} covers, prefer `{s}`"
+                    for s in re.findall(r"`([a-z_]+)`", listed)[:2]
+                ],
+            }
+            for name, listed in BOUNDARY_CAP.findall(prompt)
+        ]
+    }
 
 
 CARD_BLOCK = re.compile(r"^### Capability (\d+): `([a-z_]+)`\n(?:- .*\n)*?- Members \(\d+\): (.*)$", re.M)
@@ -112,10 +129,19 @@ def cards(prompt: str) -> dict:
     for idx, name, members in CARD_BLOCK.findall(prompt):
         new = next(m for m in re.findall(r"`([a-z_]+)`", members) if m not in kept)
         kept.add(new)
-        out.append({"capability_idx": int(idx), "name": new, "description": f"Everything `{new}` covers, read from the deliverable.",
-                    "diagnostic_signal": "The trace shows the verifier opening the evidence.", "example_pattern": "The verifier checks the value.",
-                    "needs_native_inspection": False, "needs_native_inspection_reason": "Plain text keeps what it checks.",
-                    "needs_domain_conventions": False, "needs_domain_conventions_reason": "The criterion states what it needs."})
+        out.append(
+            {
+                "capability_idx": int(idx),
+                "name": new,
+                "description": f"Everything `{new}` covers, read from the deliverable.",
+                "diagnostic_signal": "The trace shows the verifier opening the evidence.",
+                "example_pattern": "The verifier checks the value.",
+                "needs_native_inspection": False,
+                "needs_native_inspection_reason": "Plain text keeps what it checks.",
+                "needs_domain_conventions": False,
+                "needs_domain_conventions_reason": "The criterion states what it needs.",
+            }
+        )
     return {"capabilities": out}
 
 
@@ -127,20 +153,23 @@ def merge(prompt: str, n_caps: int = 9) -> dict:
     groups: list[list[tuple[str, float]]] = [[] for _ in range(n_caps)]
     for name, share in sorted(candidates, key=lambda c: -c[1]):
         min(groups, key=lambda g: sum(s for _, s in g)).append((name, share))
-    return {"capabilities": [
-        {
-            # Card texts as long as the prompt asks (1-2 sentences, 1 sentence, 1-2 sentences), as a model writes them.
-            "name": g[0][0], "description": f"Everything `{g[0][0]}` covers: the verifier reads the deliverable and decides whether it shows what the criterion states.",
-            "diagnostic_signal": "The trace shows the verifier opening the evidence the criterion names and quoting it before it decides.",
-            "example_pattern": "The verifier opens the delivered file, finds the value the criterion names, and checks it against the request.",
-            "needs_native_inspection": _stable(g[0][0]) % 2 == 0,
-            "needs_native_inspection_reason": "The check reads properties of the deliverable that plain text loses.",
-            "needs_domain_conventions": _stable(g[0][0]) % 3 == 0,
-            "needs_domain_conventions_reason": "The criterion relies on conventions it does not state.",
-            "member_input_names": [n for n, _ in g],
-        }
-        for g in groups
-    ]}
+    return {
+        "capabilities": [
+            {
+                # Card texts as long as the prompt asks (1-2 sentences, 1 sentence, 1-2 sentences), as a model writes them.
+                "name": g[0][0],
+                "description": f"Everything `{g[0][0]}` covers: the verifier reads the deliverable and decides whether it shows what the criterion states.",
+                "diagnostic_signal": "The trace shows the verifier opening the evidence the criterion names and quoting it before it decides.",
+                "example_pattern": "The verifier opens the delivered file, finds the value the criterion names, and checks it against the request.",
+                "needs_native_inspection": _stable(g[0][0]) % 2 == 0,
+                "needs_native_inspection_reason": "The check reads properties of the deliverable that plain text loses.",
+                "needs_domain_conventions": _stable(g[0][0]) % 3 == 0,
+                "needs_domain_conventions_reason": "The criterion relies on conventions it does not state.",
+                "member_input_names": [n for n, _ in g],
+            }
+            for g in groups
+        ]
+    }
 
 
 REGROUP_CAP = re.compile(r"^- `([a-z_]+)` \([\d.]+% in all\):$", re.M)
@@ -169,8 +198,12 @@ def tagging(prompt: str) -> dict:
 
 
 def guidance(prompt: str) -> dict:
-    return {"summary": "Check the evidence directly.", "procedure": ["open the deliverable", "locate the value", "compare"],
-            "evidence": ["the value in the file", "the source"], "pitfalls": ["trusting the agent's summary", "rounding"]}
+    return {
+        "summary": "Check the evidence directly.",
+        "procedure": ["open the deliverable", "locate the value", "compare"],
+        "evidence": ["the value in the file", "the source"],
+        "pitfalls": ["trusting the agent's summary", "rounding"],
+    }
 
 
 SPLIT_PART = re.compile(r"^Part (\d+) \([\d.]+% of criteria\):\n  - `([a-z_]+)`", re.M)
@@ -179,12 +212,19 @@ SPLIT_PART = re.compile(r"^Part (\d+) \([\d.]+% of criteria\):\n  - `([a-z_]+)`"
 def split_names(prompt: str) -> dict:
     """Each part named after its first micro-capability, as a model might."""
     parts = SPLIT_PART.findall(prompt)
-    return {"parts": [
-        {"part_idx": int(i), "name": name, "description": f"Checks of the kind `{name}` names.",
-         "diagnostic_signal": "The verifier opens the evidence.", "example_pattern": "The verifier checks the value.",
-         "non_examples": []}
-        for i, name in parts
-    ]}
+    return {
+        "parts": [
+            {
+                "part_idx": int(i),
+                "name": name,
+                "description": f"Checks of the kind `{name}` names.",
+                "diagnostic_signal": "The verifier opens the evidence.",
+                "example_pattern": "The verifier checks the value.",
+                "non_examples": [],
+            }
+            for i, name in parts
+        ]
+    }
 
 
 def kind(prompt: str) -> str:
@@ -209,8 +249,17 @@ def kind(prompt: str) -> str:
     raise AssertionError("unknown prompt kind")
 
 
-ANSWER = {"discover": discovery, "canonicalize": canonicalize, "merge": merge, "regroup": regroup, "boundaries": boundaries, "cards": cards, "tag": tagging,
-          "guidance": guidance, "split": split_names}
+ANSWER = {
+    "discover": discovery,
+    "canonicalize": canonicalize,
+    "merge": merge,
+    "regroup": regroup,
+    "boundaries": boundaries,
+    "cards": cards,
+    "tag": tagging,
+    "guidance": guidance,
+    "split": split_names,
+}
 
 
 def model(req) -> dict:
@@ -221,10 +270,19 @@ def model(req) -> dict:
 
 # What a capable model wrote into each field on a real run (a 290-criterion rubric: naming answers of about
 # 400 tokens, merge answers of about 3,000): field -> characters. The test server's own answers are shorter.
-REAL_FIELD_CHARS = {"rationale": 200, "description": 360, "diagnostic_signal": 250, "example_pattern": 360, "non_example": 210,
-                    "needs_native_inspection_reason": 160, "needs_domain_conventions_reason": 160}
-_FILLER = ("the verifier reads the delivered files closely and compares what they state with what the criterion requires, "
-           "quoting the passage or value that settles it rather than trusting the agent's own account of its work; ")
+REAL_FIELD_CHARS = {
+    "rationale": 200,
+    "description": 360,
+    "diagnostic_signal": 250,
+    "example_pattern": 360,
+    "non_example": 210,
+    "needs_native_inspection_reason": 160,
+    "needs_domain_conventions_reason": 160,
+}
+_FILLER = (
+    "the verifier reads the delivered files closely and compares what they state with what the criterion requires, "
+    "quoting the passage or value that settles it rather than trusting the agent's own account of its work; "
+)
 
 
 def _lengthen(text: str, chars: int) -> str:
@@ -246,7 +304,12 @@ def _realistic(value):
         if key in REAL_FIELD_CHARS and isinstance(v, str):
             out[key] = _lengthen(v, REAL_FIELD_CHARS[key])
         elif key == "non_examples":
-            out[key] = [t.replace(", prefer `", f", {_FILLER[:REAL_FIELD_CHARS['non_example'] - len(t)].rstrip(' ;,')}, prefer `", 1) for t in v]
+            out[key] = [
+                t.replace(
+                    ", prefer `", f", {_FILLER[: REAL_FIELD_CHARS['non_example'] - len(t)].rstrip(' ;,')}, prefer `", 1
+                )
+                for t in v
+            ]
         else:
             out[key] = _realistic(v)
     return out

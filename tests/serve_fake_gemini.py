@@ -1,5 +1,6 @@
 """The local Gemini-shaped test server as a process of its own, for checks that run the installed
 `taxonomy` from outside the checkout (.ci/run): prints its URL on the first line, serves until killed."""
+
 from __future__ import annotations
 
 import signal
@@ -19,7 +20,11 @@ def main() -> None:
             stop.wait()
         except KeyboardInterrupt:
             pass
-        print(f"served {srv.count('generate')} generate and {srv.count('embed')} embed requests", file=sys.stderr, flush=True)
+        print(
+            f"served {srv.count('generate')} generate and {srv.count('embed')} embed requests",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """Usage in manifest.json is the sum over every process that worked on the run: a run killed and
 resumed again and again still accounts for every call paid."""
+
 from __future__ import annotations
 
 import json
@@ -21,7 +22,18 @@ def test_usage_survives_kill_and_resume_cycles(tmp_path):
     cycles = 4
     with FakeGeminiServer(responder=responders.model, latency_s=0.08) as server:
         env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": API_KEY}
-        cmd = [sys.executable, "-m", "taxonomy", "discover", str(toml), "--provider", "gemini", "--run-dir", str(run_dir), "-q"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "taxonomy",
+            "discover",
+            str(toml),
+            "--provider",
+            "gemini",
+            "--run-dir",
+            str(run_dir),
+            "-q",
+        ]
         for cycle in range(1, cycles + 1):
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.time() + 60
@@ -41,4 +53,3 @@ def test_usage_survives_kill_and_resume_cycles(tmp_path):
     tokens = sum(max(1, (sum(map(len, r.texts)) + len(r.system or "")) // 4) for r in sent)
     # Tokens likewise: all but those of the calls in flight at each kill.
     assert tokens * (len(sent) - 2 * cycles) / len(sent) * 0.95 <= recorded["prompt_tokens"] <= tokens
-

@@ -1,5 +1,6 @@
 """Every bad input the issue lists: one line naming the file, the row or key, and the fix; exit 2;
 nothing written before is lost."""
+
 from __future__ import annotations
 
 import json
@@ -13,14 +14,17 @@ from taxonomy.cli import app
 from tests.conftest import ROOT, refused, write_pipeline
 
 GOOD = [{"task_id": "t", "text": f"The report states the accuracy value for experiment number {i}."} for i in range(8)]
-SMALL = '[cluster]\nk = 2\n[merge]\nmin_caps = 1\nmax_caps = 3\nmin_share = 0\n'
+SMALL = "[cluster]\nk = 2\n[merge]\nmin_caps = 1\nmax_caps = 3\nmin_share = 0\n"
 
 
-def pipeline(tmp: Path, corpus: Path | str, fmt: str = "table", extra: str = "", name: str = "p", corpus_keys: str = "") -> Path:
+def pipeline(
+    tmp: Path, corpus: Path | str, fmt: str = "table", extra: str = "", name: str = "p", corpus_keys: str = ""
+) -> Path:
     toml = tmp / "p.toml"
-    toml.write_text(f'name = "{name}"\n[corpus]\npath = "{corpus}"\nformat = "{fmt}"\n{corpus_keys}[output]\ndir = "{tmp / "out"}"\n{extra}')
+    toml.write_text(
+        f'name = "{name}"\n[corpus]\npath = "{corpus}"\nformat = "{fmt}"\n{corpus_keys}[output]\ndir = "{tmp / "out"}"\n{extra}'
+    )
     return toml
-
 
 
 def write_jsonl(path: Path, rows: list[dict]) -> Path:
@@ -33,13 +37,16 @@ def _offline(offline_env):
     return offline_env
 
 
-@pytest.mark.parametrize("name, data, where", [
-    ("bad.jsonl", b'{"text": "ok"}\n{"text": "caf\xe9"}\n', "bad.jsonl: line 2: not UTF-8"),
-    ("bad.csv", b"text\nfine\ncaf\xe9\n", "bad.csv: line 3: not UTF-8"),
-    ("bad.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "bad.jsonl.gz: not a readable gzip file"),
-    ("bad.csv.gz", b"\x1f\x8b\x08\x00garbage", "bad.csv.gz: not a readable gzip file"),
-    ("head.csv", b"text,weight\n", "head.csv: no criteria in it"),
-])
+@pytest.mark.parametrize(
+    "name, data, where",
+    [
+        ("bad.jsonl", b'{"text": "ok"}\n{"text": "caf\xe9"}\n', "bad.jsonl: line 2: not UTF-8"),
+        ("bad.csv", b"text\nfine\ncaf\xe9\n", "bad.csv: line 3: not UTF-8"),
+        ("bad.jsonl.gz", b"\x1f\x8b\x08\x00garbage", "bad.jsonl.gz: not a readable gzip file"),
+        ("bad.csv.gz", b"\x1f\x8b\x08\x00garbage", "bad.csv.gz: not a readable gzip file"),
+        ("head.csv", b"text,weight\n", "head.csv: no criteria in it"),
+    ],
+)
 def test_unreadable_corpus_files(tmp_path, name, data, where):
     (tmp_path / name).write_bytes(data)
     assert where in refused("run", pipeline(tmp_path, tmp_path / name))
@@ -47,7 +54,9 @@ def test_unreadable_corpus_files(tmp_path, name, data, where):
 
 def test_json_with_trailing_garbage(tmp_path):
     (tmp_path / "r.json").write_text('[{"criteria": "The value is reported.", "weight": 1}] trailing')
-    assert "r.json: line 1: invalid JSON at column" in refused("run", pipeline(tmp_path, tmp_path / "r.json", "rubric_list"))
+    assert "r.json: line 1: invalid JSON at column" in refused(
+        "run", pipeline(tmp_path, tmp_path / "r.json", "rubric_list")
+    )
 
 
 def test_non_utf8_toml(tmp_path):
@@ -61,23 +70,29 @@ def test_corpus_empty_after_filtering(tmp_path):
     assert "c.jsonl: no criteria left after filtering" in error
 
 
-@pytest.mark.parametrize("args, where", [
-    (("--limit", "0"), "--limit 0: must be 1 or more"),
-    (("--limit", "-3"), "--limit -3: must be 1 or more"),
-])
+@pytest.mark.parametrize(
+    "args, where",
+    [
+        (("--limit", "0"), "--limit 0: must be 1 or more"),
+        (("--limit", "-3"), "--limit -3: must be 1 or more"),
+    ],
+)
 def test_numeric_flags(tmp_path, args, where):
     assert where in refused("run", pipeline(tmp_path, write_jsonl(tmp_path / "c.jsonl", GOOD)), *args)
 
 
-@pytest.mark.parametrize("extra, where", [
-    ("[labels]\nmin_words = 9\nmax_words = 3\n", "key labels: min_words = 9 is above max_words = 3"),
-    ("[labels]\nmin_labels = 4\n", "key labels: min_labels = 4 is above max_labels = 3"),
-    ("[tag]\nmin_tags = 4\nmax_tags = 2\n", "key tag: min_tags = 4 is above max_tags = 2"),
-    ("[merge]\nmin_caps = 12\nmax_caps = 8\n", "key merge: min_caps = 12 is above max_caps = 8"),
-    ("[merge]\nmin_share = 0.5\nmax_share = 0.4\n", "key merge: min_share = 0.5 is above max_share = 0.4"),
-    ("[labels]\nmin_labels = -1\n", "key labels.min_labels: Input should be greater than or equal to 1"),
-    ("[tag]\nbatch_size = -2\n", "key tag.batch_size"),
-])
+@pytest.mark.parametrize(
+    "extra, where",
+    [
+        ("[labels]\nmin_words = 9\nmax_words = 3\n", "key labels: min_words = 9 is above max_words = 3"),
+        ("[labels]\nmin_labels = 4\n", "key labels: min_labels = 4 is above max_labels = 3"),
+        ("[tag]\nmin_tags = 4\nmax_tags = 2\n", "key tag: min_tags = 4 is above max_tags = 2"),
+        ("[merge]\nmin_caps = 12\nmax_caps = 8\n", "key merge: min_caps = 12 is above max_caps = 8"),
+        ("[merge]\nmin_share = 0.5\nmax_share = 0.4\n", "key merge: min_share = 0.5 is above max_share = 0.4"),
+        ("[labels]\nmin_labels = -1\n", "key labels.min_labels: Input should be greater than or equal to 1"),
+        ("[tag]\nbatch_size = -2\n", "key tag.batch_size"),
+    ],
+)
 def test_contradictory_and_negative_settings(tmp_path, extra, where):
     assert where in refused("run", pipeline(tmp_path, write_jsonl(tmp_path / "c.jsonl", GOOD), extra=extra))
 
@@ -91,7 +106,9 @@ def test_unsafe_pipeline_names_write_nothing(tmp_path, name):
 def test_oversized_criterion_is_refused_or_truncated_never_sent(tmp_path):
     rows = [{"task_id": "t", "text": "The value " + "x" * 1_000_000}] + GOOD
     corpus = write_jsonl(tmp_path / "big.jsonl", rows)
-    assert "big.jsonl: line 1: criterion text is 1,000,010 characters, above corpus.max_chars = 20,000" in refused("run", pipeline(tmp_path, corpus))
+    assert "big.jsonl: line 1: criterion text is 1,000,010 characters, above corpus.max_chars = 20,000" in refused(
+        "run", pipeline(tmp_path, corpus)
+    )
     toml = pipeline(tmp_path, corpus, corpus_keys='on_long = "truncate"\n', extra=SMALL)
     result = CliRunner().invoke(app, ["discover", str(toml), "--run-dir", str(tmp_path / "run"), "-q"])
     assert result.exit_code == 0, result.output
@@ -114,21 +131,33 @@ def _verdicts(tmp_path: Path) -> str:
     return f"devai:{ROOT / 'data' / 'devai'}"
 
 
-@pytest.mark.parametrize("artifact, damage", [
-    ("criteria.parquet", "truncate"), ("stage1_labels.parquet", "garbage"), ("stage3_tags.parquet", "truncate"),
-    ("label_embeddings.npy", "garbage"), ("manifest.json", "truncate"),
-])
+@pytest.mark.parametrize(
+    "artifact, damage",
+    [
+        ("criteria.parquet", "truncate"),
+        ("stage1_labels.parquet", "garbage"),
+        ("stage3_tags.parquet", "truncate"),
+        ("label_embeddings.npy", "garbage"),
+        ("manifest.json", "truncate"),
+    ],
+)
 def test_damaged_artifacts_from_run_report_breakdown_guidance(tmp_path, finished_run, artifact, damage):
     toml, run = finished_run
     path = run / artifact
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2] if damage == "truncate" else b"\x93NUMPY" + b"\x00" * 40)
-    commands = [("report", run), ("breakdown", run, "--verdicts", _verdicts(tmp_path), "--boot", "0"), ("guidance", run, "-q"),
-                ("run", toml, "--run-dir", run, "-q")]
+    commands = [
+        ("report", run),
+        ("breakdown", run, "--verdicts", _verdicts(tmp_path), "--boot", "0"),
+        ("guidance", run, "-q"),
+        ("run", toml, "--run-dir", run, "-q"),
+    ]
     hit = 0
     for command in commands:
         result = CliRunner().invoke(app, [str(a) for a in command])
-        assert result.exception is None or isinstance(result.exception, SystemExit), f"{command[0]}: {result.exception!r}"
+        assert result.exception is None or isinstance(result.exception, SystemExit), (
+            f"{command[0]}: {result.exception!r}"
+        )
         if result.exit_code == 2:  # a command that never reads this artifact may succeed
             hit += 1
             assert f"{artifact}: damaged" in result.output and "fix: " in result.output, result.output

@@ -1,4 +1,5 @@
 """Batch mode (`--batch`): the real google-genai SDK against the test server's Batch and Files API."""
+
 from __future__ import annotations
 
 import json
@@ -33,7 +34,9 @@ def test_devai_run_in_batch_mode_pays_each_item_once_at_the_batch_price(tmp_path
     result = invoke("run", toml, "--provider", "gemini", "--batch", "--run-dir", run_dir, "-q", "--no-report")
     assert "Taxonomy:" in result.output
     assert online_generates(server) == 0  # everything went through batch jobs
-    assert server.batch.calls["create"] == 6  # discover, cluster (embeddings), canonicalize, merge membership and boundaries, tag
+    assert (
+        server.batch.calls["create"] == 6
+    )  # discover, cluster (embeddings), canonicalize, merge membership and boundaries, tag
     assert max(server.batch.answered_keys.values()) == 1
     stages = manifest(run_dir)["stages"]
     calls = sum(stages[s].get("calls", 0) for s in ("discover", "canonicalize", "merge", "tag"))
@@ -45,7 +48,11 @@ def test_devai_run_in_batch_mode_pays_each_item_once_at_the_batch_price(tmp_path
     assert d["batch_calls"] == d["calls"] and d["batch_prompt_tokens"] == d["prompt_tokens"] > 0
     # Prompt tokens the server served from its (implicit) cache at half the cached price.
     assert 0 < d["batch_cached_prompt_tokens"] == d["cached_prompt_tokens"] < d["prompt_tokens"]
-    expected = ((d["prompt_tokens"] - d["cached_prompt_tokens"]) * 0.25 + d["cached_prompt_tokens"] * 0.025 + d["output_tokens"] * 1.50) / 1e6
+    expected = (
+        (d["prompt_tokens"] - d["cached_prompt_tokens"]) * 0.25
+        + d["cached_prompt_tokens"] * 0.025
+        + d["output_tokens"] * 1.50
+    ) / 1e6
     assert d["cost_usd"] == pytest.approx(expected, abs=1e-6)  # the manifest rounds to 6 decimals
     jobs = json.loads((run_dir / "batch_jobs.json").read_text())
     assert {j["stage"] for j in jobs} == {"discover", "cluster", "canonicalize", "merge", "tag"}
@@ -110,7 +117,9 @@ def test_a_failed_job_says_what_to_do_and_the_same_command_then_finishes(tmp_pat
     result = invoke(*args, ok=False)
     assert result.exit_code == 2
     line = [ln for ln in result.output.splitlines() if ln.startswith("error:")]
-    assert len(line) == 1 and "ended FAILED" in line[0] and "run the same command again" in line[0] and "online" in line[0]
+    assert (
+        len(line) == 1 and "ended FAILED" in line[0] and "run the same command again" in line[0] and "online" in line[0]
+    )
     assert not (tmp_path / "run" / "stage1_labels.parquet").exists()
     invoke(*args)
     assert server.batch.calls["create"] == 2
@@ -129,7 +138,19 @@ def test_vertex_with_batch_mode_is_refused_in_one_line_naming_online_mode(tmp_pa
 
 def _start(tmp_path, server, toml, run_dir):
     env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": API_KEY}
-    cmd = [sys.executable, "-m", "taxonomy", "discover", str(toml), "--provider", "gemini", "--batch", "--run-dir", str(run_dir), "-q"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "taxonomy",
+        "discover",
+        str(toml),
+        "--provider",
+        "gemini",
+        "--batch",
+        "--run-dir",
+        str(run_dir),
+        "-q",
+    ]
     return cmd, env, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -180,7 +201,14 @@ def test_batch_prices_default_to_half_and_can_be_set():
     from taxonomy.config import Prices
     from taxonomy.llm.runner import Usage
 
-    u = Usage(calls=2, prompt_tokens=3_000_000, output_tokens=1_000_000, batch_calls=1, batch_prompt_tokens=1_000_000, batch_output_tokens=1_000_000)
+    u = Usage(
+        calls=2,
+        prompt_tokens=3_000_000,
+        output_tokens=1_000_000,
+        batch_calls=1,
+        batch_prompt_tokens=1_000_000,
+        batch_output_tokens=1_000_000,
+    )
     assert u.cost(Prices(input=1.0, output=4.0)) == pytest.approx(2 * 1.0 + 0.5 + 2.0)
     assert u.cost(Prices(input=1.0, output=4.0, batch_input=0.1, batch_output=0.2)) == pytest.approx(2.0 + 0.1 + 0.2)
 
@@ -219,7 +247,9 @@ def test_batch_mode_does_not_import_the_runner():
     import subprocess
     import sys
 
-    code = "import sys, taxonomy.llm.batch; assert 'taxonomy.llm.runner' not in sys.modules, 'batch imported the runner'"
+    code = (
+        "import sys, taxonomy.llm.batch; assert 'taxonomy.llm.runner' not in sys.modules, 'batch imported the runner'"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     from pathlib import Path
@@ -228,8 +258,11 @@ def test_batch_mode_does_not_import_the_runner():
 
     import re
 
-    assert not re.search(r"^\s*(from taxonomy\.llm\.runner|from taxonomy\.llm import runner|import taxonomy\.llm\.runner)",
-                         Path(batch.__file__).read_text(), re.M)  # not even inside a function
+    assert not re.search(
+        r"^\s*(from taxonomy\.llm\.runner|from taxonomy\.llm import runner|import taxonomy\.llm\.runner)",
+        Path(batch.__file__).read_text(),
+        re.M,
+    )  # not even inside a function
 
 
 def test_a_batch_stage_leaves_no_job_in_the_runner(tmp_path, gemini_env):

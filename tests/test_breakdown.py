@@ -1,4 +1,5 @@
 """Verifier error breakdown: paper tables, hand-computed metrics, bootstrap, loaders."""
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,8 @@ def _frames(rows):
     """rows: (criterion_id, task_id, primary, tags, weight, human, {verifier: verdict})."""
     tags = pl.DataFrame(
         [(c, t, p, tg, w) for c, t, p, tg, w, _, _ in rows],
-        schema=["criterion_id", "task_id", "primary", "tags", "weight"], orient="row",
+        schema=["criterion_id", "task_id", "primary", "tags", "weight"],
+        orient="row",
     )
     verdicts = [(c, "human", "sys", h) for c, *_, h, _ in rows]
     verdicts += [(c, v, "sys", x) for c, *_, vs in rows for v, x in vs.items()]
@@ -117,7 +119,13 @@ def test_metrics_by_hand():
     assert total["accuracy"] == pytest.approx(5 / 7)
     assert total["f1_unmet"] == pytest.approx(2 * 2 / (2 * 2 + 1 + 1))  # 2 unmet caught, 1 FP, 1 FN
     a, b, c = _row(bd, "a"), _row(bd, "b"), _row(bd, "c")
-    assert (a["n"], a["error_rate"], a["fp_rate"], a["fn_rate"], a["f1_unmet"]) == (3, pytest.approx(1 / 3), pytest.approx(1 / 3), 0, 0)
+    assert (a["n"], a["error_rate"], a["fp_rate"], a["fn_rate"], a["f1_unmet"]) == (
+        3,
+        pytest.approx(1 / 3),
+        pytest.approx(1 / 3),
+        0,
+        0,
+    )
     assert b["error_rate"] == pytest.approx(1 / 3) and b["fn_rate"] == pytest.approx(1 / 3)
     assert b["f1_unmet"] == pytest.approx(4 / 5)
     assert c["f1_unmet"] is None  # no unmet criterion and no error: F1 undefined
@@ -164,8 +172,18 @@ def test_bootstrap_resamples_tasks():
 
 
 def test_side_by_side_marks_best_and_ties():
-    rows = [(f"t{i % 3}/{i}", f"t{i % 3}", "x" if i < 4 else "y", ["x"], 1.0, True,
-             {"g": i != 0, "a": i not in (0, 1), "b": i != 0}) for i in range(8)]
+    rows = [
+        (
+            f"t{i % 3}/{i}",
+            f"t{i % 3}",
+            "x" if i < 4 else "y",
+            ["x"],
+            1.0,
+            True,
+            {"g": i != 0, "a": i not in (0, 1), "b": i != 0},
+        )
+        for i in range(8)
+    ]
     bd = capability_breakdown(join_verdicts(*_frames(rows)), n_boot=0)
     table = side_by_side(bd)
     assert table.columns == ["capability", "n", "a", "b", "g", "best"]
@@ -191,8 +209,9 @@ def test_paired_mcnemar():
 
 def test_join_reports_missing(tmp_path):
     tags, verdicts = _frames(SMALL)
-    extra = pl.DataFrame([("t3/0", "v", "sys", True), ("t1/0", "v", "other", True)],
-                         schema=verdicts.schema, orient="row")
+    extra = pl.DataFrame(
+        [("t3/0", "v", "sys", True), ("t1/0", "v", "other", True)], schema=verdicts.schema, orient="row"
+    )
     verdicts = pl.concat([verdicts, extra])
     report = join_report(tags, verdicts)
     assert (report.n_verdicts, report.n_joined, report.no_tag, report.no_reference) == (9, 7, 1, 2)
@@ -256,13 +275,20 @@ def test_paperbench_grades():
 # ---- generic tables and one-line errors --------------------------------------------------
 def test_verdict_table_spellings(tmp_path):
     csv = tmp_path / "v.csv"
-    csv.write_text("id,judge,label\nc/1,g,met\nc/2,g,Unmet\nc/3,g,PASS\nc/4,g,fail\nc/5,g,yes\nc/6,g,no\nc/7,g,1\nc/8,g,0\nc/9,g,true\n")
-    out = load_verdict_table(csv, {"criterion_id": "id", "verifier": "judge", "verdict": "label"}, defaults={"system": "run"})
+    csv.write_text(
+        "id,judge,label\nc/1,g,met\nc/2,g,Unmet\nc/3,g,PASS\nc/4,g,fail\nc/5,g,yes\nc/6,g,no\nc/7,g,1\nc/8,g,0\nc/9,g,true\n"
+    )
+    out = load_verdict_table(
+        csv, {"criterion_id": "id", "verifier": "judge", "verdict": "label"}, defaults={"system": "run"}
+    )
     assert out["verdict"].to_list() == [True, False, True, False, True, False, True, False, True]
     assert set(out["system"]) == {"run"}
     jsonl = tmp_path / "v.jsonl"
-    jsonl.write_text("\n".join(json.dumps({"criterion_id": f"c/{i}", "verifier": "g", "system": "s", "verdict": i % 2})
-                               for i in range(4)))
+    jsonl.write_text(
+        "\n".join(
+            json.dumps({"criterion_id": f"c/{i}", "verifier": "g", "system": "s", "verdict": i % 2}) for i in range(4)
+        )
+    )
     assert load_verdicts(str(jsonl))["verdict"].to_list() == [False, True, False, True]
     pq = tmp_path / "v.parquet"
     out.write_parquet(pq)
@@ -295,14 +321,18 @@ def test_errors_are_one_line(tmp_path):
 
     judged = tmp_path / "devai/judgment/S/human_as_a_judge"
     judged.mkdir(parents=True)
-    (judged / "01_x.json").write_text(json.dumps({"requirements": [
-        {"requirement_id": 0, "satisfied": True}, {"requirement_id": 1, "satisfied": None}]}))
+    (judged / "01_x.json").write_text(
+        json.dumps(
+            {"requirements": [{"requirement_id": 0, "satisfied": True}, {"requirement_id": 1, "satisfied": None}]}
+        )
+    )
     assert "01_x.json: row 2: `satisfied`" in _one_line_error(load_devai_judgments, tmp_path / "devai")
 
     paper = tmp_path / "pb/judge_eval/p"
     paper.mkdir(parents=True)
-    (paper / "expected_result.json").write_text(json.dumps(
-        {"id": "root", "sub_tasks": [{"id": "a", "score": 1.0, "sub_tasks": []}, {"id": "b", "score": 0.5}]}))
+    (paper / "expected_result.json").write_text(
+        json.dumps({"id": "root", "sub_tasks": [{"id": "a", "score": 1.0, "sub_tasks": []}, {"id": "b", "score": 0.5}]})
+    )
     assert "row 2: score 0.5" in _one_line_error(load_paperbench_grades, tmp_path / "pb")
     (paper / "expected_result.json").write_text("{not json")
     assert "unreadable JSON" in _one_line_error(load_paperbench_grades, tmp_path / "pb")

@@ -1,4 +1,5 @@
 """Stage 2a: local embedder, agglomerative and two-level clustering, dominant-cluster rule."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -54,11 +55,13 @@ def synthetic_labels(per_group: int, seed: int = 0) -> tuple[list[str], list[int
 
 def stage1_of(labels: list[str]) -> pl.DataFrame:
     # One criterion per label, plus a failed row whose labels must be ignored.
-    return pl.DataFrame({
-        "criterion_id": [f"c{i}" for i in range(len(labels))] + ["bad"],
-        "labels": [[lab] for lab in labels] + [["ignored_failed_row_label_capability"]],
-        "status": ["ok"] * len(labels) + ["failed"],
-    })
+    return pl.DataFrame(
+        {
+            "criterion_id": [f"c{i}" for i in range(len(labels))] + ["bad"],
+            "labels": [[lab] for lab in labels] + [["ignored_failed_row_label_capability"]],
+            "status": ["ok"] * len(labels) + ["failed"],
+        }
+    )
 
 
 def ari(result, truth: dict[str, int]) -> float:
@@ -84,7 +87,13 @@ def test_local_embedder_shape_norm_and_determinism():
 def test_local_embedder_paraphrases_are_closer():
     e = LocalEmbedder(dim=64)
     e.fit(synthetic_labels(20)[0])
-    x = e.embed(["recompute_discounted_cash_flow_capability", "verify_cash_flow_discounting_capability", "inspect_slide_chart_legend_capability"])
+    x = e.embed(
+        [
+            "recompute_discounted_cash_flow_capability",
+            "verify_cash_flow_discounting_capability",
+            "inspect_slide_chart_legend_capability",
+        ]
+    )
     assert x[0] @ x[1] > x[0] @ x[2] + 0.2
 
 
@@ -130,11 +139,13 @@ class AxisEmbedder:
 
 
 def test_dominant_cluster_majority_and_tie_rule():
-    stage1 = pl.DataFrame({
-        "criterion_id": ["majority", "tie_a_first", "tie_b_first", "three_way", "lonely", "failed"],
-        "labels": [["a1", "b1", "b2"], ["a1", "b1"], ["b2", "a2"], ["c1", "a1", "b1"], [], ["c9"]],
-        "status": ["ok", "ok", "ok", "ok", "ok", "failed"],
-    })
+    stage1 = pl.DataFrame(
+        {
+            "criterion_id": ["majority", "tie_a_first", "tie_b_first", "three_way", "lonely", "failed"],
+            "labels": [["a1", "b1", "b2"], ["a1", "b1"], ["b2", "a2"], ["c1", "a1", "b1"], [], ["c9"]],
+            "status": ["ok", "ok", "ok", "ok", "ok", "failed"],
+        }
+    )
     r = cluster_labels(stage1, AxisEmbedder(), ClusterConfig(k=3))
     cid = dict(zip(r.clusters["label"], r.clusters["cluster_id"]))
     dom = dict(zip(r.criterion_clusters["criterion_id"], r.criterion_clusters["dominant_cluster"]))

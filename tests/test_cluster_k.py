@@ -1,6 +1,7 @@
 """The default number of micro-clusters scales with the unique labels (the paper's 80 is for thousands of
 them); an explicit cluster.k is the user's; the cluster stage says which k ran and why, and the estimate
 plans the same k."""
+
 from __future__ import annotations
 
 import json
@@ -28,7 +29,9 @@ def test_the_default_k_scales_with_the_unique_labels_and_says_so(gemini_env, tmp
     assert re.search(rf"k = {k}: scaled with {unique} unique labels", output), output
     assert "set cluster.k to choose" in output
     planned = json.loads(invoke("estimate", toml, "--provider", "gemini", "--json").output)["stages"]["canonicalize"]
-    assert f"k = {planned['calls']}: scaled with" in planned["basis"]  # the estimate plans one naming call per scaled cluster
+    assert (
+        f"k = {planned['calls']}: scaled with" in planned["basis"]
+    )  # the estimate plans one naming call per scaled cluster
     assert planned["calls"] == ClusterConfig().k_for(int(re.search(r"scaled with (\d+)", planned["basis"])[1]))[0]
 
 
@@ -41,5 +44,7 @@ def test_an_explicit_k_is_the_users_own(gemini_env, tmp_path):
 
 
 def test_a_k_below_two_is_refused_in_one_line(gemini_env, tmp_path):
-    result = invoke("estimate", write_pipeline(tmp_path, limit=10, extra="[cluster]\nk = 1\n"), "--provider", "gemini", ok=False)
+    result = invoke(
+        "estimate", write_pipeline(tmp_path, limit=10, extra="[cluster]\nk = 1\n"), "--provider", "gemini", ok=False
+    )
     assert result.exit_code == 2 and "k = 1 is below 2" in result.output

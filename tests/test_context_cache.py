@@ -1,6 +1,7 @@
 """Repeated context and its price: the shared prompt prefix first, Gemini's cached tokens read from
 usage_metadata, priced at llm.prices.cached_input in usage.jsonl and the manifest, and explicit
 context caches (client.caches) made where they pay, through the real SDK against the test server."""
+
 from __future__ import annotations
 
 import json
@@ -26,7 +27,9 @@ def test_explicit_cache_carries_the_shared_prefix_and_is_priced(gemini_env, tmp_
     run_dir = discover(tmp_path)
     server = gemini_env
     sent = [r for r in server.requests if r.kind == "generate"]
-    assert server.cache_calls["create"] == 1 and server.cache_calls["delete"] == 1 and not server.caches  # deleted when the stage ended
+    assert (
+        server.cache_calls["create"] == 1 and server.cache_calls["delete"] == 1 and not server.caches
+    )  # deleted when the stage ended
     assert all(r.cached_content for r in sent)
     # Only the batch went over the wire; the model read the whole prompt (the cache's prefix, then the batch).
     assert all(r.sent_texts[0].startswith("Task ID: ") and "Criteria to annotate" in r.sent_texts[0] for r in sent)
@@ -43,11 +46,18 @@ def test_explicit_cache_carries_the_shared_prefix_and_is_priced(gemini_env, tmp_
     assert tokens <= sum(e["prompt_tokens"] for e in kept) <= tokens * 60
     assert all(0 < e["cached_tokens"] == written[0]["prompt_tokens"] < e["prompt_tokens"] for e in calls)
     stage = json.loads((run_dir / "manifest.json").read_text())["stages"]["discover"]
-    assert stage["cached_prompt_tokens"] == sum(e["cached_tokens"] for e in calls) and stage["cache_tokens"] == written[0]["prompt_tokens"]
+    assert (
+        stage["cached_prompt_tokens"] == sum(e["cached_tokens"] for e in calls)
+        and stage["cache_tokens"] == written[0]["prompt_tokens"]
+    )
     prices = Prices()
-    expected = ((stage["prompt_tokens"] - stage["cached_prompt_tokens"]) * prices.input + stage["cached_prompt_tokens"] * prices.input / 10
-                + stage["output_tokens"] * prices.output + stage["cache_tokens"] * prices.input
-                + stage["cache_token_seconds"] / 3600 * prices.cache_storage) / 1e6
+    expected = (
+        (stage["prompt_tokens"] - stage["cached_prompt_tokens"]) * prices.input
+        + stage["cached_prompt_tokens"] * prices.input / 10
+        + stage["output_tokens"] * prices.output
+        + stage["cache_tokens"] * prices.input
+        + stage["cache_token_seconds"] / 3600 * prices.cache_storage
+    ) / 1e6
     assert stage["cost_usd"] == pytest.approx(expected, abs=1e-6)
     uncached = (stage["prompt_tokens"] * prices.input + stage["output_tokens"] * prices.output) / 1e6
     assert stage["cost_usd"] < 0.6 * uncached
@@ -59,7 +69,9 @@ def test_a_rerun_makes_no_cache_and_pays_nothing(gemini_env, tmp_path):
     gemini_env.cache_calls.clear()
     invoke("discover", tmp_path / "run", "-q")
     assert gemini_env.count() == 0 and gemini_env.cache_calls["create"] == 0
-    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]["discover"]["cache_hits"] > 0  # it did run again
+    assert (
+        json.loads((tmp_path / "run" / "manifest.json").read_text())["stages"]["discover"]["cache_hits"] > 0
+    )  # it did run again
 
 
 def test_without_explicit_caches_implicit_caching_is_read_and_priced(gemini_env, tmp_path):
@@ -83,7 +95,11 @@ def test_a_prefix_too_short_to_pay_gets_no_cache(gemini_env, tmp_path):
 def test_a_refused_cache_leaves_the_stage_to_send_its_prefix(gemini_env, tmp_path, monkeypatch):
     from tests.fake_gemini import FakeGeminiServer, Reply
 
-    monkeypatch.setattr(FakeGeminiServer, "_context_cache", lambda self, method, cache_id, raw: Reply.error(400, "cached content is too small"))
+    monkeypatch.setattr(
+        FakeGeminiServer,
+        "_context_cache",
+        lambda self, method, cache_id, raw: Reply.error(400, "cached content is too small"),
+    )
     run_dir = discover(tmp_path)
     sent = [r for r in gemini_env.requests if r.kind == "generate"]
     assert sent and not any(r.cached_content for r in sent) and all("Criteria to annotate" in r.texts[0] for r in sent)

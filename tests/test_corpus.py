@@ -1,4 +1,5 @@
 """Corpus loading: the bundled PaperBench and DevAI corpora, the generic formats, bad input."""
+
 from __future__ import annotations
 
 import gzip
@@ -39,7 +40,12 @@ def assert_leading(frame: pl.DataFrame) -> None:
     assert frame["criterion_id"].is_unique().all()
     assert set(frame["direction"]) <= {"reward", "penalty"}
     assert ((frame["weight"] < 0) == (frame["direction"] == "penalty")).all()
-    assert frame.select(pl.col("task_id", "criterion_id", "text", "brief", "context", "source").null_count()).sum_horizontal().item() == 0
+    assert (
+        frame.select(pl.col("task_id", "criterion_id", "text", "brief", "context", "source").null_count())
+        .sum_horizontal()
+        .item()
+        == 0
+    )
 
 
 def assert_corpus_error(exc: pytest.ExceptionInfo, file_part: str, row: str | None = None) -> str:
@@ -70,7 +76,7 @@ def test_paperbench_bundle(paperbench):
     assert f.height == 8921
     assert f["task_id"].n_unique() == 23
     assert_leading(f)
-    assert f.columns[len(LEADING_COLUMNS):] == ["finegrained_category", "node_id"]
+    assert f.columns[len(LEADING_COLUMNS) :] == ["finegrained_category", "node_id"]
     sums = f.group_by("task_id").agg(pl.col("weight").sum())["weight"]
     assert sums.to_list() == pytest.approx([1.0] * 23, abs=1e-9)
     assert sorted(f["category"].unique()) == ["Code Development", "Code Execution", "Result Analysis"]
@@ -123,12 +129,16 @@ def test_healthbench_bundle():
     f = corpus.frame
     assert f.height == 5965 and f["task_id"].n_unique() == 500
     assert_leading(f)
-    assert f.columns[len(LEADING_COLUMNS):] == ["axis", "level", "theme", "example_index"]
+    assert f.columns[len(LEADING_COLUMNS) :] == ["axis", "level", "theme", "example_index"]
     # Gold tags are extra columns only: nothing reaches `category`, which stages may read.
     assert f["category"].null_count() == f.height
     assert f["axis"].value_counts().sort("axis").rows() == [
-        ("accuracy", 1920), ("communication_quality", 547), ("completeness", 2336),
-        ("context_awareness", 892), ("instruction_following", 270)]
+        ("accuracy", 1920),
+        ("communication_quality", 547),
+        ("completeness", 2336),
+        ("context_awareness", 892),
+        ("instruction_following", 270),
+    ]
     assert set(f["level"].unique()) == {"example", "cluster"}
     assert (f["direction"] == "penalty").sum() == (f["weight"] < 0).sum() > 0
     row = f.row(0, named=True)
@@ -142,17 +152,30 @@ def test_healthbench_bundle():
 
 
 def test_healthbench_small_and_bad(tmp_path):
-    good = {"prompt_id": "p1", "prompt": [{"role": "system", "content": "s"}, {"role": "user", "content": "first"},
-                                          {"role": "assistant", "content": "a"}, {"role": "user", "content": "last\u2028turn"}],
-            "example_tags": ["theme:x", "theme:y"],
-            "rubrics": [{"criterion": "Says A.", "points": 3, "tags": ["axis:accuracy", "level:example"]},
-                        {"criterion": "Fails to say B.", "points": -2, "tags": []}]}
+    good = {
+        "prompt_id": "p1",
+        "prompt": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "last\u2028turn"},
+        ],
+        "example_tags": ["theme:x", "theme:y"],
+        "rubrics": [
+            {"criterion": "Says A.", "points": 3, "tags": ["axis:accuracy", "level:example"]},
+            {"criterion": "Fails to say B.", "points": -2, "tags": []},
+        ],
+    }
     path = tmp_path / "hb.jsonl"
     path.write_text(json.dumps(good, ensure_ascii=False) + "\n", encoding="utf-8")
     f = load(path, "healthbench").frame
     assert f["text"].to_list() == ["Says A.", "Fails to say B."]
     assert f["direction"].to_list() == ["reward", "penalty"] and f["weight"].to_list() == [3.0, -2.0]
-    assert f["brief"][0] == "system: s\n\nuser: first\n\nassistant: a\n\nuser: last\u2028turn" and f["theme"][0] == "x,y" and f["axis"].to_list() == ["accuracy", None]
+    assert (
+        f["brief"][0] == "system: s\n\nuser: first\n\nassistant: a\n\nuser: last\u2028turn"
+        and f["theme"][0] == "x,y"
+        and f["axis"].to_list() == ["accuracy", None]
+    )
     bad = dict(good, rubrics=[{"criterion": "Says A.", "points": "many"}])
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(CorpusError) as exc:
@@ -216,7 +239,7 @@ def test_table_with_column_mapping(table_file):
     corpus = load(table_file, columns=MAPPING)
     f = corpus.frame
     assert_leading(f)
-    assert f.columns[len(LEADING_COLUMNS):] == ["notes", "difficulty"]  # unmapped columns pass through
+    assert f.columns[len(LEADING_COLUMNS) :] == ["notes", "difficulty"]  # unmapped columns pass through
     assert f["difficulty"].to_list() == [1, 2, 1, 3]
     assert f["criterion_id"].to_list() == ["t1/a", "t1/b", "t1/c", "t2/a"]  # multi-task: "<task>/<id>"
     assert f["weight"].to_list() == [2.0, 1.0, -3.0, 1.5]
@@ -231,7 +254,9 @@ def test_table_with_column_mapping(table_file):
 
 def test_table_defaults_with_text_only(tmp_path):
     p = tmp_path / "only_text.jsonl"
-    p.write_text('{"text": "First."}\n{"text": "Second.", "direction": "penalty", "weight": 2}\n{"text": "Third.", "lang": "en"}\n')
+    p.write_text(
+        '{"text": "First."}\n{"text": "Second.", "direction": "penalty", "weight": 2}\n{"text": "Third.", "lang": "en"}\n'
+    )
     f = load(p).frame
     assert f["task_id"].to_list() == ["task"] * 3
     assert f["criterion_id"].to_list() == ["1", "2", "3"]  # row numbers
@@ -298,7 +323,11 @@ def test_duplicate_text_within_task_warns_once(tmp_path):
     rows = [("t1", "Same text."), ("t1", "Other."), ("t1", "Same text."), ("t2", "Same text."), ("t1", "Same text.")]
     p.write_text("".join(json.dumps({"task_id": t, "text": x}) + "\n" for t, x in rows))
     corpus = load(p)
-    assert corpus.frame["source"].to_list() == ["dups.jsonl:1", "dups.jsonl:2", "dups.jsonl:4"]  # collapsed into the first
+    assert corpus.frame["source"].to_list() == [
+        "dups.jsonl:1",
+        "dups.jsonl:2",
+        "dups.jsonl:4",
+    ]  # collapsed into the first
     assert len(corpus.warnings) == 1
     w = corpus.warnings[0]
     assert w.startswith("2 criteria repeat") and "dups.jsonl:3" in w and "dups.jsonl:5" in w and "dups.jsonl:4" not in w
@@ -331,15 +360,33 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 BAD_TABLES = {
     # name: (file name, content, extra config, expected row, words the message must contain)
     "missing column": ("c.csv", "task_id,body\nt,Do it.\n", {}, "1", ["'text'", "columns found: task_id, body"]),
-    "missing mapped column": ("c.jsonl", '{"text": "x"}\n', {"columns": ColumnMap(weight="points")}, "-", ["'points'", "columns.weight"]),
+    "missing mapped column": (
+        "c.jsonl",
+        '{"text": "x"}\n',
+        {"columns": ColumnMap(weight="points")},
+        "-",
+        ["'points'", "columns.weight"],
+    ),
     "invalid json": ("c.jsonl", '{"text": "ok"}\n{"text": "broken\n', {}, "2", ["invalid JSON"]),
     "not an object": ("c.jsonl", '{"text": "ok"}\n["text"]\n', {}, "2", ["expected a JSON object"]),
-    "empty text": ("c.jsonl", '{"text": "ok"}\n{"text": "ok 2"}\n{"text": ""}\n', {}, "3", ["empty", 'on_empty = "skip"']),
+    "empty text": (
+        "c.jsonl",
+        '{"text": "ok"}\n{"text": "ok 2"}\n{"text": ""}\n',
+        {},
+        "3",
+        ["empty", 'on_empty = "skip"'],
+    ),
     "duplicate id": ("c.csv", "criterion_id,text\nx,One.\ny,Two.\nx,Three.\n", {}, "4", ["'x'", "repeats line 2"]),
     "non-numeric weight": ("c.csv", "text,weight\nOne.,1\nTwo.,heavy\n", {}, "3", ["'heavy'", "not a number"]),
     "bool weight": ("c.jsonl", '{"text": "One.", "weight": true}\n', {}, "1", ["not a number"]),
     "bad direction": ("c.jsonl", '{"text": "One.", "direction": "bonus"}\n', {}, "1", ["'bonus'"]),
-    "reward with negative weight": ("c.jsonl", '{"text": "One.", "weight": -1, "direction": "reward"}\n', {}, "1", ["negative"]),
+    "reward with negative weight": (
+        "c.jsonl",
+        '{"text": "One.", "weight": -1, "direction": "reward"}\n',
+        {},
+        "1",
+        ["negative"],
+    ),
     "unknown suffix": ("c.txt", "text\nOne.\n", {}, "-", ["suffix"]),
 }
 
@@ -411,7 +458,11 @@ def test_bad_tasks_jsonl(tmp_path):
     ],
 )
 def test_bad_paperbench_tree(tmp_path, subtasks, row, words):
-    _write(tmp_path, "pb/papers/p1/rubric.json", f'{{"id": "r", "requirements": "R", "weight": 1, "sub_tasks": {subtasks}}}')
+    _write(
+        tmp_path,
+        "pb/papers/p1/rubric.json",
+        f'{{"id": "r", "requirements": "R", "weight": 1, "sub_tasks": {subtasks}}}',
+    )
     with pytest.raises(CorpusError) as exc:
         load(tmp_path / "pb", "paperbench")
     msg = assert_corpus_error(exc, "rubric.json", row)
@@ -420,7 +471,11 @@ def test_bad_paperbench_tree(tmp_path, subtasks, row, words):
 
 
 def test_bad_devai_instance(tmp_path):
-    _write(tmp_path, "dv/instances/01_x.json", '{"query": "q", "requirements": [{"requirement_id": "zero", "criteria": "c"}]}')
+    _write(
+        tmp_path,
+        "dv/instances/01_x.json",
+        '{"query": "q", "requirements": [{"requirement_id": "zero", "criteria": "c"}]}',
+    )
     with pytest.raises(CorpusError) as exc:
         load(tmp_path / "dv", "devai")
     assert "requirement_id" in assert_corpus_error(exc, "01_x.json", "/requirements/0")

@@ -1,4 +1,5 @@
 """`taxonomy diff`: capabilities matched by the criteria they hold, renames, splits, merges, moved criteria, ARI/NMI."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,10 @@ def _edited_copy(src: Path, dst: Path) -> Path:
 
     tags = pl.read_parquet(dst / "stage3_tags.parquet")
     new = [edit(c, t) for c, t in zip(tags["criterion_id"], tags["tags"])]
-    tags.with_columns(tags=pl.Series(new, dtype=pl.List(pl.Utf8)),
-                      primary=pl.Series([t[0] if t else None for t in new], dtype=pl.Utf8)).write_parquet(dst / "stage3_tags.parquet")
+    tags.with_columns(
+        tags=pl.Series(new, dtype=pl.List(pl.Utf8)),
+        primary=pl.Series([t[0] if t else None for t in new], dtype=pl.Utf8),
+    ).write_parquet(dst / "stage3_tags.parquet")
     return dst
 
 

@@ -1,4 +1,5 @@
 """Stage 1 through the CLI and the real google-genai SDK against a local Gemini-shaped server."""
+
 from __future__ import annotations
 
 import json
@@ -26,10 +27,12 @@ def batches(server) -> int:
 
 def first_label_becomes(label: str):
     """A model whose answer gives criterion 0 one particular (bad) label."""
+
     def respond(req):
         answer = responders.discovery(req.texts[0])
         answer["items"][0]["capabilities"] = [label]
         return answer
+
     return respond
 
 
@@ -212,7 +215,14 @@ def test_batches_hold_one_task_and_one_category_under_a_header(gemini_env, tmp_p
 
 
 def test_criteria_without_a_category_are_batched_by_task(gemini_env, tmp_path):
-    rows = [{"task_id": f"t{i % 2}", "text": f"The report lists the quarterly revenue figure number {i}", "brief": "Write it."} for i in range(6)]
+    rows = [
+        {
+            "task_id": f"t{i % 2}",
+            "text": f"The report lists the quarterly revenue figure number {i}",
+            "brief": "Write it.",
+        }
+        for i in range(6)
+    ]
     path = tmp_path / "c.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     toml = tmp_path / "c.toml"
@@ -226,7 +236,10 @@ def test_criteria_without_a_category_are_batched_by_task(gemini_env, tmp_path):
 @pytest.mark.parametrize("n,sizes", [(24, [12, 12]), (41, [14, 14, 13]), (20, [20]), (7, [7])])
 def test_a_task_is_split_into_even_batches(gemini_env, tmp_path, n, sizes):
     """24 criteria at 20 a call go as 12 + 12, not 20 + 4: a small call pays the shared instructions for little."""
-    rows = [{"task_id": "t", "text": f"The report lists the quarterly revenue figure number {i}", "brief": "Write it."} for i in range(n)]
+    rows = [
+        {"task_id": "t", "text": f"The report lists the quarterly revenue figure number {i}", "brief": "Write it."}
+        for i in range(n)
+    ]
     path = tmp_path / "c.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     toml = tmp_path / "c.toml"
@@ -251,7 +264,10 @@ def test_paraphrase_within_a_category_is_reasked(gemini_env, tmp_path):
     gemini_env.responder = paraphrase_second
     _, labels = run_discover(tmp_path)
     reask = next(r for r in gemini_env.requests if len(r.texts) == 3)
-    assert "criterion 1: `recomputing_numeric_values_capability` paraphrases criterion 0's `numeric_value_recomputation_capability` within rubric category" in reask.texts[2]
+    assert (
+        "criterion 1: `recomputing_numeric_values_capability` paraphrases criterion 0's `numeric_value_recomputation_capability` within rubric category"
+        in reask.texts[2]
+    )
     assert "recomputing_numeric_values_capability" not in labels["labels"].explode().to_list()
 
 
@@ -268,17 +284,26 @@ def test_offline_path_applies_the_category_check(offline_env, tmp_path):
     from taxonomy.config import PipelineConfig
     from taxonomy.offline.backend import OfflineBackend
 
-    frame = pl.DataFrame({
-        "task_id": ["t"] * 2, "criterion_id": ["t/0", "t/1"], "text": ["Total revenue equals the sum of 4 quarters"] * 2,
-        "category": ["math"] * 2, "direction": ["reward"] * 2, "context": [""] * 2, "brief": [""] * 2,
-    })
+    frame = pl.DataFrame(
+        {
+            "task_id": ["t"] * 2,
+            "criterion_id": ["t/0", "t/1"],
+            "text": ["Total revenue equals the sum of 4 quarters"] * 2,
+            "category": ["math"] * 2,
+            "direction": ["reward"] * 2,
+            "context": [""] * 2,
+            "brief": [""] * 2,
+        }
+    )
     from taxonomy.offline import kinds as offline
 
     original = offline.discover_offline
 
     def paraphrasing(criteria, rules, opts=None):
         out = original(criteria, rules, opts)
-        return out.with_columns(labels=pl.Series([["numeric_value_recomputation_capability"], ["recomputing_numeric_values_capability"]]))
+        return out.with_columns(
+            labels=pl.Series([["numeric_value_recomputation_capability"], ["recomputing_numeric_values_capability"]])
+        )
 
     offline.discover_offline = paraphrasing
     try:
@@ -289,13 +314,23 @@ def test_offline_path_applies_the_category_check(offline_env, tmp_path):
 
 
 def test_cohort_column_goes_in_the_header_and_splits_batches(gemini_env, tmp_path):
-    rows = [{"task_id": "t", "cohort": c, "category": "Format", "text": f"The table header row names the column number {i}", "brief": "Make it."}
-            for i, c in enumerate(["junior", "junior", "senior"])]
+    rows = [
+        {
+            "task_id": "t",
+            "cohort": c,
+            "category": "Format",
+            "text": f"The table header row names the column number {i}",
+            "brief": "Make it.",
+        }
+        for i, c in enumerate(["junior", "junior", "senior"])
+    ]
     path = tmp_path / "c.jsonl"
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     toml = tmp_path / "c.toml"
     toml.write_text(f'name = "c"\n[corpus]\npath = "{path}"\nformat = "table"\n[output]\ndir = "{tmp_path / "o"}"\n')
     invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
-    headers = sorted((p.count("Cohort: junior"), p.count("Cohort: senior"), len(responders.criteria(p)))
-                     for p in (r.texts[0] for r in gemini_env.requests))
+    headers = sorted(
+        (p.count("Cohort: junior"), p.count("Cohort: senior"), len(responders.criteria(p)))
+        for p in (r.texts[0] for r in gemini_env.requests)
+    )
     assert headers == [(0, 1, 1), (1, 0, 2)]

@@ -1,4 +1,5 @@
 """The distilled Stage-3 tagger: trained on a finished offline run over DevAI, routed by confidence."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,13 @@ def _session(pipeline: Path, run_dir: Path, provider: str = "offline"):
 
 def test_training_reports_agreement_on_held_out_tasks(trained):
     _, run_dir, report = trained
-    for value in (report.agreement, report.macro_f1, report.primary_in_tags, report.majority_baseline, report.coverage_at_threshold):
+    for value in (
+        report.agreement,
+        report.macro_f1,
+        report.primary_in_tags,
+        report.majority_baseline,
+        report.coverage_at_threshold,
+    ):
         assert 0.0 <= value <= 1.0
     assert report.split == "task"
     assert report.train_tasks and report.holdout_tasks
@@ -83,7 +90,9 @@ def test_threshold_above_one_sends_everything_to_stage3(trained, tmp_path, offli
     pipeline, run_dir, _ = trained
     session = _session(pipeline, tmp_path / "new")
     summary = tag_with_distilled(session, run_dir / "distilled.joblib", run_dir / "taxonomy.json", threshold=1.01)
-    assert summary["share_distilled"] == 0.0 and summary["share_sent_to_llm"] == 1.0 and summary["fallback"] == "offline"
+    assert (
+        summary["share_distilled"] == 0.0 and summary["share_sent_to_llm"] == 1.0 and summary["fallback"] == "offline"
+    )
     tags = pl.read_parquet(tmp_path / "new" / "stage3_tags.parquet")
     assert set(tags["source"]) == {"offline"} and tags.height == summary["n"]
 
@@ -100,7 +109,12 @@ def test_only_low_confidence_criteria_reach_the_llm(trained, tmp_path, gemini_en
     assert 0 < low.height < criteria.height
 
     summary = tag_with_distilled(session, run_dir / "distilled.joblib", run_dir / "taxonomy.json", threshold=threshold)
-    asked = [text for req in gemini_env.requests if responders.kind(req.texts[0]) == "tag" for _, text in responders.criteria(req.texts[0])]
+    asked = [
+        text
+        for req in gemini_env.requests
+        if responders.kind(req.texts[0]) == "tag"
+        for _, text in responders.criteria(req.texts[0])
+    ]
     assert Counter(asked) == Counter(low["text"].to_list())
     assert summary["share_sent_to_llm"] == pytest.approx(low.height / criteria.height)
     assert summary["calls"] == sum(responders.kind(r.texts[0]) == "tag" for r in gemini_env.requests) > 0
@@ -137,7 +151,6 @@ def test_stage3_tagged_with_another_taxonomy_is_refused(trained, tmp_path):
         train_distilled(RunDir(copy))
 
 
-
 def test_taxonomy_edited_after_stage3_is_refused(trained, tmp_path):
     _, run_dir, _ = trained
     copy = tmp_path / "run"
@@ -151,7 +164,9 @@ def test_taxonomy_edited_after_stage3_is_refused(trained, tmp_path):
 
 def test_default_threshold_is_the_one_saved_at_training(trained, tmp_path, offline_env):
     pipeline, run_dir, report = trained
-    summary = tag_with_distilled(_session(pipeline, tmp_path / "new"), run_dir / "distilled.joblib", run_dir / "taxonomy.json")
+    summary = tag_with_distilled(
+        _session(pipeline, tmp_path / "new"), run_dir / "distilled.joblib", run_dir / "taxonomy.json"
+    )
     assert summary["threshold"] == report.threshold
     assert summary["distilled"] + summary["sent"] == summary["n"]
     assert RunDir(tmp_path / "new").manifest["stages"]["tag"]["share_distilled"] == summary["share_distilled"]

@@ -1,5 +1,6 @@
 """`taxonomy estimate` and `run --dry-run`: per-stage calls, tokens and cost before anything is paid, and a
 range that holds what the same run then accounts for when the test server answers at a real model's length."""
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,9 @@ def test_the_printed_range_holds_what_a_run_with_realistic_answers_pays(gemini_e
     discover_calls = int(stages["discover"].split("|")[2])
     assert discover_calls == len({r.texts[0] for r in sent if "Criteria to annotate" in r.texts[0]})  # Stage 1 is exact
     paid = usage["cost_usd"]
-    print(f"paid {paid:.5f}; estimated {central:.5f} ({low:.5f}-{high:.5f}); midpoint / paid = {(low + high) / 2 / paid:.3f}")
+    print(
+        f"paid {paid:.5f}; estimated {central:.5f} ({low:.5f}-{high:.5f}); midpoint / paid = {(low + high) / 2 / paid:.3f}"
+    )
     assert low <= paid <= high
     assert abs((low + high) / 2 - paid) <= 0.15 * paid
 
@@ -63,17 +66,29 @@ def test_estimate_shows_the_batch_price_beside_the_online_one(gemini_env, tmp_pa
     for name, f in [*figures["stages"].items(), ("total", figures["total"])]:
         # Uncached prompt tokens at the input price, cached ones at a tenth of it (half of that in batch mode),
         # explicit cache writes (online only) at the input price; embeddings the same in both modes.
-        p, c, o, e, w = f["prompt_tokens"], f["cached_prompt_tokens"], f["output_tokens"], f["embed_tokens"], f["cache_tokens"]
+        p, c, o, e, w = (
+            f["prompt_tokens"],
+            f["cached_prompt_tokens"],
+            f["output_tokens"],
+            f["embed_tokens"],
+            f["cache_tokens"],
+        )
         assert abs(f["cost_usd"] - ((p - c) * 0.5 + c * 0.05 + o * 3.0 + w * 0.5 + e * 0.15) / 1e6) < 1e-9, name
         assert abs(f["batch_cost_usd"] - ((p - c) * 0.1 + c * 0.025 + o * 0.6 + e * 0.15) / 1e6) < 1e-9, name
-    assert figures["total"]["cached_prompt_tokens"] > 0 and figures["total"]["batch_cost_usd"] < figures["total"]["cost_usd"]
+    assert (
+        figures["total"]["cached_prompt_tokens"] > 0
+        and figures["total"]["batch_cost_usd"] < figures["total"]["cost_usd"]
+    )
 
 
 def test_estimate_json_holds_the_same_figures_as_the_table(gemini_env, tmp_path):
     toml = write_pipeline(tmp_path, limit=40, extra=EXTRA + "[llm.prices]\nbatch_input = 0.1\nbatch_output = 0.6\n")
     table = invoke("estimate", toml, "--provider", "gemini").output
-    rows = {cells[1].strip(): cells for cells in (line.split("|") for line in table.splitlines())
-            if len(cells) > 8 and cells[1].strip() not in ("stage", "---")}
+    rows = {
+        cells[1].strip(): cells
+        for cells in (line.split("|") for line in table.splitlines())
+        if len(cells) > 8 and cells[1].strip() not in ("stage", "---")
+    }
     online = json.loads(invoke("estimate", toml, "--provider", "gemini", "--json").output)
     batch = json.loads(invoke("estimate", toml, "--provider", "gemini", "--json", "--batch").output)
     assert gemini_env.count() == 0 and not (tmp_path / "outputs").exists()
@@ -81,10 +96,14 @@ def test_estimate_json_holds_the_same_figures_as_the_table(gemini_env, tmp_path)
     assert (online["mode"], batch["mode"], online["n_criteria"]) == ("online", "batch", 40)
     for name, cells in rows.items():
         got = online["total"] if name == "total" else online["stages"][name]
-        assert [got["calls"], got["prompt_tokens"], got["output_tokens"], got["embed_calls"]] == [int(c) for c in cells[2:6]], name
+        assert [got["calls"], got["prompt_tokens"], got["output_tokens"], got["embed_calls"]] == [
+            int(c) for c in cells[2:6]
+        ], name
         assert f"{got['cost_usd']:.4f}" == cells[6].strip() and f"{got['batch_cost_usd']:.4f}" == cells[7].strip(), name
         mode_cost = batch["total"] if name == "total" else batch["stages"][name]
-        assert got["cost_usd_in_mode"] == got["cost_usd"] and mode_cost["cost_usd_in_mode"] == mode_cost["batch_cost_usd"]
+        assert (
+            got["cost_usd_in_mode"] == got["cost_usd"] and mode_cost["cost_usd_in_mode"] == mode_cost["batch_cost_usd"]
+        )
     assert online["total"]["calls"] == sum(s["calls"] for s in online["stages"].values()) > 0
     assert 0 < online["total"]["batch_cost_usd"] < online["total"]["cost_usd"]
     assert online["prices_per_million_tokens"]["batch_input"] == 0.1

@@ -2,6 +2,7 @@
 parser or library: vally's eval.yaml through PyYAML and its JSON Schema, OpenJudge's graders.json through
 py-openjudge (LLMGrader.from_config, then a grade through OpenAIChatModel against the local OpenAI-shaped
 server), the Gandalf markdown against `taxonomy guidance`, and routing.jsonl joined back to the run."""
+
 from __future__ import annotations
 
 import asyncio
@@ -33,8 +34,12 @@ from tests.fake_gemini import FakeGeminiServer
 @pytest.fixture(scope="module")
 def devai_run(tmp_path_factory) -> Path:
     # The bundled pipeline itself (`taxonomy run pipelines/devai.toml`), run offline into a temporary folder.
-    return offline_devai_run(tmp_path_factory.mktemp("export"), ("guidance", "-q"), ("export", "--to", "all", "-q"),
-                             pipeline=ROOT / "pipelines" / "devai.toml")
+    return offline_devai_run(
+        tmp_path_factory.mktemp("export"),
+        ("guidance", "-q"),
+        ("export", "--to", "all", "-q"),
+        pipeline=ROOT / "pipelines" / "devai.toml",
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -62,8 +67,14 @@ def test_vally_eval_parses_validates_and_routes_every_criterion(devai_run):
             assert grader["type"] == "prompt" and cfg["scoring"] == "binary" and cfg["threshold"] == 0.5
             assert "model" not in cfg  # no judge model configured: vally's own default applies
             cap = re.search(r"one kind of check: .*?\(`(\w+)`\)", cfg["prompt"]).group(1)
-            assert "# Judge guidance" not in cfg["prompt"] and "## How to check" in cfg["prompt"] and "### What the check needs" in cfg["prompt"]
-            for cid in re.findall(r"^\d+\. \[weight [+-][\d.e+]+(?:, penalty)?\] .* \(criterion (\S+)\)$", cfg["prompt"], flags=re.M):
+            assert (
+                "# Judge guidance" not in cfg["prompt"]
+                and "## How to check" in cfg["prompt"]
+                and "### What the check needs" in cfg["prompt"]
+            )
+            for cid in re.findall(
+                r"^\d+\. \[weight [+-][\d.e+]+(?:, penalty)?\] .* \(criterion (\S+)\)$", cfg["prompt"], flags=re.M
+            ):
                 routed.add((cid, cap))
             assert len(cfg["prompt"]) <= ExportConfig().max_prompt_chars
     expected = {(r["criterion_id"], t) for r in tags.iter_rows(named=True) for t in r["tags"]}
@@ -99,23 +110,51 @@ def test_a_broken_eval_fails_the_schema(devai_run):
         assert problems and word in " ".join(problems), (word, problems)
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, json.loads(SCHEMA_PATH.read_text()))
-    small = {"stimuli": [{"name": "t", "prompt": "p", "graders": [{"type": "prompt", "config": {"prompt": "x", "scoring": "stars"}}]}]}
+    small = {
+        "stimuli": [
+            {"name": "t", "prompt": "p", "graders": [{"type": "prompt", "config": {"prompt": "x", "scoring": "stars"}}]}
+        ]
+    }
     with pytest.raises(ExportError, match="does not match"):  # the exporter refuses to write a file that fails it
         eval_yaml(small, "header")
 
 
 def _small_run() -> tuple[Taxonomy, list, dict]:
-    caps = [TaxonomyCapability(name=f"{w}_check_capability", description=f"Check the {w}.", diagnostic_signal="",
-                               example_pattern="", non_examples=[], members=[])
-            for w in ("file", "number")]
+    caps = [
+        TaxonomyCapability(
+            name=f"{w}_check_capability",
+            description=f"Check the {w}.",
+            diagnostic_signal="",
+            example_pattern="",
+            non_examples=[],
+            members=[],
+        )
+        for w in ("file", "number")
+    ]
     taxonomy = Taxonomy(capabilities=caps)
-    rows = [("t1", f"t1-c{i}", f"Criterion {i} about {'files' if i % 2 else 'numbers'} " + "x" * 300, 2.0 if i else -3.0,
-             "penalty" if i == 0 else "reward", "The brief of t1.") for i in range(12)]
-    criteria = pl.DataFrame(rows, schema=["task_id", "criterion_id", "text", "weight", "direction", "brief"], orient="row")
-    tags = pl.DataFrame({"criterion_id": [r[1] for r in rows],
-                         "tags": [[caps[i % 2].name] if i < 11 else [] for i in range(12)]})
-    drafts = {c.name: GuidanceAnswer(summary=f"How to check {c.name}.", procedure=["Open it."], evidence=["The file."], pitfalls=["None."])
-              for c in caps}
+    rows = [
+        (
+            "t1",
+            f"t1-c{i}",
+            f"Criterion {i} about {'files' if i % 2 else 'numbers'} " + "x" * 300,
+            2.0 if i else -3.0,
+            "penalty" if i == 0 else "reward",
+            "The brief of t1.",
+        )
+        for i in range(12)
+    ]
+    criteria = pl.DataFrame(
+        rows, schema=["task_id", "criterion_id", "text", "weight", "direction", "brief"], orient="row"
+    )
+    tags = pl.DataFrame(
+        {"criterion_id": [r[1] for r in rows], "tags": [[caps[i % 2].name] if i < 11 else [] for i in range(12)]}
+    )
+    drafts = {
+        c.name: GuidanceAnswer(
+            summary=f"How to check {c.name}.", procedure=["Open it."], evidence=["The file."], pitfalls=["None."]
+        )
+        for c in caps
+    }
     return taxonomy, load_tasks(taxonomy, criteria, tags), drafts
 
 
@@ -124,7 +163,9 @@ def test_vally_splits_long_graders_and_signs_weights_and_penalties():
     whole = build_eval(tasks, taxonomy, drafts, ExportConfig(threshold=0.75, judge_model="judge-x"))
     graders = whole["stimuli"][0]["graders"]
     # two capabilities, plus the untagged criterion in a grader of its own (never dropped)
-    assert len(graders) == 3 and all(g["config"]["model"] == "judge-x" and g["config"]["threshold"] == 0.75 for g in graders)
+    assert len(graders) == 3 and all(
+        g["config"]["model"] == "judge-x" and g["config"]["threshold"] == 0.75 for g in graders
+    )
     text = "\n".join(g["config"]["prompt"] for g in graders)
     assert "1. [weight -3, penalty] Criterion 0 about numbers" in text and "[weight +2] Criterion 1 about files" in text
     assert "t1-c11" in graders[-1]["config"]["prompt"] and "no capability tag" in graders[-1]["config"]["prompt"]
@@ -145,7 +186,10 @@ def _judge(req) -> dict:
     """The local judge: passes the work only when the agent's work shows the saved model file."""
     prompt = req.texts[-1]
     ok = "fashionnet.pt saved" in prompt
-    return {"reason": "the saved model file is shown" if ok else "no evidence of the saved model", "score": 1 if ok else 0}
+    return {
+        "reason": "the saved model file is shown" if ok else "no evidence of the saved model",
+        "score": 1 if ok else 0,
+    }
 
 
 def test_openjudge_graders_load_and_grade_through_the_real_library(devai_run, monkeypatch):
@@ -153,7 +197,9 @@ def test_openjudge_graders_load_and_grade_through_the_real_library(devai_run, mo
     configs = json.loads((folder / "graders.json").read_text(encoding="utf-8"))
     taxonomy = json.loads((devai_run / "taxonomy.json").read_text(encoding="utf-8"))
     assert [c["name"] for c in configs] == [c["name"] for c in taxonomy["capabilities"]]
-    monkeypatch.setenv("OPENAI_API_KEY", "local-test-key")  # OpenAIChatModel builds its client (and wants a key) on load
+    monkeypatch.setenv(
+        "OPENAI_API_KEY", "local-test-key"
+    )  # OpenAIChatModel builds its client (and wants a key) on load
     graders = {c["name"]: LLMGrader.from_config(copy.deepcopy(c)) for c in configs}
     for name, grader in graders.items():
         user = grader.template.to_messages()[-1].content
@@ -162,8 +208,9 @@ def test_openjudge_graders_load_and_grade_through_the_real_library(devai_run, mo
 
     lines = [json.loads(line) for line in (folder / "inputs.jsonl").read_text(encoding="utf-8").splitlines()]
     criteria, tags = _run_tables(devai_run)
-    assert {(cid, line["grader"]) for line in lines for cid in line["criterion_ids"]} == \
-        {(r["criterion_id"], t) for r in tags.iter_rows(named=True) for t in r["tags"]}
+    assert {(cid, line["grader"]) for line in lines for cid in line["criterion_ids"]} == {
+        (r["criterion_id"], t) for r in tags.iter_rows(named=True) for t in r["tags"]
+    }
     sample = lines[0]
 
     with FakeGeminiServer(responder=_judge) as server:
@@ -171,8 +218,12 @@ def test_openjudge_graders_load_and_grade_through_the_real_library(devai_run, mo
         grader = LLMGrader.from_config(copy.deepcopy(next(c for c in configs if c["name"] == sample["grader"])))
 
         async def grade_two():  # one event loop: the SDK's async client keeps its connections on it
-            return (await grader.aevaluate(**sample["inputs"], response="Training finished; models/saved_models/fashionnet.pt saved."),
-                    await grader.aevaluate(**sample["inputs"], response="I could not finish training."))
+            return (
+                await grader.aevaluate(
+                    **sample["inputs"], response="Training finished; models/saved_models/fashionnet.pt saved."
+                ),
+                await grader.aevaluate(**sample["inputs"], response="I could not finish training."),
+            )
 
         good, bad = asyncio.run(grade_two())
         sent = server.requests
@@ -180,7 +231,9 @@ def test_openjudge_graders_load_and_grade_through_the_real_library(devai_run, mo
     assert isinstance(bad, GraderScore) and bad.score == 0 and bad.reason == "no evidence of the saved model"
     assert len(sent) == 2 and sent[0].mode == "openai" and sent[0].model == configs[0]["model"]["model"]
     user = sent[0].texts[-1]
-    assert sample["inputs"]["criteria"] in user and sample["inputs"]["task"] in user and "### What the check needs" in user
+    assert (
+        sample["inputs"]["criteria"] in user and sample["inputs"]["task"] in user and "### What the check needs" in user
+    )
 
 
 def test_openjudge_untagged_criteria_get_a_grader_of_their_own(monkeypatch):
@@ -190,17 +243,20 @@ def test_openjudge_untagged_criteria_get_a_grader_of_their_own(monkeypatch):
     assert [g["name"] for g in graders] == [*taxonomy.names(), "untagged"]
     assert {line["grader"] for line in lines} == {*taxonomy.names(), "untagged"}
     assert [line["criterion_ids"] for line in lines if line["grader"] == "untagged"] == [["t1-c11"]]
-    assert "[weight -3, penalty] Criterion 0" in next(line for line in lines if "t1-c0" in line["criterion_ids"])["inputs"]["criteria"]
+    assert (
+        "[weight -3, penalty] Criterion 0"
+        in next(line for line in lines if "t1-c0" in line["criterion_ids"])["inputs"]["criteria"]
+    )
     for g in graders:
         assert LLMGrader.from_config(copy.deepcopy(g)).model.model == "judge-model"
 
 
 def test_openjudge_template_keeps_braces_in_guidance_literal(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "local-test-key")
-    cfg = grader_config("cap", "d", "Cap", "Compare the {placeholder} in `f\"{x}\"` literally.", "judge-model")
+    cfg = grader_config("cap", "d", "Cap", 'Compare the {placeholder} in `f"{x}"` literally.', "judge-model")
     grader = LLMGrader.from_config(copy.deepcopy(cfg))
     messages = grader.template.format(task="T", criteria="1. [weight +1] C", response="R")
-    assert "Compare the {placeholder} in `f\"{x}\"` literally." in messages[-1]["content"]
+    assert 'Compare the {placeholder} in `f"{x}"` literally.' in messages[-1]["content"]
     assert '{"reason"' in messages[0]["content"]
 
 
@@ -219,16 +275,24 @@ def test_gandalf_is_the_run_guidance_with_its_routing_table(devai_run):
 def test_routing_jsonl_lines_join_to_the_run(devai_run):
     out = devai_run / "export"
     lines = [json.loads(line) for line in (out / "routing.jsonl").read_text(encoding="utf-8").splitlines()]
-    sections = {s["id"]: s for s in map(json.loads, (out / "guidance_sections.jsonl").read_text(encoding="utf-8").splitlines())}
+    sections = {
+        s["id"]: s for s in map(json.loads, (out / "guidance_sections.jsonl").read_text(encoding="utf-8").splitlines())
+    }
     criteria, tags = _run_tables(devai_run)
-    joined = pl.DataFrame(lines).join(criteria, on="criterion_id", how="inner", suffix="_run").join(tags, on="criterion_id", suffix="_tag")
+    joined = (
+        pl.DataFrame(lines)
+        .join(criteria, on="criterion_id", how="inner", suffix="_run")
+        .join(tags, on="criterion_id", suffix="_tag")
+    )
     assert joined.height == len(lines) == criteria.height
     for r in joined.iter_rows(named=True):
         assert r["criterion"] == r["text"] and r["task_id"] == r["task_id_run"] and r["weight"] == r["weight_run"]
         assert r["capabilities"] == r["tags"] and r["capabilities"][:1] == [r["primary"]]
         assert r["guidance_sections"] and all(s in sections for s in r["guidance_sections"])
     # an offline run: no model drafted any section, and each says so first
-    assert all(not s["drafted"] and not s["procedure"] and s["markdown"].startswith(NO_DRAFT) for s in sections.values())
+    assert all(
+        not s["drafted"] and not s["procedure"] and s["markdown"].startswith(NO_DRAFT) for s in sections.values()
+    )
 
 
 # ---- the command ---------------------------------------------------------------------------
@@ -247,8 +311,12 @@ def test_bad_requests_are_one_line_with_exit_2(devai_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(devai_run, run, ignore=shutil.ignore_patterns("export", "report.html"))
     tags = pl.read_parquet(run / "stage3_tags.parquet")
-    tags.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(["made_up_capability"])).otherwise(pl.col("tags")).alias("tags")) \
-        .write_parquet(run / "stage3_tags.parquet")
+    tags.with_columns(
+        pl.when(pl.int_range(pl.len()) == 0)
+        .then(pl.lit(["made_up_capability"]))
+        .otherwise(pl.col("tags"))
+        .alias("tags")
+    ).write_parquet(run / "stage3_tags.parquet")
     stray = invoke("export", run, ok=False)
     assert stray.exit_code == 2 and "made_up_capability" in stray.output and "taxonomy tag" in stray.output
     assert not (run / "export" / "vally").exists()  # nothing half-written
@@ -286,7 +354,10 @@ def test_drafts_from_other_inputs_are_drafted_again(devai_run, tmp_path):
 
 
 # ---- design principles P2/P3 in every format (issue 14) ---------------------------------------
-HEADS = {"needs_native_inspection": "**Native inspection (P2):**", "needs_domain_conventions": "**Domain conventions (P3):**"}
+HEADS = {
+    "needs_native_inspection": "**Native inspection (P2):**",
+    "needs_domain_conventions": "**Domain conventions (P3):**",
+}
 SAYS = {True: "needed", False: "not needed", None: "unknown"}
 WORDS = {True: "yes", False: "no", None: "unknown"}
 
@@ -311,7 +382,10 @@ def assert_principles_exported(run: Path) -> None:
     out = run / "export"
     criteria, tags = _run_tables(run)
     tags_of = dict(tags.select("criterion_id", "tags").iter_rows())
-    expected = {cid: {f: _criterion_value([caps[t][f] for t in tags_of.get(cid) or []]) for f in HEADS} for cid in criteria["criterion_id"]}
+    expected = {
+        cid: {f: _criterion_value([caps[t][f] for t in tags_of.get(cid) or []]) for f in HEADS}
+        for cid in criteria["criterion_id"]
+    }
 
     # vally: in every grader's prompt, still valid against the schema; the header lists them.
     text = (out / "vally" / "eval.yaml").read_text(encoding="utf-8")
@@ -336,8 +410,10 @@ def assert_principles_exported(run: Path) -> None:
             if cfg["name"] in caps:
                 cap = caps[cfg["name"]]
                 assert all(piece in user for piece in _judge_text(cap)), cfg["name"]
-                assert cfg["description"].endswith(f"P2 needs native inspection: {WORDS[cap['needs_native_inspection']]}; "
-                                                   f"P3 needs domain conventions: {WORDS[cap['needs_domain_conventions']]}.")
+                assert cfg["description"].endswith(
+                    f"P2 needs native inspection: {WORDS[cap['needs_native_inspection']]}; "
+                    f"P3 needs domain conventions: {WORDS[cap['needs_domain_conventions']]}."
+                )
     for line in map(json.loads, (out / "openjudge" / "inputs.jsonl").read_text(encoding="utf-8").splitlines()):
         for field in HEADS:
             assert line[field] == (caps[line["grader"]][field] if line["grader"] in caps else None)
@@ -346,12 +422,21 @@ def assert_principles_exported(run: Path) -> None:
     for name, cap in caps.items():
         body = " ".join((out / "gandalf" / f"{name}.md").read_text(encoding="utf-8").split())
         assert all(piece in body for piece in _judge_text(cap)), name
-    task_md = " ".join((out / "gandalf" / "tasks" / f"{task_filename(criteria['task_id'][0])}.md").read_text(encoding="utf-8").split())
-    assert task_md.count(HEADS["needs_native_inspection"]) == len({t for cid in criteria.filter(pl.col("task_id") == criteria["task_id"][0])["criterion_id"]
-                                                                  for t in tags_of.get(cid) or []})
+    task_md = " ".join(
+        (out / "gandalf" / "tasks" / f"{task_filename(criteria['task_id'][0])}.md").read_text(encoding="utf-8").split()
+    )
+    assert task_md.count(HEADS["needs_native_inspection"]) == len(
+        {
+            t
+            for cid in criteria.filter(pl.col("task_id") == criteria["task_id"][0])["criterion_id"]
+            for t in tags_of.get(cid) or []
+        }
+    )
     routing = pl.read_csv(out / "gandalf" / "routing.csv")
     for r in routing.iter_rows(named=True):
-        assert {f: r[f] for f in HEADS} == {f: WORDS[v] for f, v in expected[r["criterion_id"]].items()}, r["criterion_id"]
+        assert {f: r[f] for f in HEADS} == {f: WORDS[v] for f, v in expected[r["criterion_id"]].items()}, r[
+            "criterion_id"
+        ]
 
     # routing.jsonl: per criterion; guidance_sections.jsonl: per capability, with the reasons.
     lines = [json.loads(line) for line in (out / "routing.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -366,9 +451,14 @@ def assert_principles_exported(run: Path) -> None:
 
 def test_llm_run_exports_carry_decided_principles(llm_exported_run):
     caps = json.loads((llm_exported_run / "taxonomy.json").read_text(encoding="utf-8"))["capabilities"]
-    assert all(isinstance(c["needs_native_inspection"], bool) and isinstance(c["needs_domain_conventions"], bool) for c in caps)
+    assert all(
+        isinstance(c["needs_native_inspection"], bool) and isinstance(c["needs_domain_conventions"], bool) for c in caps
+    )
     assert_principles_exported(llm_exported_run)
-    lines = [json.loads(line) for line in (llm_exported_run / "export" / "routing.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = [
+        json.loads(line)
+        for line in (llm_exported_run / "export" / "routing.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert any({line[f] for line in lines} == {True, False} for f in HEADS)  # both values reach criteria
 
 

@@ -1,4 +1,5 @@
 """The test server's Batch and Files API, driven through the real google-genai SDK."""
+
 from __future__ import annotations
 
 import io
@@ -26,8 +27,9 @@ def client(server) -> genai.Client:
 def inline(i: int) -> types.InlinedRequest:
     return types.InlinedRequest(
         contents=[types.Content(role="user", parts=[types.Part(text=f"q{i}")])],
-        config=types.GenerateContentConfig(system_instruction="sys", response_mime_type="application/json",
-                                           response_json_schema={"type": "object"}),
+        config=types.GenerateContentConfig(
+            system_instruction="sys", response_mime_type="application/json", response_json_schema={"type": "object"}
+        ),
         metadata={"key": f"k{i}"},
     )
 
@@ -53,7 +55,12 @@ def test_inline_job_moves_pending_running_succeeded_and_answers_each_item(srv):
     for t in (5, 20, 30, 45):  # pending, then a third answered, two thirds, then all
         now[0] = t
         seen.append((c.batches.get(name=job.name).state.name, srv.batch.items_answered))
-    assert seen == [("JOB_STATE_PENDING", 0), ("JOB_STATE_RUNNING", 1), ("JOB_STATE_RUNNING", 2), ("JOB_STATE_SUCCEEDED", 3)]
+    assert seen == [
+        ("JOB_STATE_PENDING", 0),
+        ("JOB_STATE_RUNNING", 1),
+        ("JOB_STATE_RUNNING", 2),
+        ("JOB_STATE_SUCCEEDED", 3),
+    ]
     job, _ = wait(c, job)
     out = job.dest.inlined_responses
     assert [r.metadata["key"] for r in out] == ["k0", "k1", "k2"]
@@ -77,8 +84,10 @@ def test_file_input_uploads_in_chunks_and_results_come_back_as_a_file(srv, monke
     from google.genai import _api_client
 
     monkeypatch.setattr(_api_client, "CHUNK_SIZE", 64)  # several resumable chunks from a small file
-    lines = [json.dumps({"key": f"f{i}", "request": {"contents": [{"role": "user", "parts": [{"text": f"file {i}"}]}]}})
-             for i in range(5)]
+    lines = [
+        json.dumps({"key": f"f{i}", "request": {"contents": [{"role": "user", "parts": [{"text": f"file {i}"}]}]}})
+        for i in range(5)
+    ]
     c = client(srv)
     uploaded = c.files.upload(file=io.BytesIO(("\n".join(lines) + "\n").encode()), config={"mime_type": "jsonl"})
     assert uploaded.name.startswith("files/") and uploaded.size_bytes > 64
@@ -116,8 +125,11 @@ def test_embedding_batch(srv):
         warnings.simplefilter("ignore")  # create_embeddings is marked experimental
         job = c.batches.create_embeddings(
             model="gemini-embedding-001",
-            src=types.EmbeddingsBatchJobSource(inlined_requests=types.EmbedContentBatch(
-                contents=["a", "b"], config=types.EmbedContentConfig(output_dimensionality=8))),
+            src=types.EmbeddingsBatchJobSource(
+                inlined_requests=types.EmbedContentBatch(
+                    contents=["a", "b"], config=types.EmbedContentConfig(output_dimensionality=8)
+                )
+            ),
         )
     job, _ = wait(c, job)
     vectors = [r.response.embedding.values for r in job.dest.inlined_embed_content_responses]

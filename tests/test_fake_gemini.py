@@ -105,7 +105,9 @@ def test_vertex_generate_and_stream(server):
     assert json.loads("".join(c.text for c in chunks)) == ITEMS
     req = server.requests[0]
     assert req.mode == "vertex" and req.model == "gemini-2.5-flash"
-    assert req.path.endswith("/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent")
+    assert req.path.endswith(
+        "/projects/p/locations/us-central1/publishers/google/models/gemini-2.5-flash:generateContent"
+    )
     assert req.headers["authorization"] == "Bearer test"
     assert server.count(kind="generate", mode="vertex") == 2
 

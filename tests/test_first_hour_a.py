@@ -1,4 +1,5 @@
 """What a new user hits in the first hour (issue 38, part A), each through the CLI."""
+
 from __future__ import annotations
 
 import json
@@ -34,11 +35,11 @@ def devai_frame() -> pl.DataFrame:
 
 def support_csv(path: Path, n: int | None = None) -> Path:
     """A user's own CSV: the DevAI criteria under the columns of the issue's support rubric."""
-    frame = devai_frame().select(pl.col("task_id"), pl.col("text").alias("criterion"), pl.lit(2).alias("weight"),
-                                 pl.col("brief"))
+    frame = devai_frame().select(
+        pl.col("task_id"), pl.col("text").alias("criterion"), pl.lit(2).alias("weight"), pl.col("brief")
+    )
     (frame if n is None else frame.head(n)).write_csv(path)
     return path
-
 
 
 def primaries(run: Path) -> dict[str, str]:
@@ -51,8 +52,9 @@ def test_merge_keeps_tags_shares_and_a_frozen_audit_in_agreement(built, tmp_path
     run = tmp_path / "run"
     shutil.copytree(built, run)
     new = here / "new.csv"  # criteria the taxonomy has not seen as a corpus of their own
-    devai_frame().sample(40, seed=3).select(pl.col("task_id").alias("task"), pl.col("text").alias("criterion"),
-                                            "weight").write_csv(new)
+    devai_frame().sample(40, seed=3).select(
+        pl.col("task_id").alias("task"), pl.col("text").alias("criterion"), "weight"
+    ).write_csv(new)
     invoke("audit", new, "--taxonomy", run / "taxonomy.json", "--run-dir", tmp_path / "audit-before", "-q")
     before, tags_before = Taxonomy.model_validate_json((run / "taxonomy.json").read_text()), primaries(run)
     keep, gone = before.names()[4], before.names()[5]
@@ -158,17 +160,30 @@ def test_the_run_folders_pipeline_toml_holds_relative_paths_and_moves(here, tmp_
 # ---- item 6: bad rows are said once, with counts, and exact repeats are collapsed ----------------
 def test_repeated_near_duplicate_and_overlong_rows_are_said_once_and_repeats_collapsed(here):
     base = devai_frame().head(40)
-    rows = [{"task_id": r["task_id"], "criterion": r["text"] + ("  " if k == 2 else ""), "weight": 1}
-            for r in base.iter_rows(named=True) for k in range(3)]  # each criterion three times
-    rows += [{"task_id": "t1", "criterion": "The agent greets the customer.", "weight": 1},
-             {"task_id": "t1", "criterion": "THE AGENT greets  the customer", "weight": 1},
-             {"task_id": "t1", "criterion": "The agent explains the refund policy. " * 525, "weight": 1}]
+    rows = [
+        {"task_id": r["task_id"], "criterion": r["text"] + ("  " if k == 2 else ""), "weight": 1}
+        for r in base.iter_rows(named=True)
+        for k in range(3)
+    ]  # each criterion three times
+    rows += [
+        {"task_id": "t1", "criterion": "The agent greets the customer.", "weight": 1},
+        {"task_id": "t1", "criterion": "THE AGENT greets  the customer", "weight": 1},
+        {"task_id": "t1", "criterion": "The agent explains the refund policy. " * 525, "weight": 1},
+    ]
     pl.DataFrame(rows).write_csv(here / "support.csv")
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
-    done = subprocess.run([sys.executable, "-m", "taxonomy", "run", "support.csv", "-q", "--no-report"], cwd=here, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "taxonomy", "run", "support.csv", "-q", "--no-report"],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
-    said = [line for line in done.stderr.splitlines() if "support.csv: " in line and "taxonomy lint support.csv" in line]
+    said = [
+        line for line in done.stderr.splitlines() if "support.csv: " in line and "taxonomy lint support.csv" in line
+    ]
     assert len(said) == 3, done.stderr  # once each, though the command reads the corpus twice
     repeats, near, long = said
     assert "80 criteria repeat" in repeats and "collapsed" in repeats and "43 criteria left" in repeats
@@ -217,14 +232,20 @@ def test_report_in_chromium_filters_a_folded_table_and_stays_short(built, tmp_pa
     invoke("report", run)
     with Browser(tmp_path / "profile", width=1280, height=900) as b:
         b.open((run / "report.html").resolve().as_uri())
-        heights = b.eval("JSON.stringify(Object.fromEntries(Array.from(document.querySelectorAll('section'))"
-                         ".map(s => [s.id, s.offsetHeight])))")
+        heights = b.eval(
+            "JSON.stringify(Object.fromEntries(Array.from(document.querySelectorAll('section'))"
+            ".map(s => [s.id, s.offsetHeight])))"
+        )
         heights = json.loads(heights)
         assert heights["confidence"] < 2500 and heights["criteria"] < 2500, heights  # 40 and 365 rows folded
         wrap = "document.querySelector('#confidence .long')"
-        word = b.eval(f"{wrap}.querySelector('details.rest tbody tr td').textContent.split(/\\s+/).filter(w => w.length > 6)[0]")
+        word = b.eval(
+            f"{wrap}.querySelector('details.rest tbody tr td').textContent.split(/\\s+/).filter(w => w.length > 6)[0]"
+        )
         b.type_into("#confidence input.row-filter", word)
-        visible = b.eval(f"Array.from({wrap}.querySelectorAll('tbody tr')).filter(tr => !tr.hidden).map(tr => tr.textContent)")
+        visible = b.eval(
+            f"Array.from({wrap}.querySelectorAll('tbody tr')).filter(tr => !tr.hidden).map(tr => tr.textContent)"
+        )
         assert visible and all(word.lower() in t.lower() for t in visible)
         assert b.eval(f"{wrap}.querySelector('details.rest').open") is True
 
@@ -236,7 +257,9 @@ def test_report_renders_inline_code_in_the_taxonomy_table(tmp_path):
     run = run_fixture.write_run(tmp_path / "run")
     taxonomy = Taxonomy.model_validate_json((run / "taxonomy.json").read_text())
     other = taxonomy.capabilities[1].name
-    taxonomy.capabilities[0].diagnostic_signal = f"The trace opens the file; where it only reads the text, prefer `{other}`."
+    taxonomy.capabilities[
+        0
+    ].diagnostic_signal = f"The trace opens the file; where it only reads the text, prefer `{other}`."
     taxonomy.content_hash = taxonomy.compute_hash()
     (run / "taxonomy.json").write_text(taxonomy.model_dump_json())
     html = render_report(run).read_text(encoding="utf-8")

@@ -4,6 +4,7 @@ Everything goes through the CLI with no key. A run saves its tagger beside taxon
 --taxonomy RUN` applies it to each criterion's own text, so what else is in the file never moves a tag, a
 subset keeps the run's tags, and a tagger fitted for another taxonomy is never applied.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -63,7 +64,9 @@ def test_other_criteria_in_the_file_never_move_a_tag(offline_env, tmp_path, supp
     """A criterion is tagged by its own text: 30 support criteria alone, and the same 30 among 60 report-writing
     criteria of other tasks, get the same tags (refitting the features on the file moved them)."""
     alone = _tag(_rows(SUPPORT, 30, tmp_path, "alone.csv", skip=45), support_run, tmp_path / "alone")
-    mixed = pl.concat([pl.read_csv(tmp_path / "alone.csv"), pl.read_csv(REPORT).head(60).select("task_id", "criterion")])
+    mixed = pl.concat(
+        [pl.read_csv(tmp_path / "alone.csv"), pl.read_csv(REPORT).head(60).select("task_id", "criterion")]
+    )
     mixed.write_csv(tmp_path / "mixed.csv")
     among = _tag(tmp_path / "mixed.csv", support_run, tmp_path / "mixed")
     assert {t: among[t] for t in alone} == alone

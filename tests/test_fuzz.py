@@ -1,5 +1,6 @@
 """Fuzz: hundreds of malformed corpora and configs, made by mutating the real fixture files, run
 through the CLI. Each either works (exit 0) or ends in one `error:` line with exit 2; never a traceback."""
+
 from __future__ import annotations
 
 import gzip
@@ -24,10 +25,26 @@ SOURCES = [
     ("paperbench_mini/papers/toy/rubric.json", "paperbench", ""),
 ]
 CONFIG_KEYS = [
-    "labels.min_labels", "labels.max_labels", "labels.min_words", "labels.max_words", "tag.min_tags", "tag.max_tags",
-    "merge.min_caps", "merge.max_caps", "merge.min_share", "merge.max_share", "cluster.k", "discover.batch_size",
-    "corpus.limit", "corpus.max_chars", "corpus.on_empty", "embedding.provider", "llm.provider", "llm.concurrency",
-    "cluster.linkage", "audit.none_threshold",
+    "labels.min_labels",
+    "labels.max_labels",
+    "labels.min_words",
+    "labels.max_words",
+    "tag.min_tags",
+    "tag.max_tags",
+    "merge.min_caps",
+    "merge.max_caps",
+    "merge.min_share",
+    "merge.max_share",
+    "cluster.k",
+    "discover.batch_size",
+    "corpus.limit",
+    "corpus.max_chars",
+    "corpus.on_empty",
+    "embedding.provider",
+    "llm.provider",
+    "llm.concurrency",
+    "cluster.linkage",
+    "audit.none_threshold",
 ]
 BAD_VALUES = ["-1", "0", "1e9", '"abc"', "true", '"[red]x[/red]"', "[1, 2]", "-0.5", "2.5", '""', "{}"]
 
@@ -39,7 +56,7 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> tuple[str, bytes]:
         return "truncate", data[: rng.randrange(len(data))]
     if op == 1:
         i = rng.randrange(len(data))
-        return "flip byte", data[:i] + bytes([rng.randrange(256)]) + data[i + 1:]
+        return "flip byte", data[:i] + bytes([rng.randrange(256)]) + data[i + 1 :]
     if op == 2:
         i = rng.randrange(len(data))
         return "latin-1 byte", data[:i] + b"\xe9\xff" + data[i:]
@@ -54,13 +71,13 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> tuple[str, bytes]:
         if numbers:
             m = rng.choice(numbers)
             bad = rng.choice([b"-1e309", b'"NaN"', b'"abc"', b"null", b"-0", b"1e400"])
-            return "bad number", data[: m.start()] + bad + data[m.end():]
+            return "bad number", data[: m.start()] + bad + data[m.end() :]
         return "no number", data
     if op == 6:
         quotes = [m.start() for m in re.finditer(rb'"', data)]
         if quotes:
             i = rng.choice(quotes)
-            return "drop quote", data[:i] + data[i + 1:]
+            return "drop quote", data[:i] + data[i + 1 :]
         return "no quote", data
     if op == 7:
         return "empty", b""
@@ -75,7 +92,7 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> tuple[str, bytes]:
         words = list(re.finditer(rb'"[a-z_]+"\s*:', data))
         if words:
             m = rng.choice(words)
-            return "renamed key", data[: m.start()] + b'"zz_' + data[m.start() + 1:]
+            return "renamed key", data[: m.start()] + b'"zz_' + data[m.start() + 1 :]
         return "no key", data
     if op == 12:
         i = rng.randrange(len(data))
@@ -96,9 +113,19 @@ def _config(tmp: Path, corpus: Path, fmt: str, extra: str, rng: random.Random, m
             sections.setdefault(section, []).append(f"{name} = {value}")
             what = f"{key} = {value}"
         elif op == 3:
-            pairs = [("labels", "min_words", "max_words"), ("tag", "min_tags", "max_tags"), ("merge", "min_caps", "max_caps"), ("merge", "min_share", "max_share")]
+            pairs = [
+                ("labels", "min_words", "max_words"),
+                ("tag", "min_tags", "max_tags"),
+                ("merge", "min_caps", "max_caps"),
+                ("merge", "min_share", "max_share"),
+            ]
             section, low, high = rng.choice(pairs)
-            sections.setdefault(section, []).extend([f"{low} = 0.9" if "share" in low else f"{low} = 9", f"{high} = 0.1" if "share" in high else f"{high} = 2"])
+            sections.setdefault(section, []).extend(
+                [
+                    f"{low} = 0.9" if "share" in low else f"{low} = 9",
+                    f"{high} = 0.1" if "share" in high else f"{high} = 2",
+                ]
+            )
             what = f"{section}.{low} > {high}"
         elif op == 4:
             name = rng.choice(['"../../x"', '""', '"a/b"', '".."', '"[x]"', '"ok name"'])
@@ -161,7 +188,9 @@ def test_two_hundred_malformed_inputs_never_end_in_a_traceback(offline_env, tmp_
         assert result.exit_code in (0, 2), f"{label}: exit {result.exit_code}: {result.output[-300:]}"
         if result.exit_code == 2:
             errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
-            assert len(errors) == 1 and " fix: " in errors[0] or "Usage:" in result.output, f"{label}: {result.output[-400:]}"
+            assert len(errors) == 1 and " fix: " in errors[0] or "Usage:" in result.output, (
+                f"{label}: {result.output[-400:]}"
+            )
         outcomes[result.exit_code] += 1
     print(f"fuzz: {n} cases, {outcomes[0]} ran, {outcomes[2]} refused with one line, {len(tracebacks)} tracebacks")
     assert n >= 200 and not tracebacks, "\n".join(tracebacks[:20])
@@ -174,6 +203,8 @@ def test_errors_print_their_brackets_literally(offline_env, tmp_path, name):
     shutil.copy(FIX / name, corpus)
     toml = tmp_path / "p.toml"
     # a column the file lacks (a TOML's columns are otherwise found by name, as a bare file's are)
-    toml.write_text(f'name = "p"\n[corpus]\npath = "{corpus}"\n[corpus.columns]\ntext = "body"\n[output]\ndir = "{tmp_path}"\n')
+    toml.write_text(
+        f'name = "p"\n[corpus]\npath = "{corpus}"\n[corpus.columns]\ntext = "body"\n[output]\ndir = "{tmp_path}"\n'
+    )
     result = CliRunner().invoke(app, ["discover", str(toml), "-q"])
     assert result.exit_code == 2 and 'set [corpus.columns] text = "<your column>"' in result.output

@@ -5,6 +5,7 @@ Gemini-shaped server) and the offline path on a bare CSV, writing nowhere else.
 .ci/run does the same with a fresh venv and `pip install` of the wheel with its dependencies; here the
 wheel is installed with --no-deps into a folder put first on the path of this interpreter, so the test
 takes seconds."""
+
 from __future__ import annotations
 
 import os
@@ -27,13 +28,19 @@ def wheel(tmp_path_factory) -> Path:
     dist = tmp_path_factory.mktemp("dist")
     # Built from a copy of the tracked files, so the checkout gets no build/ folder and nothing untracked ships.
     src = tmp_path_factory.mktemp("src")
-    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    tracked = (
+        subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    )
     for name in filter(None, tracked):
         if (ROOT / name).is_file() and not name.startswith(("data/", "benchmarks/", "notebooks/")):
             (src / name).parent.mkdir(parents=True, exist_ok=True)
             (src / name).write_bytes((ROOT / name).read_bytes())
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(dist)],
-                           check=True, capture_output=True, text=True)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "-q", "-w", str(dist)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (dist / "build.log").write_text(built.stdout + built.stderr)
     (found,) = dist.glob("rubric_taxonomy-*.whl")
     return found
@@ -61,19 +68,26 @@ def test_wheel_carries_every_package_template_and_schema(wheel):
 @pytest.fixture(scope="module")
 def site(wheel, tmp_path_factory) -> Path:
     target = tmp_path_factory.mktemp("site")
-    subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(target), str(wheel)],
+        check=True,
+        capture_output=True,
+    )
     return target
 
 
 def installed(site: Path, cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     """`taxonomy ARGS` from the installed wheel: its folder first on the path, the checkout nowhere on it."""
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import taxonomy, taxonomy_prompts; "
-            "assert taxonomy.__file__.startswith(sys.argv[1]) and taxonomy_prompts.__file__.startswith(sys.argv[1]), taxonomy.__file__; "
-            "from taxonomy.cli import main; sys.argv = ['taxonomy'] + sys.argv[2:]; main()")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import taxonomy, taxonomy_prompts; "
+        "assert taxonomy.__file__.startswith(sys.argv[1]) and taxonomy_prompts.__file__.startswith(sys.argv[1]), taxonomy.__file__; "
+        "from taxonomy.cli import main; sys.argv = ['taxonomy'] + sys.argv[2:]; main()"
+    )
     full = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "PYTHONPATH")}
     full.update(env or {})
-    return subprocess.run([sys.executable, "-c", code, str(site), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", code, str(site), *args], cwd=cwd, env=full, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture
@@ -87,7 +101,9 @@ def user_csv(tmp_path) -> Path:
 
 def _checkout_state() -> str:
     """Every changed, new or ignored path of the checkout (ignored folders collapsed)."""
-    return subprocess.run(["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_installed_wheel_runs_the_llm_path_from_another_folder(site, user_csv):

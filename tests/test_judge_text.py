@@ -2,6 +2,7 @@
 offline run over a customer-support rubric the tool never saw, read through its real loader, holds the criteria,
 the grading rule, P2/P3 as unknown, one line saying no model drafted guidance and how to get it, and a person's
 `describe` sentence; never corpus statistics, opening shares, boundary lines or figures its task's criteria do not state."""
+
 from __future__ import annotations
 
 import copy
@@ -42,16 +43,46 @@ TASKS = [
     ("refund_late_order", "A refund for an order that arrived late.", "the refund policy", "order 4471", 120, 3),
     ("password_reset", "A locked-out user cannot reset a password.", "the reset procedure", "the account", 90, 1),
     ("billing_double_charge", "A subscription was charged twice.", "the billing policy", "the invoice", 150, 5),
-    ("shipping_address_change", "A customer wants a new shipping address.", "the shipping terms", "the shipment", 100, 2),
+    (
+        "shipping_address_change",
+        "A customer wants a new shipping address.",
+        "the shipping terms",
+        "the shipment",
+        100,
+        2,
+    ),
     ("product_defect", "A blender broke after two weeks.", "the warranty", "the replacement", 200, 10),
     ("cancel_subscription", "A user wants to cancel a premium plan.", "the cancellation terms", "the plan", 80, 7),
     ("angry_escalation", "An angry customer demands a manager.", "the escalation policy", "the case", 130, 4),
-    ("data_privacy_request", "A user asks what data is held about them.", "the privacy policy", "the data request", 250, 30),
+    (
+        "data_privacy_request",
+        "A user asks what data is held about them.",
+        "the privacy policy",
+        "the data request",
+        250,
+        30,
+    ),
     ("promo_code_invalid", "A promo code is rejected at checkout.", "the promotion terms", "the discount", 60, 6),
-    ("delivery_missing", "A parcel marked delivered never arrived.", "the delivery guarantee", "the carrier trace", 170, 14),
+    (
+        "delivery_missing",
+        "A parcel marked delivered never arrived.",
+        "the delivery guarantee",
+        "the carrier trace",
+        170,
+        14,
+    ),
 ]
-STATISTICS = ("%", "open with", "opens with", "Tagged here by mistake", "Criteria like this one", "prefer `", "Few open",
-              "offline backend", "LLM merge")
+STATISTICS = (
+    "%",
+    "open with",
+    "opens with",
+    "Tagged here by mistake",
+    "Criteria like this one",
+    "prefer `",
+    "Few open",
+    "offline backend",
+    "LLM merge",
+)
 FIGURE = re.compile(r"(?<![\w.#-])\d+(?:[.,]\d+)*(?![\w-])")
 SENTENCE = "Checks that the reply is courteous and blames no one"
 
@@ -63,8 +94,14 @@ def write_corpus(path: Path) -> Path:
         skipped = {(i + k * 4) % 16 for k in range(4)}
         for j, (text, weight) in enumerate(TEMPLATES):
             if j not in skipped:
-                rows.append({"task": task, "criterion": text.format(policy=policy, thing=thing, words=words, days=days),
-                             "weight": weight, "brief": brief})
+                rows.append(
+                    {
+                        "task": task,
+                        "criterion": text.format(policy=policy, thing=thing, words=words, days=days),
+                        "weight": weight,
+                        "brief": brief,
+                    }
+                )
     with path.open("w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=["task", "criterion", "weight", "brief"])
         writer.writeheader()
@@ -145,7 +182,9 @@ def test_offline_prompts_say_in_one_line_that_no_model_drafted_guidance(support_
         assert "**Native inspection (P2):** unknown" in prompt and "**Domain conventions (P3):** unknown" in prompt
         assert RULES in prompt and BINARY in prompt
         assert "### Procedure" not in prompt and "### Pitfalls" not in prompt
-    assert "`taxonomy guidance RUN_DIR`" in NO_DRAFT and "GEMINI_API_KEY" in NO_DRAFT and "--provider openai" in NO_DRAFT
+    assert (
+        "`taxonomy guidance RUN_DIR`" in NO_DRAFT and "GEMINI_API_KEY" in NO_DRAFT and "--provider openai" in NO_DRAFT
+    )
     # every criterion reaches a judge with its weight, penalties marked
     joined = "\n".join(prompts)
     assert "[weight -5, penalty] The agent shares another customer's personal information." in joined

@@ -1,4 +1,5 @@
 """`taxonomy lint` through the CLI: every rule, format and exit code, on small corpora built in tmp_path."""
+
 from __future__ import annotations
 
 import json
@@ -12,9 +13,38 @@ from typer.testing import CliRunner
 from taxonomy.cli import app
 from taxonomy.lint import RULES, findings_by_criterion, summary_line
 
-TOPICS = ["asthma", "migraine", "eczema", "gout", "anemia", "sciatica", "vertigo", "tinnitus", "bronchitis", "shingles",
-          "psoriasis", "scabies", "rosacea", "insomnia", "sinusitis", "gastritis", "bursitis", "tendinitis", "cystitis",
-          "laryngitis", "pleurisy", "colitis", "dermatitis", "arthritis", "neuralgia", "lupus", "measles", "mumps", "rickets", "scurvy"]
+TOPICS = [
+    "asthma",
+    "migraine",
+    "eczema",
+    "gout",
+    "anemia",
+    "sciatica",
+    "vertigo",
+    "tinnitus",
+    "bronchitis",
+    "shingles",
+    "psoriasis",
+    "scabies",
+    "rosacea",
+    "insomnia",
+    "sinusitis",
+    "gastritis",
+    "bursitis",
+    "tendinitis",
+    "cystitis",
+    "laryngitis",
+    "pleurisy",
+    "colitis",
+    "dermatitis",
+    "arthritis",
+    "neuralgia",
+    "lupus",
+    "measles",
+    "mumps",
+    "rickets",
+    "scurvy",
+]
 
 
 def task(i: int, topic: str) -> list[dict]:
@@ -22,10 +52,30 @@ def task(i: int, topic: str) -> list[dict]:
     tid = f"t{i:02d}"
     brief = f"My doctor says I have {topic}. What should I know about {topic} treatment?"
     return [
-        {"task_id": tid, "criterion": f"Correctly explains the usual first treatment for {topic} in plain words.", "weight": 5, "brief": brief},
-        {"task_id": tid, "criterion": f"Correctly names one warning sign that {topic} is getting worse.", "weight": 4, "brief": brief},
-        {"task_id": tid, "criterion": f"Fails to mention when {topic} needs a visit to a clinician.", "weight": -6, "brief": brief},
-        {"task_id": tid, "criterion": f"Fails to ask how long the {topic} symptoms have lasted.", "weight": -3, "brief": brief},
+        {
+            "task_id": tid,
+            "criterion": f"Correctly explains the usual first treatment for {topic} in plain words.",
+            "weight": 5,
+            "brief": brief,
+        },
+        {
+            "task_id": tid,
+            "criterion": f"Correctly names one warning sign that {topic} is getting worse.",
+            "weight": 4,
+            "brief": brief,
+        },
+        {
+            "task_id": tid,
+            "criterion": f"Fails to mention when {topic} needs a visit to a clinician.",
+            "weight": -6,
+            "brief": brief,
+        },
+        {
+            "task_id": tid,
+            "criterion": f"Fails to ask how long the {topic} symptoms have lasted.",
+            "weight": -3,
+            "brief": brief,
+        },
     ]
 
 
@@ -68,44 +118,70 @@ def test_a_sound_corpus_has_no_warnings(tmp_path):
 
 
 def test_sign_mismatch_grammar_shows_inversions_even_in_a_tiny_corpus(tmp_path):
-    said = [("The agent fails to confirm the cancellation date.", 3, True), ("Incorrectly states that refunds are never given.", 2, True),
-            ("Neglects to mention the emergency cash option.", 2, True), ("Correctly explains that partial months are not refunded.", -2, True),
-            ("The report accurately states the duration of the baby blues.", -3, True),
-            # Sound: an absence rewarded, a failure or a wrong statement penalised, a success rewarded.
-            ("Does not ask for the customer's full card number.", 4, False), ("Does not incorrectly claim a refund is due.", 2, False),
-            ("Incorrectly promises a refund for the partial month.", -3, False), ("Fails to verify the account email.", -5, False),
-            ("Correctly computes the remaining trial days.", 3, False), ("Explains the fee correctly and briefly.", -1, False)]
+    said = [
+        ("The agent fails to confirm the cancellation date.", 3, True),
+        ("Incorrectly states that refunds are never given.", 2, True),
+        ("Neglects to mention the emergency cash option.", 2, True),
+        ("Correctly explains that partial months are not refunded.", -2, True),
+        ("The report accurately states the duration of the baby blues.", -3, True),
+        # Sound: an absence rewarded, a failure or a wrong statement penalised, a success rewarded.
+        ("Does not ask for the customer's full card number.", 4, False),
+        ("Does not incorrectly claim a refund is due.", 2, False),
+        ("Incorrectly promises a refund for the partial month.", -3, False),
+        ("Fails to verify the account email.", -5, False),
+        ("Correctly computes the remaining trial days.", 3, False),
+        ("Explains the fee correctly and briefly.", -1, False),
+    ]
     rows = [{"task_id": "t0", "criterion": text, "weight": w, "brief": ""} for text, w, _ in said]
     found = only(findings(write(tmp_path, rows)), "sign-mismatch")
-    assert sorted((f["evidence"], f["severity"]) for f in found) == sorted((text, "warning") for text, _, bad in said if bad)
+    assert sorted((f["evidence"], f["severity"]) for f in found) == sorted(
+        (text, "warning") for text, _, bad in said if bad
+    )
     fails = next(f for f in found if f["evidence"] == said[0][0])
     assert fails["location"] == {"file": "rubric.jsonl", "line": 1, "pointer": None}
     assert "a reward, but its wording states a failure" in fails["message"] and "negative (-3)" in fails["fix"]
 
 
 def test_sign_mismatch_learned_from_the_corpus(tmp_path):
-    rows = base_rows() + [{"task_id": f"t{i:02d}", "criterion": f"Skips the question about {topic} allergies.", "weight": -2, "brief": ""}
-                          for i, topic in enumerate(TOPICS)]
-    rows += [{"task_id": f"t{i:02d}", "criterion": f"Skips any follow-up on {topic} in children.", "weight": -1, "brief": ""}
-             for i, topic in enumerate(TOPICS)]
+    rows = base_rows() + [
+        {"task_id": f"t{i:02d}", "criterion": f"Skips the question about {topic} allergies.", "weight": -2, "brief": ""}
+        for i, topic in enumerate(TOPICS)
+    ]
+    rows += [
+        {"task_id": f"t{i:02d}", "criterion": f"Skips any follow-up on {topic} in children.", "weight": -1, "brief": ""}
+        for i, topic in enumerate(TOPICS)
+    ]
     rows[-1]["weight"] = 2  # "Skips" opens 59 other penalties: this reward disagrees with its corpus
     found = only(findings(write(tmp_path, rows)), "sign-mismatch")
     assert [(f["criterion_ids"], f["severity"]) for f in found] == [([f"t29/{len(rows)}"], "warning")]
-    assert "59 of 59 other criteria opening with \"Skips\" are penalties" in found[0]["message"]
+    assert '59 of 59 other criteria opening with "Skips" are penalties' in found[0]["message"]
 
 
 def test_sign_mismatch_same_wording_with_opposite_sign_elsewhere(tmp_path):
     rows = base_rows()
     same = "Suggests keeping a written diary of daily symptoms and triggers."
-    rows += [{"task_id": "t00", "criterion": same, "weight": 2, "brief": ""}, {"task_id": "t01", "criterion": same, "weight": -2, "brief": ""}]
+    rows += [
+        {"task_id": "t00", "criterion": same, "weight": 2, "brief": ""},
+        {"task_id": "t01", "criterion": same, "weight": -2, "brief": ""},
+    ]
     found = only(findings(write(tmp_path, rows)), "sign-mismatch")
     assert len(found) == 2 and all("in task" in f["message"] and f["severity"] == "info" for f in found)
 
 
 def test_contradiction_negation_with_the_same_sign_exits_1(tmp_path):
     rows = base_rows() + [
-        {"task_id": "t03", "criterion": "Recommends daily stretching of the lower back muscles.", "weight": 4, "brief": ""},
-        {"task_id": "t03", "criterion": "Does not recommend daily stretching of the lower back muscles.", "weight": 4, "brief": ""},
+        {
+            "task_id": "t03",
+            "criterion": "Recommends daily stretching of the lower back muscles.",
+            "weight": 4,
+            "brief": "",
+        },
+        {
+            "task_id": "t03",
+            "criterion": "Does not recommend daily stretching of the lower back muscles.",
+            "weight": 4,
+            "brief": "",
+        },
         {"task_id": "t04", "criterion": "States that vertigo attacks are usually harmless.", "weight": 5, "brief": ""},
         {"task_id": "t04", "criterion": "States that vertigo attacks are usually harmless!", "weight": -5, "brief": ""},
     ]
@@ -119,26 +195,81 @@ def test_contradiction_negation_with_the_same_sign_exits_1(tmp_path):
 
 def test_duplicate_exact_and_one_word_apart(tmp_path):
     rows = base_rows() + [
-        {"task_id": "t05", "criterion": "  correctly EXPLAINS the usual first treatment for sciatica, in plain words", "weight": 5, "brief": ""},
-        {"task_id": "t06", "criterion": "Correctly names one clear warning sign that vertigo is getting worse.", "weight": 4, "brief": ""},
-        {"task_id": "t08", "criterion": "Correctly explains the usual first treatment for bronchitis in plain words.", "weight": 5, "brief": ""},
+        {
+            "task_id": "t05",
+            "criterion": "  correctly EXPLAINS the usual first treatment for sciatica, in plain words",
+            "weight": 5,
+            "brief": "",
+        },
+        {
+            "task_id": "t06",
+            "criterion": "Correctly names one clear warning sign that vertigo is getting worse.",
+            "weight": 4,
+            "brief": "",
+        },
+        {
+            "task_id": "t08",
+            "criterion": "Correctly explains the usual first treatment for bronchitis in plain words.",
+            "weight": 5,
+            "brief": "",
+        },
         # A name added makes another check: a note at most.
-        {"task_id": "t09", "criterion": "TGAN has been implemented by adapting the shingles codebase.", "weight": 2, "brief": ""},
-        {"task_id": "t09", "criterion": "TGAN+ADA has been implemented by adapting the shingles codebase.", "weight": 2, "brief": ""},
+        {
+            "task_id": "t09",
+            "criterion": "TGAN has been implemented by adapting the shingles codebase.",
+            "weight": 2,
+            "brief": "",
+        },
+        {
+            "task_id": "t09",
+            "criterion": "TGAN+ADA has been implemented by adapting the shingles codebase.",
+            "weight": 2,
+            "brief": "",
+        },
         # Different numbers are different checks.
-        {"task_id": "t07", "criterion": "Advises resting the voice for 2 days with bronchitis.", "weight": 3, "brief": ""},
-        {"task_id": "t07", "criterion": "Advises resting the voice for 5 days with bronchitis.", "weight": 3, "brief": ""},
+        {
+            "task_id": "t07",
+            "criterion": "Advises resting the voice for 2 days with bronchitis.",
+            "weight": 3,
+            "brief": "",
+        },
+        {
+            "task_id": "t07",
+            "criterion": "Advises resting the voice for 5 days with bronchitis.",
+            "weight": 3,
+            "brief": "",
+        },
     ]
     found = only(findings(write(tmp_path, rows)), "duplicate")
-    assert {(f["task_id"], f["severity"]) for f in found} == {("t05", "error"), ("t06", "warning"), ("t08", "error"), ("t09", "info")}
+    assert {(f["task_id"], f["severity"]) for f in found} == {
+        ("t05", "error"),
+        ("t06", "warning"),
+        ("t08", "error"),
+        ("t09", "info"),
+    }
     assert "counts 10 points" in next(f for f in found if f["task_id"] == "t05")["message"]
 
 
 def test_compound_lists_and_n_of(tmp_path):
     rows = base_rows() + [
-        {"task_id": "t08", "criterion": "Covers (1) rest, (2) fluids and (3) steam inhalation for bronchitis.", "weight": 6, "brief": ""},
-        {"task_id": "t09", "criterion": "Mentions at least 3 of the following: rest, cold packs, elevation, analgesia.", "weight": 6, "brief": ""},
-        {"task_id": "t10", "criterion": "Correctly explains what triggers psoriasis, and correctly names two creams for it.", "weight": 6, "brief": ""},
+        {
+            "task_id": "t08",
+            "criterion": "Covers (1) rest, (2) fluids and (3) steam inhalation for bronchitis.",
+            "weight": 6,
+            "brief": "",
+        },
+        {
+            "task_id": "t09",
+            "criterion": "Mentions at least 3 of the following: rest, cold packs, elevation, analgesia.",
+            "weight": 6,
+            "brief": "",
+        },
+        {
+            "task_id": "t10",
+            "criterion": "Correctly explains what triggers psoriasis, and correctly names two creams for it.",
+            "weight": 6,
+            "brief": "",
+        },
     ]
     found = {f["task_id"]: f for f in only(findings(write(tmp_path, rows)), "compound")}
     assert found["t08"]["severity"] == found["t09"]["severity"] == "warning"
@@ -146,7 +277,14 @@ def test_compound_lists_and_n_of(tmp_path):
 
 
 def test_vague(tmp_path):
-    rows = base_rows() + [{"task_id": "t11", "criterion": "Explains the treatment in clear and appropriate words.", "weight": 2, "brief": ""}]
+    rows = base_rows() + [
+        {
+            "task_id": "t11",
+            "criterion": "Explains the treatment in clear and appropriate words.",
+            "weight": 2,
+            "brief": "",
+        }
+    ]
     found = only(findings(write(tmp_path, rows)), "vague")
     assert [f["task_id"] for f in found] == ["t11"] and found[0]["severity"] == "info"
 
@@ -163,15 +301,26 @@ def test_uncovered_brief_and_ungrounded(tmp_path):
     rows = base_rows()
     for r in rows[:4]:
         r["brief"] = "I have asthma. You must answer in under 100 words and cite the inhaler leaflet."
-    rows.append({"task_id": "t01", "criterion": "Names the \"Zorbex-7\" trial (run in 2019) as evidence for migraine treatment.", "weight": 2, "brief": rows[4]["brief"]})
+    rows.append(
+        {
+            "task_id": "t01",
+            "criterion": 'Names the "Zorbex-7" trial (run in 2019) as evidence for migraine treatment.',
+            "weight": 2,
+            "brief": rows[4]["brief"],
+        }
+    )
     path = write(tmp_path, rows)
     # Previews: off by default, and the summary says they were not checked.
     data = json.loads(lint(path, "--format", "json", code=0).stdout)
     assert not only(data["findings"], "uncovered-brief") and not only(data["findings"], "ungrounded")
-    assert {"uncovered-brief", "ungrounded"} <= {s["rule"] for s in data["summary"]["skipped"] if "preview" in s["reason"]}
+    assert {"uncovered-brief", "ungrounded"} <= {
+        s["rule"] for s in data["summary"]["skipped"] if "preview" in s["reason"]
+    }
     found = findings(path, "--preview")
     uncovered = only(found, "uncovered-brief")
-    assert [f["task_id"] for f in uncovered] == ["t00"] and "You must answer in under 100 words" in uncovered[0]["evidence"]
+    assert [f["task_id"] for f in uncovered] == ["t00"] and "You must answer in under 100 words" in uncovered[0][
+        "evidence"
+    ]
     ungrounded = only(found, "ungrounded")
     # The quoted name is flagged; a number is the rubric's own knowledge.
     assert [f["task_id"] for f in ungrounded] == ["t01"] and 'names "Zorbex-7", found' in ungrounded[0]["message"]
@@ -205,12 +354,18 @@ def test_fail_on_levels(tmp_path):
     lint(path, "--fail-on", "never", code=0)
 
 
-@pytest.mark.parametrize("args, said", [
-    (["--select", "sign-mismatch,nonsense"], "--select nonsense: unknown rule; fix: use one or more of sign-mismatch, contradiction"),
-    (["--ignore", "typo"], "--ignore typo: unknown rule"),
-    (["--fail-on", "sometimes"], "--fail-on sometimes: not a choice; fix: use one of error | warning | never"),
-    (["--format", "xml"], "--format xml: not a choice; fix: use one of text | json | sarif | github"),
-])
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (
+            ["--select", "sign-mismatch,nonsense"],
+            "--select nonsense: unknown rule; fix: use one or more of sign-mismatch, contradiction",
+        ),
+        (["--ignore", "typo"], "--ignore typo: unknown rule"),
+        (["--fail-on", "sometimes"], "--fail-on sometimes: not a choice; fix: use one of error | warning | never"),
+        (["--format", "xml"], "--format xml: not a choice; fix: use one of text | json | sarif | github"),
+    ],
+)
 def test_bad_options_are_one_line_and_exit_2(tmp_path, args, said):
     result = lint(write(tmp_path, base_rows()), *args, code=2)
     assert said in result.output and len(result.output.strip().splitlines()) == 1
@@ -229,13 +384,18 @@ def test_text_format_groups_by_task(tmp_path):
     rows[10]["weight"] = 6
     out = lint(write(tmp_path, rows), code=0).stdout
     # The example docs/LINT.md shows.
-    assert ('task t01 (1 finding)\n  rubric.jsonl:7: warning sign-mismatch: "Fails to mention when migraine needs a visit to a clinician." '
-            'carries +6, a reward, but its wording states a failure\n'
-            '      fix: make the weight negative (-6), or reword the criterion as the behaviour its sign scores\n') in out
+    assert (
+        'task t01 (1 finding)\n  rubric.jsonl:7: warning sign-mismatch: "Fails to mention when migraine needs a visit to a clinician." '
+        "carries +6, a reward, but its wording states a failure\n"
+        "      fix: make the weight negative (-6), or reword the criterion as the behaviour its sign scores\n"
+    ) in out
     assert "task t02 (1 finding)\n  rubric.jsonl:11: warning sign-mismatch:" in out
     assert "\n      fix: make the weight negative (-6)" in out
     assert "LLM review: not run (offline" in out
-    assert "\n2 findings (0 errors, 2 warnings, 0 notes) on 2 of 120 criteria in 30 tasks; by rule: sign-mismatch 2\n" in out
+    assert (
+        "\n2 findings (0 errors, 2 warnings, 0 notes) on 2 of 120 criteria in 30 tasks; by rule: sign-mismatch 2\n"
+        in out
+    )
 
 
 def test_json_format_has_exactly_the_documented_keys(tmp_path):
@@ -244,7 +404,17 @@ def test_json_format_has_exactly_the_documented_keys(tmp_path):
     data = json.loads(lint(write(tmp_path, rows), "--format", "json", code=0).stdout)
     assert set(data) == {"findings", "summary"}
     for f in data["findings"]:
-        assert set(f) == {"rule", "severity", "task_id", "criterion_ids", "message", "evidence", "fix", "source", "location"}
+        assert set(f) == {
+            "rule",
+            "severity",
+            "task_id",
+            "criterion_ids",
+            "message",
+            "evidence",
+            "fix",
+            "source",
+            "location",
+        }
         assert set(f["location"]) == {"file", "line", "pointer"} and f["source"] == "offline" and f["rule"] in RULES
     s = data["summary"]
     assert s["criteria"] == len(rows) and s["tasks"] == 30 and s["by_severity"]["warning"] == 1
@@ -266,7 +436,10 @@ def test_sarif_validates_against_the_official_schema_and_points_at_lines(tmp_pat
     results = log["runs"][0]["results"]
     sign = next(r for r in results if r["ruleId"] == "sign-mismatch")
     assert sign["level"] == "warning" and sign["properties"]["criterion_ids"] == ["t01/7"]
-    assert sign["locations"][0]["physicalLocation"] == {"artifactLocation": {"uri": "rubric.jsonl"}, "region": {"startLine": 7}}
+    assert sign["locations"][0]["physicalLocation"] == {
+        "artifactLocation": {"uri": "rubric.jsonl"},
+        "region": {"startLine": 7},
+    }
     rules = log["runs"][0]["tool"]["driver"]["rules"]
     assert [r["id"] for r in rules] == list(RULES) and all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in results)
 
@@ -275,22 +448,38 @@ def test_github_annotations(tmp_path):
     rows = base_rows()
     rows[6]["weight"] = 6
     out = lint(write(tmp_path, rows), "--format", "github", "--select", "sign-mismatch", code=0).stdout.splitlines()
-    assert out == [next(line for line in out if line.startswith("::warning file=rubric.jsonl,line=7,title=sign-mismatch (t01)::"))]
+    assert out == [
+        next(line for line in out if line.startswith("::warning file=rubric.jsonl,line=7,title=sign-mismatch (t01)::"))
+    ]
     assert "%2C" not in out[0].split("::", 2)[2]  # commas are escaped in properties only
 
 
 def test_a_pipeline_toml_and_a_json_tree_give_file_lines(tmp_path):
-    tree = {"task_id": "t99", "criteria": [{"criterion": "Correctly explains the usual first treatment for croup.", "weight": 5},
-                                            {"criterion": "Fails to mention when croup needs a visit to a clinician.", "weight": 3}]}
+    tree = {
+        "task_id": "t99",
+        "criteria": [
+            {"criterion": "Correctly explains the usual first treatment for croup.", "weight": 5},
+            {"criterion": "Fails to mention when croup needs a visit to a clinician.", "weight": 3},
+        ],
+    }
     rows = base_rows()
     write(tmp_path, rows)
-    (tmp_path / "tree.json").write_text(json.dumps([{"task_id": r["task_id"], "criterion": r["criterion"], "weight": r["weight"]}
-                                                    for r in rows] + [{"task_id": "t99", **c} for c in tree["criteria"]], indent=1))
+    (tmp_path / "tree.json").write_text(
+        json.dumps(
+            [{"task_id": r["task_id"], "criterion": r["criterion"], "weight": r["weight"]} for r in rows]
+            + [{"task_id": "t99", **c} for c in tree["criteria"]],
+            indent=1,
+        )
+    )
     toml = tmp_path / "p.toml"
-    toml.write_text(f'name = "p"\n[corpus]\npath = "tree.json"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "{tmp_path / "out"}"\n')
+    toml.write_text(
+        f'name = "p"\n[corpus]\npath = "tree.json"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "{tmp_path / "out"}"\n'
+    )
     found = only(findings(toml), "sign-mismatch")
     assert [f["criterion_ids"] for f in found] == [["t99/122"]]  # a JSON list numbers its rows
-    line = (tmp_path / "tree.json").read_text().splitlines().index('  "criterion": "Fails to mention when croup needs a visit to a clinician.",') + 1
+    line = (tmp_path / "tree.json").read_text().splitlines().index(
+        '  "criterion": "Fails to mention when croup needs a visit to a clinician.",'
+    ) + 1
     assert found[0]["location"] == {"file": "tree.json", "line": line, "pointer": "/121"}
     assert not (tmp_path / "out").exists()  # the offline lint writes no run
 
@@ -307,10 +496,14 @@ def fake_run(tmp_path: Path, rows: list[dict], capability: dict[str, str]) -> Pa
     frame = load_corpus(cfg.corpus, cfg.base_dir).frame
     run = tmp_path / "run"
     run.mkdir()
-    (run / "manifest.json").write_text(json.dumps({"settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})), "config_dir": str(tmp_path)}))
+    (run / "manifest.json").write_text(
+        json.dumps({"settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})), "config_dir": str(tmp_path)})
+    )
     frame.write_parquet(run / "criteria.parquet")
     ids = frame["criterion_id"].to_list()
-    pl.DataFrame({"criterion_id": ids, "primary": [capability.get(c, "other_capability") for c in ids]}).write_parquet(run / "stage3_tags.parquet")
+    pl.DataFrame({"criterion_id": ids, "primary": [capability.get(c, "other_capability") for c in ids]}).write_parquet(
+        run / "stage3_tags.parquet"
+    )
     return run
 
 
@@ -327,9 +520,15 @@ def test_run_directory_uses_its_capabilities_for_weight_outliers(tmp_path):
 def test_library_summary_line_and_findings_per_criterion(tmp_path):
     rows = base_rows()
     rows[6]["weight"] = 6
-    frame = pl.DataFrame({"criterion_id": [f"c{i}" for i in range(len(rows))], "task_id": [r["task_id"] for r in rows],
-                          "text": [r["criterion"] for r in rows], "weight": [float(r["weight"]) for r in rows],
-                          "brief": [r["brief"] for r in rows]})
+    frame = pl.DataFrame(
+        {
+            "criterion_id": [f"c{i}" for i in range(len(rows))],
+            "task_id": [r["task_id"] for r in rows],
+            "text": [r["criterion"] for r in rows],
+            "weight": [float(r["weight"]) for r in rows],
+            "brief": [r["brief"] for r in rows],
+        }
+    )
     line = summary_line(frame, "runs/x")
     assert line.startswith("Lint: 0 errors, 1 warning,") and line.endswith("list them with `taxonomy lint runs/x`")
     per = findings_by_criterion(frame)
@@ -340,22 +539,31 @@ def test_taxonomy_run_prints_the_lint_line(tmp_path):
     rows = base_rows()
     rows[6]["weight"] = 6
     write(tmp_path, rows)
-    (tmp_path / "p.toml").write_text('name = "p"\n[corpus]\npath = "rubric.jsonl"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "out"\n')
-    result = CliRunner().invoke(app, ["run", "p.toml", "-q", "--run-dir", "run", "--accept-violations"], catch_exceptions=False)
+    (tmp_path / "p.toml").write_text(
+        'name = "p"\n[corpus]\npath = "rubric.jsonl"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "out"\n'
+    )
+    result = CliRunner().invoke(
+        app, ["run", "p.toml", "-q", "--run-dir", "run", "--accept-violations"], catch_exceptions=False
+    )
     assert result.exit_code == 0, result.output
     assert "\nLint: 0 errors, 1 warning, 0 notes in the rubric; list them with `taxonomy lint run`\n" in result.stdout
     assert [f["criterion_ids"] for f in findings(Path("run")) if f["severity"] == "warning"] == [["t01/7"]]
     # The report shows the finding beside the criterion it is about.
     html = " ".join((tmp_path / "run" / "report.html").read_text(encoding="utf-8").split())
-    section = html[html.index('<section id="lint">'):html.index("</section>", html.index('<section id="lint">'))]
-    assert ('<td class="text">Fails to mention when migraine needs a visit to a clinician.</td><td>t01</td> '
-            '<td><strong>warning</strong> <code>sign-mismatch</code>:') in section
+    section = html[html.index('<section id="lint">') : html.index("</section>", html.index('<section id="lint">'))]
+    assert (
+        '<td class="text">Fails to mention when migraine needs a visit to a clinician.</td><td>t01</td> '
+        "<td><strong>warning</strong> <code>sign-mismatch</code>:"
+    ) in section
 
 
 def test_dry_run_prices_the_model_review_and_sends_nothing(tmp_path):
     path = write(tmp_path, base_rows())
     out = lint(path, "--dry-run", code=0).stdout
-    assert out.startswith("Model review (gemini-3-flash-preview): 30 calls (one per task), ") and "USD in batch mode" in out
+    assert (
+        out.startswith("Model review (gemini-3-flash-preview): 30 calls (one per task), ")
+        and "USD in batch mode" in out
+    )
     tokens = int(out.split("calls (one per task), ")[1].split(" prompt tokens")[0])
     assert tokens > 30 * 300  # the instructions alone are some hundred tokens a call
     assert not (tmp_path / "outputs").exists()

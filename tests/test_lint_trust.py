@@ -1,6 +1,7 @@
 """`taxonomy lint` findings a rubric author can trust, through the CLI: repeats grouped, compound noise left
 alone, what was not checked said, --out and --min-severity, real file names and JSON pointers, the rule
 table in docs/LINT.md generated from the registry."""
+
 from __future__ import annotations
 
 import gzip
@@ -20,7 +21,11 @@ def test_repeated_rows_give_one_finding_per_set(tmp_path):
     found = only(findings(write(tmp_path, rows + repeated)), "duplicate")
     assert sorted(len(f["criterion_ids"]) for f in found) == [301, 401]
     first = next(f for f in found if len(f["criterion_ids"]) == 401)
-    assert first["severity"] == "error" and "the same criterion 401 times" in first["message"] and "counts 2005 points" in first["message"]
+    assert (
+        first["severity"] == "error"
+        and "the same criterion 401 times" in first["message"]
+        and "counts 2005 points" in first["message"]
+    )
     assert first["criterion_ids"][0] == "t00/1" and first["location"]["line"] == 1
 
 
@@ -42,14 +47,19 @@ JOINED = [
 
 
 def test_compound_warns_on_lists_and_announced_checks_and_leaves_wordings_alone(tmp_path):
-    rows = base_rows() + [{"task_id": "t05", "criterion": text, "weight": 2, "brief": ""} for text in SOUND_COMPOUND + JOINED]
+    rows = base_rows() + [
+        {"task_id": "t05", "criterion": text, "weight": 2, "brief": ""} for text in SOUND_COMPOUND + JOINED
+    ]
     found = {f["evidence"]: f["severity"] for f in only(findings(write(tmp_path, rows)), "compound")}
     assert {text: found.get(text) for text in JOINED} == dict.fromkeys(JOINED, "warning")
     assert [text for text in SOUND_COMPOUND if text in found] == []
 
 
 def test_summary_says_what_was_not_checked(tmp_path):
-    rows = [{"task_id": "zh", "criterion": text, "weight": 3, "brief": ""} for text in ("邮件中明确提及订单号HK-20240315", "回复指出延迟交货的货品为5000件连接器")]
+    rows = [
+        {"task_id": "zh", "criterion": text, "weight": 3, "brief": ""}
+        for text in ("邮件中明确提及订单号HK-20240315", "回复指出延迟交货的货品为5000件连接器")
+    ]
     rows += base_rows(5)
     path = write(tmp_path, rows)
     skipped = json.loads(lint(path, "--format", "json", code=0).stdout)["summary"]["skipped"]
@@ -60,13 +70,23 @@ def test_summary_says_what_was_not_checked(tmp_path):
     assert ("duplicate", 2) not in by_rule  # exact repeats are read in any script
     text = lint(path, code=0).stdout.splitlines()
     said = [line for line in text if line.startswith("Not checked: ")]
-    assert len(said) == 1 and "sign-mismatch, contradiction, compound, vague on 2 criteria (not English (CJK script)" in said[0]
+    assert (
+        len(said) == 1
+        and "sign-mismatch, contradiction, compound, vague on 2 criteria (not English (CJK script)" in said[0]
+    )
 
 
 def test_out_file_and_min_severity(tmp_path):
     rows = base_rows()
     rows[6]["weight"] = 6  # a warning
-    rows.append({"task_id": "t03", "criterion": "Correctly explains what triggers gout, and correctly names two foods to avoid.", "weight": 2, "brief": ""})
+    rows.append(
+        {
+            "task_id": "t03",
+            "criterion": "Correctly explains what triggers gout, and correctly names two foods to avoid.",
+            "weight": 2,
+            "brief": "",
+        }
+    )
     path = write(tmp_path, rows)
     every = findings(path)
     assert {f["severity"] for f in every} == {"warning", "info"}
@@ -78,14 +98,23 @@ def test_out_file_and_min_severity(tmp_path):
     text = lint(path, "--min-severity", "warning", code=0).stdout
     assert "info " not in text and f"{len(every) - 1} below --min-severity not listed" in text
     blocked = lint(path, "--out", path / "lint.json", code=2)  # a file where a folder should be
-    assert f"--out {path / 'lint.json'}: cannot write" in blocked.output and len(blocked.output.strip().splitlines()) == 1
+    assert (
+        f"--out {path / 'lint.json'}: cannot write" in blocked.output and len(blocked.output.strip().splitlines()) == 1
+    )
     bad = lint(path, "--min-severity", "notice", code=2)
     assert "--min-severity notice: not a choice; fix: use one of info | warning | error" in bad.output
 
 
 def test_a_gzipped_json_tree_is_named_as_on_disk_with_line_and_pointer(tmp_path):
-    leaves = [{"id": f"l{i}", "requirements": f"The training loop for variant {i} has been implemented as described.", "weight": 1, "sub_tasks": []}
-              for i in range(3)]
+    leaves = [
+        {
+            "id": f"l{i}",
+            "requirements": f"The training loop for variant {i} has been implemented as described.",
+            "weight": 1,
+            "sub_tasks": [],
+        }
+        for i in range(3)
+    ]
     leaves.append(dict(leaves[0], id="l9"))  # the same requirement twice under one parent
     tree = {"id": "root", "requirements": "The paper is reproduced.", "weight": 1, "sub_tasks": leaves}
     paper = tmp_path / "pb" / "papers" / "demo"
@@ -105,9 +134,11 @@ def test_a_gzipped_json_tree_is_named_as_on_disk_with_line_and_pointer(tmp_path)
 
 
 def test_uncovered_brief_reads_list_items_and_skips_attached_material(tmp_path):
-    brief = ("Customer message: My card is blocked. It must work today!\n"
-             "Policy excerpt (handbook 4.2): Agents must never promise a refund within one hour.\n"
-             "Requirements:\n- Explain why the card was blocked.\n- Tell the customer how long an unblock takes to apply.")
+    brief = (
+        "Customer message: My card is blocked. It must work today!\n"
+        "Policy excerpt (handbook 4.2): Agents must never promise a refund within one hour.\n"
+        "Requirements:\n- Explain why the card was blocked.\n- Tell the customer how long an unblock takes to apply."
+    )
     rows = base_rows()
     for r in rows[:4]:
         r["brief"] = brief

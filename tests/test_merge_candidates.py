@@ -1,5 +1,6 @@
 """The merge prompt shows, for every candidate, how many criteria carry its labels, beside the share it
 dominates: a micro-cluster that is no criterion's dominant one is not listed as an empty "0.0% (0 criteria)"."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,12 @@ LINE = re.compile(r"^- `([a-z_]+)`: ([\d.]+)% \((\d+) criteria\); (\d+) carry it
 
 def test_every_merge_candidate_shows_the_criteria_carrying_its_labels(gemini_env, tmp_path):
     run_dir = tmp_path / "run"
-    invoke("run", write_pipeline(tmp_path, limit=120), "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
-    (prompt,) = [r.texts[0] for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "merge"]
+    invoke(
+        "run", write_pipeline(tmp_path, limit=120), "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report"
+    )
+    (prompt,) = [
+        r.texts[0] for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "merge"
+    ]
     micro = {m["name"]: m for m in json.loads((run_dir / "micro_capabilities.json").read_text())}
     lines = LINE.findall(prompt)
     assert len(lines) == len(micro), prompt[:3000]

@@ -1,4 +1,5 @@
 """notebooks/walkthrough.ipynb runs top to bottom in a fresh kernel of this interpreter, offline, into a temp run dir."""
+
 from __future__ import annotations
 
 import json
@@ -71,8 +72,9 @@ def test_walkthrough_executes(tmp_path, monkeypatch, python3_kernel):
 
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(PROBE))
-    client = nbclient.NotebookClient(nb, kernel_name="python3", timeout=300,
-                                     resources={"metadata": {"path": str(NOTEBOOKS)}})
+    client = nbclient.NotebookClient(
+        nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(NOTEBOOKS)}}
+    )
     client.execute()  # raises CellExecutionError on the first failing cell
 
     errors = [c.source for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]

@@ -1,5 +1,6 @@
 """A whole `taxonomy run` through the OpenAI-compatible provider, chat completions and /v1/embeddings,
 against the local server speaking the OpenAI shapes, 429s included."""
+
 from __future__ import annotations
 
 import json
@@ -10,7 +11,9 @@ from tests.conftest import invoke, write_pipeline
 
 
 def openai_pipeline(tmp_path, server, limit: int = 60, embeddings: bool = True):
-    extra = '[cluster]\nk = 10\n' + ('[embedding]\nprovider = "openai"\nopenai_model = "nomic-embed-text"\nbatch_size = 16\n' if embeddings else "")
+    extra = "[cluster]\nk = 10\n" + (
+        '[embedding]\nprovider = "openai"\nopenai_model = "nomic-embed-text"\nbatch_size = 16\n' if embeddings else ""
+    )
     toml = write_pipeline(tmp_path, limit=limit, extra=extra)
     toml.write_text(toml.read_text().replace("[llm]\n", f'[llm]\nbase_url = "{server.url}/v1"\nmodel = "qwen3-8b"\n'))
     return toml
@@ -20,7 +23,9 @@ def test_full_openai_run_completes_in_one_invocation_through_429s(server, offlin
     server.fail_next(429, times=3, retry_after=0)
     server.fail_next(429, times=2, kind="embed")
     run = tmp_path / "run"
-    result = invoke("run", openai_pipeline(tmp_path, server), "--provider", "openai", "--run-dir", run, "-q", "--no-report")
+    result = invoke(
+        "run", openai_pipeline(tmp_path, server), "--provider", "openai", "--run-dir", run, "-q", "--no-report"
+    )
     assert "Event loop is closed" not in result.output
     tags = pl.read_parquet(run / "stage3_tags.parquet")
     assert tags.height == 60 and tags["status"].to_list() == ["ok"] * 60
@@ -39,7 +44,9 @@ def test_full_openai_run_completes_in_one_invocation_through_429s(server, offlin
     labels = pl.read_parquet(run / "clusters.parquet").height
     assert sum(len(r.texts) for r in embeds[2:]) == labels
     server.reset()
-    again = invoke("run", openai_pipeline(tmp_path, server), "--provider", "openai", "--run-dir", run, "-q", "--no-report")
+    again = invoke(
+        "run", openai_pipeline(tmp_path, server), "--provider", "openai", "--run-dir", run, "-q", "--no-report"
+    )
     assert again.output.count("up to date, skipped") == 5 and server.count() == 0
 
 

@@ -1,5 +1,6 @@
 """Issue 43: the paper cuts a new user met. Each test goes through the CLI (or the public API) and
 holds the house form: one line naming the file, the row where there is one, and the fix; exit 2."""
+
 from __future__ import annotations
 
 import json
@@ -37,6 +38,7 @@ def _offline(offline_env):
 
 # ---- 4. a misspelt TOML key ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("named", [True, False])
 def test_a_misspelt_key_is_named_with_the_known_one(tmp_path, named):
     toml = tmp_path / "p.toml"
@@ -55,12 +57,16 @@ def test_a_missing_path_is_asked_for_not_removed(tmp_path):
 
 # ---- 5. UTF-16 and UTF-32 ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-32-le"])
 @pytest.mark.parametrize("suffix", ["csv", "jsonl"])
 def test_utf16_and_utf32_files_with_a_bom_are_read(tmp_path, encoding, suffix):
     rows = [("t1", f"The report states the measured accuracy of experiment {i}.") for i in range(6)]
-    text = ("task_id,criterion\n" + "".join(f'{t},"{c}"\n' for t, c in rows) if suffix == "csv"
-            else "".join(json.dumps({"task_id": t, "criterion": c}) + "\n" for t, c in rows))
+    text = (
+        "task_id,criterion\n" + "".join(f'{t},"{c}"\n' for t, c in rows)
+        if suffix == "csv"
+        else "".join(json.dumps({"task_id": t, "criterion": c}) + "\n" for t, c in rows)
+    )
     # "utf-16"/"utf-32" write a native-order mark; the -be/-le codecs write none, so it is added by hand.
     data = text.encode(encoding) if encoding.count("-") == 1 else ("\ufeff" + text).encode(encoding)
     corpus = tmp_path / f"r.{suffix}"
@@ -81,8 +87,19 @@ def test_utf16_verdicts_taxonomy_and_notes_are_read(tmp_path, offline_run):
     assert load_taxonomy(run / "taxonomy.json").content_hash == saved["content_hash"]
     ids = pl.read_parquet(run / "criteria.parquet")["criterion_id"].head(20).to_list()
     for name, verdicts in (("people", [i % 2 for i in range(20)]), ("judge", [1] * 20)):
-        (tmp_path / f"{name}.csv").write_text("criterion_id,verdict\n" + "".join(f"{c},{v}\n" for c, v in zip(ids, verdicts)), encoding="utf-16")
-    result = invoke("breakdown", run, "--verdicts", f"human={tmp_path / 'people.csv'}", "--verdicts", f"judge={tmp_path / 'judge.csv'}", "--boot", "0")
+        (tmp_path / f"{name}.csv").write_text(
+            "criterion_id,verdict\n" + "".join(f"{c},{v}\n" for c, v in zip(ids, verdicts)), encoding="utf-16"
+        )
+    result = invoke(
+        "breakdown",
+        run,
+        "--verdicts",
+        f"human={tmp_path / 'people.csv'}",
+        "--verdicts",
+        f"judge={tmp_path / 'judge.csv'}",
+        "--boot",
+        "0",
+    )
     assert "joined 20 of 20 verifier verdicts" in result.output
     (tmp_path / "notes.md").write_text("Units are SI unless stated.\n", encoding="utf-32")
     invoke("guidance", run, "--notes", tmp_path / "notes.md", "-q")
@@ -98,14 +115,27 @@ def test_utf16_without_a_bom_gets_a_fix_that_keeps_it(tmp_path):
 
 # ---- 6. parse errors name the line -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name, data, where", [
-    ("extra.csv", "task_id,criterion\nt,The report states one value.\nt,The report states two,extra\nt,Three.\n",
-     "extra.csv: line 3: 3 fields where the header (line 1) has 2"),
-    ("extra.tsv", "task_id\tcriterion\nt\tOne value.\nt\t\"A quoted\nfield\"\nt\tTwo\textra\n",
-     "extra.tsv: line 5: 3 fields where the header (line 1) has 2"),
-    ("open.csv", 'task_id,criterion\nt,The report states one value.\nt,"The report states two\nt,three\n',
-     "open.csv: line 3: a quoted field starts on this line and its closing quote never comes"),
-])
+
+@pytest.mark.parametrize(
+    "name, data, where",
+    [
+        (
+            "extra.csv",
+            "task_id,criterion\nt,The report states one value.\nt,The report states two,extra\nt,Three.\n",
+            "extra.csv: line 3: 3 fields where the header (line 1) has 2",
+        ),
+        (
+            "extra.tsv",
+            'task_id\tcriterion\nt\tOne value.\nt\t"A quoted\nfield"\nt\tTwo\textra\n',
+            "extra.tsv: line 5: 3 fields where the header (line 1) has 2",
+        ),
+        (
+            "open.csv",
+            'task_id,criterion\nt,The report states one value.\nt,"The report states two\nt,three\n',
+            "open.csv: line 3: a quoted field starts on this line and its closing quote never comes",
+        ),
+    ],
+)
 def test_a_table_parse_error_names_its_line(tmp_path, name, data, where):
     (tmp_path / name).write_text(data)
     error = refused("init", tmp_path / name, "--out", tmp_path / "p.toml")
@@ -114,20 +144,26 @@ def test_a_table_parse_error_names_its_line(tmp_path, name, data, where):
 
 def test_a_carriage_return_inside_a_field_is_read(tmp_path):
     """Old Mac line ends inside an unquoted field: polars keeps them as text; the line finder must not stop the run."""
-    (tmp_path / "cr.csv").write_bytes(b"task_id,criterion\r\nt,The report states one value.\r\nt,The report states \rtwo\r\nt,three\r\n")
+    (tmp_path / "cr.csv").write_bytes(
+        b"task_id,criterion\r\nt,The report states one value.\r\nt,The report states \rtwo\r\nt,three\r\n"
+    )
     assert "(3 criteria)" in invoke("init", tmp_path / "cr.csv", "--out", tmp_path / "p.toml").output
 
 
-@pytest.mark.parametrize("name, data, where", [
-    ("v.csv", "criterion_id,verdict\na,1\nb,1,extra\n", "v.csv: line 3: 3 fields where the header (line 1) has 2"),
-    ("v.jsonl", '{"criterion_id": "a", "verdict": 1}\n{"criterion_id": "b",\n', "v.jsonl: line 2: invalid JSON"),
-])
+@pytest.mark.parametrize(
+    "name, data, where",
+    [
+        ("v.csv", "criterion_id,verdict\na,1\nb,1,extra\n", "v.csv: line 3: 3 fields where the header (line 1) has 2"),
+        ("v.jsonl", '{"criterion_id": "a", "verdict": 1}\n{"criterion_id": "b",\n', "v.jsonl: line 2: invalid JSON"),
+    ],
+)
 def test_a_verdict_file_parse_error_names_its_line(tmp_path, offline_run, name, data, where):
     (tmp_path / name).write_text(data)
     assert where in refused("breakdown", offline_run, "--verdicts", f"human={tmp_path / name}")
 
 
 # ---- 1. an output folder that cannot be written ---------------------------------------------------------
+
 
 def _files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
@@ -169,7 +205,9 @@ def test_an_edit_whose_backup_cannot_be_written_is_one_line(tmp_path, offline_ru
     assert _files(run) == before  # the taxonomy, its tags and the manifest as they were
 
 
-@pytest.mark.skipif(os.geteuid() == 0 and not shutil.which("setpriv"), reason="root ignores chmod without setpriv to drop that power")
+@pytest.mark.skipif(
+    os.geteuid() == 0 and not shutil.which("setpriv"), reason="root ignores chmod without setpriv to drop that power"
+)
 @pytest.mark.parametrize("command", ["run", "report", "edit", "answer cache"])
 def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
     """The user's case: PermissionError. Root writes through chmod 555, so root runs the command without
@@ -177,9 +215,21 @@ def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
     run = _copy(offline_run, tmp_path)
     before = _files(run)
     old = json.loads((run / "taxonomy.json").read_text())["capabilities"][0]["name"]
-    args = {"run": ["run", write_pipeline(tmp_path), "--run-dir", run, "-q", "--no-report", "--force", "tag"],
-            "answer cache": ["run", write_pipeline(tmp_path), "--run-dir", tmp_path / "run2", "-q", "--no-report", "--provider", "gemini"],
-            "report": ["report", run], "edit": ["edit", run, "rename", old, "check_the_recommendation_made_capability"]}[command]
+    args = {
+        "run": ["run", write_pipeline(tmp_path), "--run-dir", run, "-q", "--no-report", "--force", "tag"],
+        "answer cache": [
+            "run",
+            write_pipeline(tmp_path),
+            "--run-dir",
+            tmp_path / "run2",
+            "-q",
+            "--no-report",
+            "--provider",
+            "gemini",
+        ],
+        "report": ["report", run],
+        "edit": ["edit", run, "rename", old, "check_the_recommendation_made_capability"],
+    }[command]
     if command == "answer cache":  # the run folder can be written, the answer cache's folder (output.dir/NAME) cannot
         run = tmp_path / "outputs" / "devai"
         run.mkdir(parents=True)
@@ -190,7 +240,9 @@ def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
     if command == "answer cache":  # only a model's answers are cached; the cache stops the run before any call
         env.update(GEMINI_API_KEY=API_KEY, GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{_closed_port()}")
     try:
-        done = subprocess.run([*drop, str(TAXONOMY), *map(str, args)], capture_output=True, text=True, timeout=120, env=env)
+        done = subprocess.run(
+            [*drop, str(TAXONOMY), *map(str, args)], capture_output=True, text=True, timeout=120, env=env
+        )
     finally:
         run.chmod(0o755)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
@@ -200,6 +252,7 @@ def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
 
 
 # ---- 2, 3. a server that cannot be reached, or never answers ----------------------------------------------
+
 
 def _closed_port() -> int:
     with socket.socket() as s:
@@ -241,7 +294,9 @@ def _discover(tmp_path, base_url: str, monkeypatch, caplog, llm: str = "") -> tu
     started = time.monotonic()
     with caplog.at_level(logging.WARNING):
         result = invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", ok=False)
-    lines = [line for line in result.output.splitlines() if line.strip()] + [f"{r.levelname} {r.name}: {r.getMessage()}" for r in caplog.records]
+    lines = [line for line in result.output.splitlines() if line.strip()] + [
+        f"{r.levelname} {r.name}: {r.getMessage()}" for r in caplog.records
+    ]
     return result.exit_code, lines, time.monotonic() - started
 
 
@@ -259,7 +314,9 @@ def test_a_server_that_never_answers_says_what_timed_out_once(tmp_path, monkeypa
         code, lines, seconds = _discover(tmp_path, url, monkeypatch, caplog, llm="timeout_s = 1\n")
     errors = [line for line in lines if line.startswith("error:")]
     assert code == 2 and seconds < 30, (seconds, lines)
-    assert len(errors) == 1 and "gemini: no answer within 1 s (llm.timeout_s); no call was answered for" in errors[0], lines
+    assert len(errors) == 1 and "gemini: no answer within 1 s (llm.timeout_s); no call was answered for" in errors[0], (
+        lines
+    )
     assert "or raise llm.timeout_s if it is only slow" in errors[0]
     assert not any("ReadTimeout" in line or "TimeoutError" in line or "asyncio" in line for line in lines), lines
     # what ran meanwhile is said as it happens, never as a second copy of the error
@@ -273,6 +330,7 @@ def test_the_default_settings_stop_a_silent_server_within_minutes():
 
 # ---- 7. one hash everywhere --------------------------------------------------------------------------------
 
+
 def test_the_vally_header_names_the_hash_taxonomy_json_has(tmp_path, offline_run):
     run = _copy(offline_run, tmp_path)
     invoke("export", run, "--to", "vally", "-q")
@@ -284,6 +342,7 @@ def test_the_vally_header_names_the_hash_taxonomy_json_has(tmp_path, offline_run
 
 
 # ---- 8. one figure for one share ---------------------------------------------------------------------------
+
 
 def _table_shares(markdown: str) -> dict[str, str]:
     return {m[1]: m[2] for m in re.finditer(r"^\| `([^`]+)`[^|]* \| (\d+\.\d)% \|", markdown, re.M)}
@@ -311,6 +370,7 @@ def test_taxonomy_md_before_stage3_says_its_share_is_the_merge_estimate(tmp_path
 
 # ---- 9. diff rows that contradict themselves ---------------------------------------------------------------
 
+
 def test_a_diff_after_folding_a_big_capability_into_a_small_one(tmp_path, offline_run):
     run = _copy(offline_run, tmp_path)
     caps = sorted(json.loads((run / "taxonomy.json").read_text())["capabilities"], key=lambda c: c["share"])
@@ -327,6 +387,7 @@ def test_a_diff_after_folding_a_big_capability_into_a_small_one(tmp_path, offlin
 
 # ---- 10. breakdown messages --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("source", ["devai", "paperbench"])
 def test_breakdown_of_a_missing_folder_names_it_plainly(tmp_path, offline_run, source):
     error = refused("breakdown", offline_run, "--verdicts", f"{source}:{tmp_path / 'nowhere'}")
@@ -336,27 +397,54 @@ def test_breakdown_of_a_missing_folder_names_it_plainly(tmp_path, offline_run, s
 
 def test_a_verdict_file_without_a_verifier_column_gets_the_command_line_fix(tmp_path, offline_run):
     ids = pl.read_parquet(offline_run / "criteria.parquet")["criterion_id"].head(40).to_list()
-    (tmp_path / "people.csv").write_text("criterion_id,verdict\n" + "".join(f"{c},{i % 2}\n" for i, c in enumerate(ids)))
-    (tmp_path / "judge.csv").write_text("criterion_id,verdict\n" + "".join(f"{c},{i % 3 == 0:d}\n" for i, c in enumerate(ids)))
-    error = refused("breakdown", offline_run, "--verdicts", tmp_path / "people.csv", "--verdicts", tmp_path / "judge.csv")
-    assert "people.csv: no column `verifier` for verifier" in error and "row -" not in error and "columns={" not in error
+    (tmp_path / "people.csv").write_text(
+        "criterion_id,verdict\n" + "".join(f"{c},{i % 2}\n" for i, c in enumerate(ids))
+    )
+    (tmp_path / "judge.csv").write_text(
+        "criterion_id,verdict\n" + "".join(f"{c},{i % 3 == 0:d}\n" for i, c in enumerate(ids))
+    )
+    error = refused(
+        "breakdown", offline_run, "--verdicts", tmp_path / "people.csv", "--verdicts", tmp_path / "judge.csv"
+    )
+    assert (
+        "people.csv: no column `verifier` for verifier" in error and "row -" not in error and "columns={" not in error
+    )
     assert f"--verdicts VERIFIER={tmp_path / 'people.csv'}" in error
     # the fix, as given, works: one verifier per file named on the command line
-    result = invoke("breakdown", offline_run, "--verdicts", f"human={tmp_path / 'people.csv'}",
-                    "--verdicts", f"judge={tmp_path / 'judge.csv'}", "--boot", "0")
+    result = invoke(
+        "breakdown",
+        offline_run,
+        "--verdicts",
+        f"human={tmp_path / 'people.csv'}",
+        "--verdicts",
+        f"judge={tmp_path / 'judge.csv'}",
+        "--boot",
+        "0",
+    )
     assert "judge" in result.output and "joined 40 of 40 verifier verdicts" in result.output
 
 
 # ---- 11. demo noise ------------------------------------------------------------------------------------------
 
+
 def test_a_run_says_why_k_is_lower_and_whose_lint_errors_it_counts(here):
     """The rubric holds one criterion twice with opposite signs (a lint error); cluster.k asks for more clusters than labels."""
-    rows = RUBRIC.read_text().rstrip("\n") + "\n" + "".join(
-        f'eu_ev_battery_market,"The report includes a table of gigafactory capacities by country.",{w},x\n' for w in (2, -2))
+    rows = (
+        RUBRIC.read_text().rstrip("\n")
+        + "\n"
+        + "".join(
+            f'eu_ev_battery_market,"The report includes a table of gigafactory capacities by country.",{w},x\n'
+            for w in (2, -2)
+        )
+    )
     (here / "rubric.csv").write_text(rows)
-    (here / "rubric.toml").write_text('[corpus]\npath = "rubric.csv"\n[cluster]\nk = 5000\n[merge]\naccept_violations = true\n')
+    (here / "rubric.toml").write_text(
+        '[corpus]\npath = "rubric.csv"\n[cluster]\nk = 5000\n[merge]\naccept_violations = true\n'
+    )
     output = invoke("run", "rubric.toml", "-q", "--no-report").output
-    k = re.search(r"note: k = (\d+), not the pipeline config's cluster.k = 5000: Stage 1 gave only (\d+) unique labels", output)
+    k = re.search(
+        r"note: k = (\d+), not the pipeline config's cluster.k = 5000: Stage 1 gave only (\d+) unique labels", output
+    )
     assert k and k[1] == k[2], output
     lines = output.splitlines()
     lint = next(i for i, line in enumerate(lines) if line.startswith("Lint: "))
@@ -366,12 +454,23 @@ def test_a_run_says_why_k_is_lower_and_whose_lint_errors_it_counts(here):
 
 # ---- 12. naming rules a model found in conflict -----------------------------------------------------------
 
+
 def test_a_one_label_cluster_may_keep_its_label_and_no_rule_says_otherwise():
-    prompt = render("stage2_canonicalize.j2", rules=LabelRules(), cluster_id=3, members=[{"label": "numeric_value_recomputation_capability", "frequency": 4}],
-                    examples=[], taken=[], nearby=[{"cluster_id": 5, "labels": ["unit_label_consistency_checking_capability"]}], max_non_examples=3)
+    prompt = render(
+        "stage2_canonicalize.j2",
+        rules=LabelRules(),
+        cluster_id=3,
+        members=[{"label": "numeric_value_recomputation_capability", "frequency": 4}],
+        examples=[],
+        taken=[],
+        nearby=[{"cluster_id": 5, "labels": ["unit_label_consistency_checking_capability"]}],
+        max_non_examples=3,
+    )
     assert "may keep that label as its name" in prompt
     forbidding = [s for s in re.split(r"(?<=[.!?])\s+", prompt) if re.search(r"\bno label of this cluster\b", s, re.I)]
-    assert forbidding and all("non-example" in s.lower() for s in forbidding), forbidding  # only non-examples are barred from them
+    assert forbidding and all("non-example" in s.lower() for s in forbidding), (
+        forbidding
+    )  # only non-examples are barred from them
 
 
 def test_the_plain_word_tool_is_allowed_in_the_prompt_and_by_the_validator():

@@ -1,5 +1,6 @@
 """Provenance: a stage is reused only when built from what it would read now; otherwise it and
 every later stage are rebuilt, saying why, and unchanged LLM requests still come from the cache."""
+
 from __future__ import annotations
 
 import json
@@ -25,7 +26,7 @@ def table_pipeline(tmp: Path, rows: list[dict], name: str = "grow", k: int = 12,
     toml = tmp / f"{name}.toml"
     toml.write_text(
         f'name = "{name}"\n[corpus]\npath = "{corpus}"\nformat = "table"\n'
-        f'[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\n[cluster]\nk = {k}\n'
+        f"[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\n[cluster]\nk = {k}\n"
         f'[merge]\nmin_caps = 3\nmax_caps = 6\n[output]\ndir = "{tmp / "outputs"}"\n{extra}'
     )
     return toml
@@ -51,7 +52,11 @@ def test_grown_corpus_rebuilds_every_stage_and_says_why(offline_env, tmp_path, d
     table_pipeline(tmp_path, devai_rows[:160])
     grown = invoke("run", toml, "--run-dir", run, "-q", "--no-report")
     lines = stage_lines(grown.output)
-    assert "recomputing" in lines["discover"] and "the corpus changed" in lines["discover"] and "160 criteria" in lines["discover"]
+    assert (
+        "recomputing" in lines["discover"]
+        and "the corpus changed" in lines["discover"]
+        and "160 criteria" in lines["discover"]
+    )
     assert "skipped" not in grown.output
     assert pl.read_parquet(run / "stage1_labels.parquet").height == 160
     assert pl.read_parquet(run / "stage3_tags.parquet").height == 160
@@ -125,7 +130,10 @@ def test_older_run_without_fingerprints_is_rebuilt(offline_env, tmp_path, devai_
     manifest.pop("run_format")
     (run / "manifest.json").write_text(json.dumps(manifest))
     result = invoke("run", toml, "--run-dir", run, "-q", "--no-report")
-    assert "discover: recomputing (with every later stage): no fingerprint recorded (made by an older version" in result.output
+    assert (
+        "discover: recomputing (with every later stage): no fingerprint recorded (made by an older version"
+        in result.output
+    )
 
 
 def test_a_run_built_by_other_code_of_the_offline_backend_is_rebuilt(offline_env, tmp_path, devai_rows, monkeypatch):
@@ -137,8 +145,9 @@ def test_a_run_built_by_other_code_of_the_offline_backend_is_rebuilt(offline_env
     run = tmp_path / "run"
     invoke("run", toml, "--run-dir", run, "-q", "--no-report")
     manifest = json.loads((run / "manifest.json").read_text())
-    assert {manifest["stages"][stage]["fingerprint_parts"]["backend"]["code"] for stage in ("discover", "merge", "tag")} == \
-        {pipeline.code_hash()}
+    assert {
+        manifest["stages"][stage]["fingerprint_parts"]["backend"]["code"] for stage in ("discover", "merge", "tag")
+    } == {pipeline.code_hash()}
     assert invoke("run", toml, "--run-dir", run, "-q", "--no-report").output.count("up to date, skipped") == 5
     monkeypatch.setattr(pipeline, "code_hash", lambda: "another-build")
     result = invoke("run", toml, "--run-dir", run, "-q", "--no-report")
@@ -169,7 +178,11 @@ def test_edited_taxonomy_is_refused_until_retagged(offline_env, tmp_path):
     (run / "taxonomy.json").write_text(json.dumps(taxonomy))
     for args in (("report", run), ("breakdown", run, "--verdicts", verdicts), ("guidance", run, "-q")):
         result = invoke(*args, ok=False)
-        assert result.exit_code == 2 and "tagged against taxonomy" in result.output and f"taxonomy tag {run}" in result.output
+        assert (
+            result.exit_code == 2
+            and "tagged against taxonomy" in result.output
+            and f"taxonomy tag {run}" in result.output
+        )
     invoke("tag", run, "-q")
     tags = pl.read_parquet(run / "stage3_tags.parquet")
     assert old not in set(tags["primary"]) and "renamed_evidence_inspection_capability" in set(tags["primary"])

@@ -1,4 +1,5 @@
 """The OpenAI-compatible provider and Vertex embeddings, over HTTP against the local server."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -9,7 +10,11 @@ from tests.conftest import invoke, write_pipeline
 def test_openai_compatible_server_runs_stage1(server, offline_env, monkeypatch, tmp_path):
     monkeypatch.setenv("LOCAL_LLM_KEY", "sk-local-secret-value-0123456789abcdef")
     toml = write_pipeline(tmp_path, limit=25, extra="")
-    toml.write_text(toml.read_text().replace("[llm]\n", f'[llm]\nbase_url = "{server.url}/v1"\nmodel = "qwen3-8b"\napi_key_env = "LOCAL_LLM_KEY"\n'))
+    toml.write_text(
+        toml.read_text().replace(
+            "[llm]\n", f'[llm]\nbase_url = "{server.url}/v1"\nmodel = "qwen3-8b"\napi_key_env = "LOCAL_LLM_KEY"\n'
+        )
+    )
     result = invoke("discover", toml, "--provider", "openai", "--run-dir", tmp_path / "run", "-q")
     assert "Backend: openai (model qwen3-8b)" in result.output
     req = server.requests[0]

@@ -1,4 +1,5 @@
 """benchmarks/quality.py: its metrics on constructed partitions, and one offline smoke run on DevAI."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -95,7 +96,13 @@ def test_main_offline_devai_smoke(tmp_path, monkeypatch, capsys):
     assert len(results) == 1
     res = results[0]
     assert res["corpus"] == "devai" and res["n"] > 300
-    expected = ["offline taxonomy primary", "baseline kmeans-embed", "baseline kmeans-tfidf-svd", "random, same sizes", "one cluster"]
+    expected = [
+        "offline taxonomy primary",
+        "baseline kmeans-embed",
+        "baseline kmeans-tfidf-svd",
+        "random, same sizes",
+        "one cluster",
+    ]
     assert list(res["rows"]) == expected
     k = res["rows"]["offline taxonomy primary"]["k"]
     assert 2 <= k <= 12
@@ -119,5 +126,8 @@ def test_main_offline_devai_smoke(tmp_path, monkeypatch, capsys):
     import polars as pl
 
     snapshot = pl.read_parquet(run.run_dir / "criteria.parquet")
-    assert snapshot["category"].null_count() == snapshot.height and res["rows"]["offline taxonomy primary"]["category:nmi"] > 0.2
+    assert (
+        snapshot["category"].null_count() == snapshot.height
+        and res["rows"]["offline taxonomy primary"]["category:nmi"] > 0.2
+    )
     assert "constraints hold on every seed" in out

@@ -6,6 +6,7 @@ outputs/x/taxonomy.md) quotes that file as the commands before it wrote it. The 
 one empty folder holding copies of the repository files they name, with no key set (the offline backend).
 Times, memory and the folder's own path are the only parts allowed to differ.
 """
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,11 @@ VARIABLE = [
 
 
 def _blocks() -> list[tuple[str, str, str]]:
-    return [(kind, info.strip(), body) for kind, info, body in FENCE.findall((ROOT / "README.md").read_text())
-            if kind == "console" or (kind == "markdown" and info.strip())]
+    return [
+        (kind, info.strip(), body)
+        for kind, info, body in FENCE.findall((ROOT / "README.md").read_text())
+        if kind == "console" or (kind == "markdown" and info.strip())
+    ]
 
 
 def _normal(text: str, folder: Path | None = None) -> str:
@@ -51,7 +55,7 @@ def _contains_in_order(actual: str, quoted: str, where: str) -> None:
     for part in filter(None, chunks):
         text = "\n".join(part)
         found = actual.find(text, pos)
-        assert found >= 0, f"{where}: the README quotes\n{text}\nbut the run gave\n{actual[pos:pos + 3000]}"
+        assert found >= 0, f"{where}: the README quotes\n{text}\nbut the run gave\n{actual[pos : pos + 3000]}"
         pos = found + len(text)
 
 
@@ -65,8 +69,15 @@ def _run(command: str, folder: Path) -> str:
             shutil.copy(source, folder / arg)
     env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
     env["COLUMNS"] = "200"
-    done = subprocess.run([sys.executable, "-m", "taxonomy", *args[1:]], cwd=folder, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "taxonomy", *args[1:]],
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-2000:]
     return _normal(done.stdout, folder)
 

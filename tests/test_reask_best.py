@@ -1,4 +1,5 @@
 """Re-asks keep the best answer per criterion: an item answered validly in any attempt is kept."""
+
 from __future__ import annotations
 
 import polars as pl

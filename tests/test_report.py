@@ -13,8 +13,19 @@ from tests import run_fixture
 from tests.chromium import Browser, find_chromium
 from tests.conftest import offline_devai_run
 
-SECTIONS = ("taxonomy", "capabilities", "criteria", "shares", "label-map", "hierarchy", "confidence", "constraints",
-            "heatmap", "breakdown", "cost")
+SECTIONS = (
+    "taxonomy",
+    "capabilities",
+    "criteria",
+    "shares",
+    "label-map",
+    "hierarchy",
+    "confidence",
+    "constraints",
+    "heatmap",
+    "breakdown",
+    "cost",
+)
 FIGURES = ("fig-shares", "fig-label-map", "fig-heatmap", "fig-breakdown")
 
 
@@ -224,7 +235,8 @@ def test_constraint_status_all_holding(tmp_path):
     manifest["settings"]["merge"]["max_share"] = 0.25  # code_implementation_review holds 7/20
     status = constraint_status(tax, {}, manifest, {})
     assert not status["ok"] and [c["rule"] for c in status["checks"] if not c["ok"]] == [
-        "`code_implementation_review_capability` share in 10%-25%"]
+        "`code_implementation_review_capability` share in 10%-25%"
+    ]
 
 
 def test_in_headless_chromium_search_filters_and_hover_shows_text(full_run, tmp_path):
@@ -258,7 +270,11 @@ def test_in_headless_chromium_search_filters_and_hover_shows_text(full_run, tmp_
 
         b.eval("var s = document.getElementById('crit-search'); s.value = ''; s.dispatchEvent(new Event('input'))")
         b.eval("var c = document.getElementById('crit-cap'); c.value = '2'; c.dispatchEvent(new Event('change'))")
-        tagged = [t for t in pl.read_parquet(full_run / "stage3_tags.parquet")["tags"].to_list() if "numeric_result_verification_capability" in t]
+        tagged = [
+            t
+            for t in pl.read_parquet(full_run / "stage3_tags.parquet")["tags"].to_list()
+            if "numeric_result_verification_capability" in t
+        ]
         assert len(b.eval(rows_js)) == len(tagged)
         b.eval("var t = document.getElementById('crit-task'); t.value = '4'; t.dispatchEvent(new Event('change'))")
         assert len(b.eval(rows_js)) == 2  # t5: one criterion with it as primary, one as second tag
@@ -268,14 +284,21 @@ def test_in_headless_chromium_search_filters_and_hover_shows_text(full_run, tmp_
 
         b.eval("document.getElementById('label-map').scrollIntoView()")
         assert b.eval("getComputedStyle(document.getElementById('map-tip')).display") == "none"
-        box = b.eval("(() => { const c = Array.from(document.querySelectorAll('svg.label-map circle.pt'))"
-                     ".find(c => c.dataset.tip.startsWith('read_saved_report_contents_capability'));"
-                     " const r = c.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        box = b.eval(
+            "(() => { const c = Array.from(document.querySelectorAll('svg.label-map circle.pt'))"
+            ".find(c => c.dataset.tip.startsWith('read_saved_report_contents_capability'));"
+            " const r = c.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()"
+        )
         b.mouse_move(*box)
-        tip = b.eval("[getComputedStyle(document.getElementById('map-tip')).display, document.getElementById('map-tip').textContent]")
+        tip = b.eval(
+            "[getComputedStyle(document.getElementById('map-tip')).display, document.getElementById('map-tip').textContent]"
+        )
         assert tip[0] == "block"
-        assert tip[1].splitlines()[:3] == ["read_saved_report_contents_capability", "micro-cluster: file_content_parsing_capability",
-                                           "capability: file_artifact_inspection_capability"]
+        assert tip[1].splitlines()[:3] == [
+            "read_saved_report_contents_capability",
+            "micro-cluster: file_content_parsing_capability",
+            "capability: file_artifact_inspection_capability",
+        ]
         shot = b.screenshot(tmp_path / "label-map.png")
         b.mouse_move(2, 2)
         assert b.eval("getComputedStyle(document.getElementById('map-tip')).display") == "none"
@@ -342,14 +365,19 @@ def assert_principles_on_page(run: Path) -> None:
             assert not shared[f] or " ".join(cap[f + "_reason"].split()) not in text, text
     # The summary line counts them; every capability card carries both badges.
     for key, field in (("P2 native inspection", P2), ("P3 domain conventions", P3)):
-        counts = ", ".join(f"{w} for {n}" for w in ("yes", "no", "unknown")
-                           if (n := sum(WORDS[c[field]] == w for c in caps)))
+        counts = ", ".join(
+            f"{w} for {n}" for w in ("yes", "no", "unknown") if (n := sum(WORDS[c[field]] == w for c in caps))
+        )
         assert f"{key}: {counts} of {len(caps)} capabilities" in note, note
-    cards = html.split('<section id="capabilities">', 1)[1].split("</section>", 1)[0].split('<div class="cap-block"')[1:]
+    cards = (
+        html.split('<section id="capabilities">', 1)[1].split("</section>", 1)[0].split('<div class="cap-block"')[1:]
+    )
     assert len(cards) == len(caps)
     for cap, card in zip(caps, cards):
         text = _flat("<div" + card)
-        assert f"P2 native inspection: {WORDS[cap[P2]]}P3 domain conventions: {WORDS[cap[P3]]}" in text.replace(" P3", "P3"), cap["name"]
+        assert f"P2 native inspection: {WORDS[cap[P2]]}P3 domain conventions: {WORDS[cap[P3]]}" in text.replace(
+            " P3", "P3"
+        ), cap["name"]
     data = _criteria_data(html)
     assert data["p2"] == [c[P2] for c in caps] and data["p3"] == [c[P3] for c in caps]
 
@@ -368,7 +396,10 @@ def test_offline_run_report_says_unknown(offline_run):
     assert_principles_on_page(offline_run)
     text = _flat((offline_run / "report.html").read_text(encoding="utf-8"))
     # every capability gives the same reason, so it is said once, above the table, not in each of its rows
-    assert text.count("Unknown: the offline backend") == 1 and "of every capability alike: Unknown: the offline backend" in text
+    assert (
+        text.count("Unknown: the offline backend") == 1
+        and "of every capability alike: Unknown: the offline backend" in text
+    )
 
 
 def _expected(run: Path, field: str, primary_only: bool) -> dict[str, int]:
@@ -406,14 +437,18 @@ def test_in_headless_chromium_principle_filters_and_markers(which, request, tmp_
                     b.eval("document.getElementById('crit-primary').click()")
                 expected = _expected(run, field, primary_only)
                 for value, want in expected.items():
-                    b.eval(f"var s = document.getElementById('crit-{key}'); s.value = '{value}'; s.dispatchEvent(new Event('change'))")
+                    b.eval(
+                        f"var s = document.getElementById('crit-{key}'); s.value = '{value}'; s.dispatchEvent(new Event('change'))"
+                    )
                     assert b.eval(count_js) == want, (key, value, primary_only)
                 assert sum(expected.values()) == n
             b.eval(f"var s = document.getElementById('crit-{key}'); s.value = ''; s.dispatchEvent(new Event('change'))")
         # Each chip of a capability that needs it carries the mark; no other chip does.
-        chips = b.eval("Array.from(document.querySelectorAll('#crit-rows .chip')).map(c => "
-                       "[c.firstChild.textContent + Array.from(c.childNodes).filter(n => n.nodeType === 3).slice(1).map(n => n.textContent).join(''),"
-                       " Array.from(c.querySelectorAll('sup.mark')).map(m => m.textContent)])")
+        chips = b.eval(
+            "Array.from(document.querySelectorAll('#crit-rows .chip')).map(c => "
+            "[c.firstChild.textContent + Array.from(c.childNodes).filter(n => n.nodeType === 3).slice(1).map(n => n.textContent).join(''),"
+            " Array.from(c.querySelectorAll('sup.mark')).map(m => m.textContent)])"
+        )
         value = {c["name"]: c for c in caps}
         assert chips
         for name, marks in chips:

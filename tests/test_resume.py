@@ -1,4 +1,5 @@
 """A run killed midway (crash or Ctrl-C) resumes without paying any call twice."""
+
 from __future__ import annotations
 
 import os
@@ -28,7 +29,18 @@ def test_killed_run_resumes_paying_no_call_twice(tmp_path, sig):
     run_dir = tmp_path / "run"
     with FakeGeminiServer(responder=responders.model, latency_s=0.15) as server:
         env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": API_KEY}
-        cmd = [sys.executable, "-m", "taxonomy", "discover", str(toml), "--provider", "gemini", "--run-dir", str(run_dir), "-q"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "taxonomy",
+            "discover",
+            str(toml),
+            "--provider",
+            "gemini",
+            "--run-dir",
+            str(run_dir),
+            "-q",
+        ]
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while server.count() < 8 and time.time() < deadline:

@@ -1,4 +1,5 @@
 """The runner's request and token limits, through the library API and the real SDK."""
+
 from __future__ import annotations
 
 import time
@@ -14,7 +15,9 @@ from taxonomy.schemas import TagAnswer
 
 def run_jobs(tmp_path, n: int, **limits) -> float:
     cfg = LLMConfig(concurrency=8, **limits)
-    runner = Runner(GeminiProvider(cfg, vertex=False), cfg, Cache(tmp_path / "c.sqlite"), show_progress=False, rate_period_s=1.0)
+    runner = Runner(
+        GeminiProvider(cfg, vertex=False), cfg, Cache(tmp_path / "c.sqlite"), show_progress=False, rate_period_s=1.0
+    )
     jobs = [Job(prompt=f"job {i} " + "x" * 396, schema=TagAnswer, validate=lambda a: []) for i in range(n)]
     start = time.perf_counter()
     answers = runner.run("limits", jobs)

@@ -1,5 +1,6 @@
 """Small rubrics with no key (issue 41 item 3): the merge bounds hold wherever they can, and where a rubric is
 too small for them the run says why in one line and still writes the taxonomy it can, exit 0."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """Stages 2 and 3 and the whole run through the CLI and the real google-genai SDK, repair paths included."""
+
 from __future__ import annotations
 
 import json
@@ -34,10 +35,16 @@ def assert_taxonomy_passes_every_check(run_dir):
 
     taxonomy, micro = load_run(run_dir)
     centroids = micro_centroids(RunDir(run_dir), micro)
-    proposal = [MergedCapability(**c.model_dump(exclude={"members", "share"}), member_input_names=c.members) for c in taxonomy.capabilities]
+    proposal = [
+        MergedCapability(**c.model_dump(exclude={"members", "share"}), member_input_names=c.members)
+        for c in taxonomy.capabilities
+    ]
     cfg = MergeConfig()
     co = capability_co_counts(proposal, micro, micro_co_labels(RunDir(run_dir), micro))
-    assert check_merge(proposal, micro, cfg, LabelRules(), capability_similarity(proposal, micro, centroids), co_counts=co) == []
+    assert (
+        check_merge(proposal, micro, cfg, LabelRules(), capability_similarity(proposal, micro, centroids), co_counts=co)
+        == []
+    )
     assert cfg.min_caps <= len(taxonomy.capabilities) <= cfg.max_caps
     assert sorted(m for c in taxonomy.capabilities for m in c.members) == sorted(m.name for m in micro)
     return taxonomy, micro
@@ -46,7 +53,9 @@ def assert_taxonomy_passes_every_check(run_dir):
 def test_full_run_produces_a_valid_taxonomy_and_tags(gemini_env, tmp_path):
     result, run_dir = full_run(tmp_path)
     taxonomy, micro = assert_taxonomy_passes_every_check(run_dir)
-    k = pl.read_parquet(run_dir / "clusters.parquet")["cluster_id"].n_unique()  # cluster.k = "auto": scaled with the labels
+    k = pl.read_parquet(run_dir / "clusters.parquet")[
+        "cluster_id"
+    ].n_unique()  # cluster.k = "auto": scaled with the labels
     assert 20 <= k <= 80 and len(micro) == k and taxonomy.content_hash == taxonomy.compute_hash()
     tags = pl.read_parquet(run_dir / "stage3_tags.parquet")
     assert tags.height == 365 and tags["status"].to_list() == ["ok"] * 365
@@ -58,11 +67,15 @@ def test_full_run_produces_a_valid_taxonomy_and_tags(gemini_env, tmp_path):
     # The merge: one call for membership, one for the boundaries once membership is settled.
     assert manifest["stages"]["canonicalize"]["calls"] == k and manifest["stages"]["merge"]["calls"] == 2
     names = prompts_of(gemini_env, "canonicalize")
-    assert len(names) == k and all("Criteria that carry labels of this cluster" in p and "<nearby cluster=" in p for p in names)
+    assert len(names) == k and all(
+        "Criteria that carry labels of this cluster" in p and "<nearby cluster=" in p for p in names
+    )
     micro_names = {m.name for m in micro}
     for m in micro:  # each micro-capability's boundaries name real sibling micro-capabilities
         assert 1 <= len(m.non_examples) <= 3
-        assert all(len(set(re.findall(r"`([a-z_]+)`", t)) & (micro_names - {m.name})) == 1 for t in m.non_examples), m.non_examples
+        assert all(len(set(re.findall(r"`([a-z_]+)`", t)) & (micro_names - {m.name})) == 1 for t in m.non_examples), (
+            m.non_examples
+        )
     assert set(manifest["prompt_hashes"]) == {"discover", "canonicalize", "merge", "tag"}
     embeds = [r for r in gemini_env.requests if r.kind == "embed"]
     assert embeds and embeds[0].path.endswith(":batchEmbedContents")
@@ -81,19 +94,31 @@ def test_each_stage_runs_alone_from_the_run_directory(gemini_env, tmp_path):
     toml = write_pipeline(tmp_path, limit=120)
     run_dir = tmp_path / "run"
     invoke("discover", toml, "--provider", "gemini", "--run-dir", run_dir, "-q")
-    for stage, artifact in (("cluster", "clusters.parquet"), ("canonicalize", "micro_capabilities.json"),
-                            ("merge", "taxonomy.json"), ("tag", "stage3_tags.parquet")):
+    for stage, artifact in (
+        ("cluster", "clusters.parquet"),
+        ("canonicalize", "micro_capabilities.json"),
+        ("merge", "taxonomy.json"),
+        ("tag", "stage3_tags.parquet"),
+    ):
         invoke(stage, run_dir, "-q")
         assert (run_dir / artifact).exists()
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    assert manifest["backend"] == "gemini" and set(manifest["stages"]) == {"discover", "cluster", "canonicalize", "merge", "tag"}
+    assert manifest["backend"] == "gemini" and set(manifest["stages"]) == {
+        "discover",
+        "cluster",
+        "canonicalize",
+        "merge",
+        "tag",
+    }
 
 
 def test_stage_out_of_order_is_one_clear_line(gemini_env, tmp_path):
     toml = write_pipeline(tmp_path, limit=20)
     invoke("discover", toml, "--provider", "gemini", "--run-dir", tmp_path / "run", "-q")
     result = invoke("merge", tmp_path / "run", ok=False)
-    assert result.exit_code == 2 and "micro_capabilities.json: missing; fix: run `taxonomy canonicalize" in result.output
+    assert (
+        result.exit_code == 2 and "micro_capabilities.json: missing; fix: run `taxonomy canonicalize" in result.output
+    )
 
 
 def prompts_of(server, kind: str) -> list[str]:
@@ -110,13 +135,14 @@ def _merge_breaker(mutate, times: int | None = None):
             broken.append(req)
             mutate(answer["capabilities"])
         return answer
+
     return respond
 
 
 def _twelve(caps):
     while len(caps) < 12:  # split the biggest groups until there are 12
         big = max(caps, key=lambda c: len(c["member_input_names"]))
-        half = big["member_input_names"][len(big["member_input_names"]) // 2:]
+        half = big["member_input_names"][len(big["member_input_names"]) // 2 :]
         big["member_input_names"] = big["member_input_names"][: len(big["member_input_names"]) // 2]
         caps.append({**big, "name": half[0], "member_input_names": half})
 
@@ -137,13 +163,21 @@ def _repeat_name(caps):
 
 
 def _long_reason(caps):
-    caps[0]["needs_native_inspection_reason"] = "It reads the structure of the deliverable. Flattening it to text loses that."
+    caps[0]["needs_native_inspection_reason"] = (
+        "It reads the structure of the deliverable. Flattening it to text loses that."
+    )
 
 
 # Rules only the whole answer can mend: re-asked in the conversation.
-BREAKERS = {"twelve_capabilities": (_twelve, "you gave 12 capabilities; give 8-10"), "one_holds_55_percent": (_giant, "max 40%")}
+BREAKERS = {
+    "twelve_capabilities": (_twelve, "you gave 12 capabilities; give 8-10"),
+    "one_holds_55_percent": (_giant, "max 40%"),
+}
 # Rules about one capability's own card: asked about that capability alone.
-CARD_BREAKERS = {"repeats_a_name": (_repeat_name, 1, "give this one a distinct name"), "two_sentence_reason": (_long_reason, 0, "must be one sentence")}
+CARD_BREAKERS = {
+    "repeats_a_name": (_repeat_name, 1, "give this one a distinct name"),
+    "two_sentence_reason": (_long_reason, 0, "must be one sentence"),
+}
 
 
 @pytest.mark.parametrize("case", sorted(CARD_BREAKERS))
@@ -154,10 +188,16 @@ def test_a_card_defect_is_asked_about_that_capability_only(gemini_env, tmp_path,
     assert len(prompts_of(gemini_env, "merge")) == 1
     (follow_up,) = prompts_of(gemini_env, "cards")
     assert re.findall(r"^### Capability (\d+):", follow_up, re.M) == [str(idx)] and message in follow_up
-    assert "Merge near-duplicates" not in follow_up and all(len(r.texts) == 1 for r in gemini_env.requests if r.kind == "generate")
+    assert "Merge near-duplicates" not in follow_up and all(
+        len(r.texts) == 1 for r in gemini_env.requests if r.kind == "generate"
+    )
     taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
     assert taxonomy.repairs == []
-    merge = [json.loads(line)["prompt_tokens"] for line in (run_dir / "usage.jsonl").read_text().splitlines() if '"stage": "merge"' in line]
+    merge = [
+        json.loads(line)["prompt_tokens"]
+        for line in (run_dir / "usage.jsonl").read_text().splitlines()
+        if '"stage": "merge"' in line
+    ]
     assert len(merge) == 3 and sum(merge) <= 1.5 * merge[0], merge  # membership, the card follow-up, boundaries
 
 
@@ -184,7 +224,9 @@ def test_merge_violation_is_reasked_then_fixed(gemini_env, tmp_path, case):
     mutate, _ = BREAKERS[case]
     gemini_env.responder = _merge_breaker(mutate, times=1)
     _, run_dir = full_run(tmp_path)
-    merges = [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) in ("merge", "regroup")]
+    merges = [
+        r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) in ("merge", "regroup")
+    ]
     # The re-ask is a fresh request carrying the previous grouping and its violations, not the conversation.
     assert len(merges) == 2 and len(merges[1].texts) == 1 and responders.kind(merges[1].texts[0]) == "regroup"
     assert BREAKERS[case][1] in merges[1].texts[0]
@@ -202,8 +244,12 @@ def test_a_candidate_left_out_is_mapped_in_code_without_a_call(gemini_env, tmp_p
 
 def test_a_reason_with_an_abbreviation_is_one_sentence(gemini_env, tmp_path):
     """The prompt allows "e.g." in a one-sentence reason; the validator must not reject it."""
+
     def abbreviated(caps):
-        caps[0]["needs_native_inspection_reason"] = "It reads properties lost in flattening, e.g. formula structure, i.e. what text drops."
+        caps[0]["needs_native_inspection_reason"] = (
+            "It reads properties lost in flattening, e.g. formula structure, i.e. what text drops."
+        )
+
     gemini_env.responder = _merge_breaker(abbreviated)
     _, run_dir = full_run(tmp_path)
     assert len(prompts_of(gemini_env, "merge")) == 1
@@ -251,12 +297,16 @@ def test_unknown_capability_in_stage3_is_reasked(gemini_env, tmp_path):
     toml = write_pipeline(tmp_path, limit=40)
     run_dir = tmp_path / "run"
     invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
-    (tmp_path / "outputs" / "devai" / "cache.sqlite").unlink()  # otherwise the cached tags answer and the model is never asked
+    (
+        tmp_path / "outputs" / "devai" / "cache.sqlite"
+    ).unlink()  # otherwise the cached tags answer and the model is never asked
     gemini_env.reset()
     gemini_env.push(unknown)
     invoke("tag", run_dir, "-q")
     reasks = [r for r in gemini_env.requests if len(r.texts) == 3]
-    assert len(reasks) == 1 and "`invented_overall_quality_judgement_capability` not in the taxonomy" in reasks[0].texts[2]
+    assert (
+        len(reasks) == 1 and "`invented_overall_quality_judgement_capability` not in the taxonomy" in reasks[0].texts[2]
+    )
     tags = pl.read_parquet(run_dir / "stage3_tags.parquet")
     assert "invented_overall_quality_judgement_capability" not in tags["tags"].explode().to_list()
 
@@ -270,7 +320,9 @@ def test_hand_edited_taxonomy_retags_and_bad_edit_is_clear(gemini_env, tmp_path)
     frozen = tmp_path / "edited.json"
     frozen.write_text(json.dumps(edited))
     invoke("tag", run_dir, "--taxonomy", frozen, "-q")
-    assert "hand_renamed_value_check_capability" in set(pl.read_parquet(run_dir / "stage3_tags.parquet")["tags"].explode())
+    assert "hand_renamed_value_check_capability" in set(
+        pl.read_parquet(run_dir / "stage3_tags.parquet")["tags"].explode()
+    )
     edited["capabilities"][1]["name"] = "Bad Name"
     frozen.write_text(json.dumps(edited))
     result = invoke("tag", run_dir, "--taxonomy", frozen, ok=False)
@@ -306,7 +358,11 @@ def test_paperbench_full_run_with_gemini_passes_every_check(gemini_env, tmp_path
 
     monkeypatch.chdir(tmp_path)  # the TOML sets no [output]: the answer cache goes to ./outputs, here, not the checkout
     toml = tmp_path / "paperbench.toml"
-    toml.write_text((ROOT / "pipelines" / "paperbench.toml").read_text().replace('"../data/paperbench"', f'"{ROOT / "data" / "paperbench"}"'))
+    toml.write_text(
+        (ROOT / "pipelines" / "paperbench.toml")
+        .read_text()
+        .replace('"../data/paperbench"', f'"{ROOT / "data" / "paperbench"}"')
+    )
     run_dir = tmp_path / "run"
     invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
     taxonomy, micro = assert_taxonomy_passes_every_check(run_dir)

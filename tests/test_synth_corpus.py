@@ -1,5 +1,6 @@
 """benchmarks/synth_corpus.py: deterministic, the requested size, read by the table loader,
 and made of the real criteria (recombined, not invented)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -67,7 +68,19 @@ def test_criteria_come_from_the_real_ones(sources):
 def test_written_corpus_and_pipeline_load_through_the_table_format(tmp_path):
     out = tmp_path / "synth.jsonl"
     toml = tmp_path / "synth.toml"
-    sc.main([str(out), "--n", "300", "--tasks", "10", "--sources", str(ROOT / "pipelines" / "devai.toml"), "--pipeline", str(toml)])
+    sc.main(
+        [
+            str(out),
+            "--n",
+            "300",
+            "--tasks",
+            "10",
+            "--sources",
+            str(ROOT / "pipelines" / "devai.toml"),
+            "--pipeline",
+            str(toml),
+        ]
+    )
     cfg = load_config(toml)
     corpus = load_corpus(cfg.corpus, cfg.base_dir)
     assert corpus.frame.height == 300

@@ -1,5 +1,6 @@
 """A refused key, a bad request or a host that cannot be reached ends the run at once with one line
 naming the provider and the fix; only 429, 5xx and timeouts are retried."""
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +21,11 @@ LIMIT_S = 20
 def _pipeline(tmp_path, concurrency: int = 8):
     """The project's own backoff (not the test TOML's milliseconds): a retried error would cost a minute."""
     toml = write_pipeline(tmp_path, limit=25)
-    toml.write_text(toml.read_text().replace("backoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n",
-                                             f"concurrency = {concurrency}\n"))
+    toml.write_text(
+        toml.read_text().replace(
+            "backoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n", f"concurrency = {concurrency}\n"
+        )
+    )
     return toml
 
 
@@ -61,7 +65,9 @@ def test_refused_requests_end_the_run_in_one_line(tmp_path, monkeypatch, caplog,
 
 def test_a_refused_connection_ends_the_run_in_one_line(tmp_path, monkeypatch, caplog):
     port = _closed_port()
-    result, lines, seconds = _discover(_pipeline(tmp_path), tmp_path / "run", f"http://127.0.0.1:{port}", monkeypatch, caplog)
+    result, lines, seconds = _discover(
+        _pipeline(tmp_path), tmp_path / "run", f"http://127.0.0.1:{port}", monkeypatch, caplog
+    )
     errors = [line for line in lines if line.startswith("error:")]
     assert result.exit_code == 2 and seconds < LIMIT_S, (seconds, lines)
     assert not any("retrying" in line for line in lines), lines

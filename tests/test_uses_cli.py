@@ -1,4 +1,5 @@
 """The uses of a tagged corpus through the CLI, on an offline run over the bundled DevAI data."""
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,9 @@ def test_breakdown_of_the_agent_judge_against_humans(devai_run):
     assert overall["n"] == 1095 and abs(overall["error_rate"] - (overall["fp_rate"] + overall["fn_rate"])) < 1e-9
     assert overall["ci_lo"] <= overall["error_rate"] <= overall["ci_hi"]
     by_system = pl.read_csv(devai_run / "breakdown" / "by_system.csv")
-    assert {"agent_as_a_judge @ GPT-Pilot", "agent_as_a_judge @ MetaGPT", "agent_as_a_judge @ OpenHands"} <= set(by_system.columns)
+    assert {"agent_as_a_judge @ GPT-Pilot", "agent_as_a_judge @ MetaGPT", "agent_as_a_judge @ OpenHands"} <= set(
+        by_system.columns
+    )
     assert (devai_run / "breakdown" / "gap_agent_as_a_judge.csv").exists()
     assert (devai_run / "breakdown" / "breakdown_weighted.csv").exists()
 
@@ -39,11 +42,21 @@ def test_breakdown_with_unmatched_verdicts_is_one_clear_line(devai_run, tmp_path
     table = tmp_path / "verdicts.csv"
     table.write_text("criterion_id,verifier,verdict\nnope/1,human,met\nnope/1,judge,unmet\n")
     result = invoke("breakdown", devai_run, "--verdicts", str(table), ok=False)
-    assert result.exit_code == 2 and "no verdict matches a tagged criterion" in result.output and "fix:" in result.output
+    assert (
+        result.exit_code == 2 and "no verdict matches a tagged criterion" in result.output and "fix:" in result.output
+    )
 
 
 def test_audit_of_a_corpus_against_the_frozen_taxonomy(devai_run, tmp_path):
-    result = invoke("audit", ROOT / "pipelines" / "paperbench.toml", "--taxonomy", devai_run / "taxonomy.json", "--run-dir", tmp_path / "audit-run", "-q")
+    result = invoke(
+        "audit",
+        ROOT / "pipelines" / "paperbench.toml",
+        "--taxonomy",
+        devai_run / "taxonomy.json",
+        "--run-dir",
+        tmp_path / "audit-run",
+        "-q",
+    )
     assert "# Coverage audit" in result.output
     shares = pl.read_csv(tmp_path / "audit-run" / "audit" / "shares.csv")
     assert abs(shares["share"].sum() - 1) < 1e-6 and "reference_share" in shares.columns
@@ -76,7 +89,16 @@ def test_distill_then_tag_with_the_distilled_model(devai_run, tmp_path):
     result = invoke("distill", devai_run)
     assert "Held-out agreement" in result.output and (devai_run / "distilled.joblib").exists()
     out = tmp_path / "distilled-run"
-    invoke("tag", ROOT / "pipelines" / "devai.toml", "--taxonomy", devai_run / "taxonomy.json",
-           "--distilled", devai_run / "distilled.joblib", "--run-dir", out, "-q")
+    invoke(
+        "tag",
+        ROOT / "pipelines" / "devai.toml",
+        "--taxonomy",
+        devai_run / "taxonomy.json",
+        "--distilled",
+        devai_run / "distilled.joblib",
+        "--run-dir",
+        out,
+        "-q",
+    )
     tags = pl.read_parquet(out / "stage3_tags.parquet")
     assert tags.height == 365 and set(tags["source"]) <= {"distilled", "offline"} and "distilled" in set(tags["source"])
