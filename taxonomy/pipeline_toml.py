@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import tomllib
 from pathlib import Path
 from typing import Any
