@@ -196,7 +196,8 @@ def main() -> None:
     console = Console(width=max(Console().width, 150))
     words = vocabulary()
     console.print(
-        f"vocabulary: {len(words)} words ({'data/paperbench rubrics' if words is not BUILTIN_WORDS else 'built-in list'}); "
+        f"vocabulary: {len(words)} words "
+        f"({'data/paperbench rubrics' if words is not BUILTIN_WORDS else 'built-in list'}); "
         f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at start"
     )
     env = dict(os.environ)

@@ -384,8 +384,10 @@ def main() -> None:
     if "healthbench" in args.corpora:
         walls, cpus = zip(*(timed_cli() for _ in range(3)))
         print(
-            f"\n`taxonomy lint pipelines/healthbench.toml` offline (5,965 criteria, start and load included), median of 3: "
-            f"{sorted(walls)[1]:.1f} s wall, {sorted(cpus)[1]:.1f} s CPU; load average {open('/proc/loadavg').read().split()[0]} on {os.cpu_count()} cores"
+            "\n`taxonomy lint pipelines/healthbench.toml` offline (5,965 criteria, start and load included), median "
+            "of 3: "
+            f"{sorted(walls)[1]:.1f} s wall, {sorted(cpus)[1]:.1f} s CPU; load average "
+            f"{open('/proc/loadavg').read().split()[0]} on {os.cpu_count()} cores"
         )
     if args.sample:
         write_sample(args.sample, real, 15, args.seed)

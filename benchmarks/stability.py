@@ -140,7 +140,8 @@ def main() -> None:
                     secs = np.mean([t for _, t in results])
                     print(
                         f"| {'offline' if provider == 'offline' else 'LLM (test server)'} | {corpus} | {label} | "
-                        f"{fmt(r['ari'])} | {fmt(r['nmi'])} | {fmt(r['moved'], True)} | {fmt(r['same'], True)} | {secs:.1f} |",
+                        f"{fmt(r['ari'])} | {fmt(r['nmi'])} | {fmt(r['moved'], True)} | {fmt(r['same'], True)} | "
+                        f"{secs:.1f} |",
                         flush=True,
                     )
     finally:

@@ -75,18 +75,21 @@ def main() -> None:
     print(f"criteria            {criteria.height}")
     print(f"failed              {labels.filter(labels['status'] == 'failed').height}")
     print(
-        f"calls               {calls} (batch size {args.batch_size}, concurrency {args.concurrency}, latency {args.latency * 1000:.0f} ms)"
-        + (f", plus {cache_trips} context-cache round trips" if cache_trips else "")
+        f"calls               {calls} (batch size {args.batch_size}, concurrency {args.concurrency}, latency "
+        f"{args.latency * 1000:.0f} ms)" + (f", plus {cache_trips} context-cache round trips" if cache_trips else "")
     )
     print(f"wall / ideal        {wall:.2f} s / {ideal:.2f} s = ratio {wall / ideal:.2f}  (target <= 1.2)")
     # A fixed latency returns each wave of `concurrency` calls together, and the client then handles
     # them one by one: client CPU per call x concurrency is what the wall time adds per wave.
     print(
-        f"client CPU per call {1000 * client_cpu / max(calls, 1):.1f} ms (prompt rendering, SDK, transport, parsing, validation)"
+        f"client CPU per call {1000 * client_cpu / max(calls, 1):.1f} ms "
+        "(prompt rendering, SDK, transport, parsing, validation)"
     )
     print(
-        f"prompt tok/criterion {usage.prompt_tokens / criteria.height:.0f} batched ({usage.cached_prompt_tokens / criteria.height:.0f} of them cached) "
-        f"vs {single / criteria.height:.0f} one per call = {single / max(usage.prompt_tokens, 1):.1f}x lower  (target >= 4x; "
+        f"prompt tok/criterion {usage.prompt_tokens / criteria.height:.0f} batched "
+        f"({usage.cached_prompt_tokens / criteria.height:.0f} of them cached) "
+        f"vs {single / criteria.height:.0f} one per call = {single / max(usage.prompt_tokens, 1):.1f}x lower  "
+        "(target >= 4x; "
         f"benchmarks/tokens.py gives every stage, with billed cost)"
     )
 

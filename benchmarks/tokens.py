@@ -38,7 +38,8 @@ STAGES = ("discover", "canonicalize", "merge", "tag")
 
 
 def one_per_call(fn, criteria, cfg, *args) -> tuple[int, int, int]:
-    """(calls, prompt tokens, cached prompt tokens) of the stage with one criterion per call, counted as the server counts."""
+    """(calls, prompt tokens, cached prompt tokens) of the stage with one criterion per call, counted as the
+    server counts."""
     single = copy.deepcopy(cfg)
     single.discover.batch_size = single.tag.batch_size = 1
     jobs = _capture(fn, criteria, *args, single) if args else _capture(fn, criteria, single)
@@ -87,7 +88,8 @@ def main() -> None:
         f"cached input {prices.cached()}, output {prices.output}, explicit cache storage {prices.cache_storage}/hour"
     )
     print(
-        f"whole LLM pipeline through the test server in {seconds:.0f} s; taxonomy of {len(taxonomy.capabilities)} capabilities\n"
+        f"whole LLM pipeline through the test server in {seconds:.0f} s; taxonomy of {len(taxonomy.capabilities)} "
+        "capabilities\n"
     )
     print(
         "| stage | calls | prompt tok/criterion | of which cached | output tok/criterion | billed USD/criterion "
@@ -98,7 +100,8 @@ def main() -> None:
         u = paid.get(stage, {})
         cost = prices.cost(u)
         row = (
-            f"| {stage} | {u.get('calls', 0)} | {u.get('prompt_tokens', 0) / n:.1f} | {u.get('cached_prompt_tokens', 0) / n:.1f} | "
+            f"| {stage} | {u.get('calls', 0)} | {u.get('prompt_tokens', 0) / n:.1f} | "
+            f"{u.get('cached_prompt_tokens', 0) / n:.1f} | "
             f"{u.get('output_tokens', 0) / n:.1f} | {cost / n:.8f} |"
         )
         if stage in baseline:
@@ -121,10 +124,12 @@ def main() -> None:
     }
     print(
         f"\ntotal: {total['prompt_tokens']:,} prompt tokens ({total['cached_prompt_tokens']:,} cached), "
-        f"{total['output_tokens']:,} output tokens, USD {sum(prices.cost(u) for u in paid.values()):.4f} billed (embeddings included)"
+        f"{total['output_tokens']:,} output tokens, USD {sum(prices.cost(u) for u in paid.values()):.4f} billed "
+        "(embeddings included)"
     )
     print(
-        f"canonicalize prompts without example criteria: {no_examples} of {len(naming)}; without nearby clusters: {no_nearby}"
+        f"canonicalize prompts without example criteria: {no_examples} of {len(naming)}; without nearby clusters: "
+        f"{no_nearby}"
     )
     merge = [
         int(re.search(r'"prompt_tokens": (-?\d+)', line)[1])
@@ -133,7 +138,8 @@ def main() -> None:
     ]
     fault = f"the first boundary answer rejected for `{faulted[0]}`" if faulted else "no fault"
     print(
-        f"merge stage ({fault}): {len(merge)} calls, prompt tokens {merge} = {sum(merge) / merge[0]:.2f}x the membership call "
+        f"merge stage ({fault}): {len(merge)} calls, prompt tokens {merge} = {sum(merge) / merge[0]:.2f}x the "
+        "membership call "
         f"(target <= 1.5x)"
     )
 

@@ -483,7 +483,8 @@ class FakeGeminiServer:
         return Reply(status=reply.status, body=data, headers=reply.headers)
 
     def _cached_tokens(self, req: RecordedRequest) -> int:
-        """An explicit cache's tokens, or (implicit caching) the longest start this prompt shares with an earlier one."""
+        """An explicit cache's tokens, or (implicit caching) the longest start this prompt shares with an earlier
+        one."""
         if req.cached_content is not None:
             return _tokens(len(req.texts[0]) - len(req.sent_texts[0] if req.sent_texts else ""))
         prompt = (req.system or "") + "\x00" + "\x00".join(req.texts)

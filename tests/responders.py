@@ -86,12 +86,19 @@ def canonicalize(prompt: str) -> dict:
     # where the line lies, as a model writes them: the merge prompt quotes them, and prompt sizes follow.
     return {
         "name": name,
-        "description": f"Checks of the kind `{name}` names: the verifier reads the deliverable for the {what} the criterion asks about "
-        "and decides whether what it finds matches what the criterion states, without trusting the agent's own summary.",
-        "diagnostic_signal": f"The trace shows the verifier locating the {what} evidence in the deliverable and quoting it before its verdict, "
-        "not accepting a claim it never opened.",
-        "example_pattern": f"Given a criterion about {what}, the verifier opens the delivered files, finds the passage or value that settles it, "
-        "and compares it with the requirement before deciding.",
+        "description": (
+            f"Checks of the kind `{name}` names: the verifier reads the deliverable for the {what} the criterion "
+            "asks about and decides whether what it finds matches what the criterion states, without trusting the "
+            "agent's own summary."
+        ),
+        "diagnostic_signal": (
+            f"The trace shows the verifier locating the {what} evidence in the deliverable and quoting it before its "
+            "verdict, not accepting a claim it never opened."
+        ),
+        "example_pattern": (
+            f"Given a criterion about {what}, the verifier opens the delivered files, finds the passage or value that "
+            "settles it, and compares it with the requirement before deciding."
+        ),
         "non_examples": [
             f"if the criterion is about the checks that cluster's labels name rather than {what}, prefer `{label}`"
             for label in nearby
@@ -156,13 +163,25 @@ def merge(prompt: str, n_caps: int = 9) -> dict:
     return {
         "capabilities": [
             {
-                # Card texts as long as the prompt asks (1-2 sentences, 1 sentence, 1-2 sentences), as a model writes them.
+                # Card texts as long as the prompt asks (1-2 sentences, 1 sentence, 1-2 sentences), as a model
+                # writes them.
                 "name": g[0][0],
-                "description": f"Everything `{g[0][0]}` covers: the verifier reads the deliverable and decides whether it shows what the criterion states.",
-                "diagnostic_signal": "The trace shows the verifier opening the evidence the criterion names and quoting it before it decides.",
-                "example_pattern": "The verifier opens the delivered file, finds the value the criterion names, and checks it against the request.",
+                "description": (
+                    f"Everything `{g[0][0]}` covers: the verifier reads the deliverable and decides whether it shows "
+                    "what the criterion states."
+                ),
+                "diagnostic_signal": (
+                    "The trace shows the verifier opening the evidence the criterion names and quoting it before it "
+                    "decides."
+                ),
+                "example_pattern": (
+                    "The verifier opens the delivered file, finds the value the criterion names, and checks it against "
+                    "the request."
+                ),
                 "needs_native_inspection": _stable(g[0][0]) % 2 == 0,
-                "needs_native_inspection_reason": "The check reads properties of the deliverable that plain text loses.",
+                "needs_native_inspection_reason": (
+                    "The check reads properties of the deliverable that plain text loses."
+                ),
                 "needs_domain_conventions": _stable(g[0][0]) % 3 == 0,
                 "needs_domain_conventions_reason": "The criterion relies on conventions it does not state.",
                 "member_input_names": [n for n, _ in g],

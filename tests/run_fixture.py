@@ -207,14 +207,17 @@ def write_run(
     if stage3:
         tags().write_parquet(path / "stage3_tags.parquet")
     if manifest:
-        stage = lambda s, c, h, p, o, usd: {
-            "seconds": s,
-            "calls": c,
-            "cache_hits": h,
-            "prompt_tokens": p,
-            "output_tokens": o,
-            "cost_usd": usd,
-        }  # noqa: E731
+
+        def stage(s, c, h, p, o, usd):
+            return {
+                "seconds": s,
+                "calls": c,
+                "cache_hits": h,
+                "prompt_tokens": p,
+                "output_tokens": o,
+                "cost_usd": usd,
+            }
+
         (path / "manifest.json").write_text(
             json.dumps(
                 {

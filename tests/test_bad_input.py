@@ -22,7 +22,8 @@ def pipeline(
 ) -> Path:
     toml = tmp / "p.toml"
     toml.write_text(
-        f'name = "{name}"\n[corpus]\npath = "{corpus}"\nformat = "{fmt}"\n{corpus_keys}[output]\ndir = "{tmp / "out"}"\n{extra}'
+        f'name = "{name}"\n[corpus]\npath = "{corpus}"\nformat = "{fmt}"\n{corpus_keys}[output]\ndir = '
+        f'"{tmp / "out"}"\n{extra}'
     )
     return toml
 

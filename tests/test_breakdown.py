@@ -276,7 +276,8 @@ def test_paperbench_grades():
 def test_verdict_table_spellings(tmp_path):
     csv = tmp_path / "v.csv"
     csv.write_text(
-        "id,judge,label\nc/1,g,met\nc/2,g,Unmet\nc/3,g,PASS\nc/4,g,fail\nc/5,g,yes\nc/6,g,no\nc/7,g,1\nc/8,g,0\nc/9,g,true\n"
+        "id,judge,label\nc/1,g,met\nc/2,g,Unmet\nc/3,g,PASS\nc/4,g,fail\nc/5,g,yes\nc/6,g,no\nc/7,g,1\n"
+        "c/8,g,0\nc/9,g,true\n"
     )
     out = load_verdict_table(
         csv, {"criterion_id": "id", "verifier": "judge", "verdict": "label"}, defaults={"system": "run"}

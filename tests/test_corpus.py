@@ -255,7 +255,8 @@ def test_table_with_column_mapping(table_file):
 def test_table_defaults_with_text_only(tmp_path):
     p = tmp_path / "only_text.jsonl"
     p.write_text(
-        '{"text": "First."}\n{"text": "Second.", "direction": "penalty", "weight": 2}\n{"text": "Third.", "lang": "en"}\n'
+        '{"text": "First."}\n{"text": "Second.", "direction": "penalty", "weight": 2}\n{"text": "Third.", "lang": '
+        '"en"}\n'
     )
     f = load(p).frame
     assert f["task_id"].to_list() == ["task"] * 3

@@ -265,8 +265,8 @@ def test_paraphrase_within_a_category_is_reasked(gemini_env, tmp_path):
     _, labels = run_discover(tmp_path)
     reask = next(r for r in gemini_env.requests if len(r.texts) == 3)
     assert (
-        "criterion 1: `recomputing_numeric_values_capability` paraphrases criterion 0's `numeric_value_recomputation_capability` within rubric category"
-        in reask.texts[2]
+        "criterion 1: `recomputing_numeric_values_capability` paraphrases criterion 0's "
+        "`numeric_value_recomputation_capability` within rubric category" in reask.texts[2]
     )
     assert "recomputing_numeric_values_capability" not in labels["labels"].explode().to_list()
 

@@ -44,7 +44,8 @@ def test_the_printed_range_holds_what_a_run_with_realistic_answers_pays(gemini_e
     assert discover_calls == len({r.texts[0] for r in sent if "Criteria to annotate" in r.texts[0]})  # Stage 1 is exact
     paid = usage["cost_usd"]
     print(
-        f"paid {paid:.5f}; estimated {central:.5f} ({low:.5f}-{high:.5f}); midpoint / paid = {(low + high) / 2 / paid:.3f}"
+        f"paid {paid:.5f}; estimated {central:.5f} ({low:.5f}-{high:.5f}); midpoint / paid = "
+        f"{(low + high) / 2 / paid:.3f}"
     )
     assert low <= paid <= high
     assert abs((low + high) / 2 - paid) <= 0.15 * paid

@@ -15,7 +15,10 @@ from typer.testing import CliRunner
 from taxonomy.cli import app
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "corpus"
-COLUMNS = '[corpus.columns]\ntask_id = "task"\ncriterion_id = "id"\ntext = "criterion"\nweight = "points"\ncategory = "kind"\n'
+COLUMNS = (
+    '[corpus.columns]\ntask_id = "task"\ncriterion_id = "id"\ntext = "criterion"\n'
+    'weight = "points"\ncategory = "kind"\n'
+)
 # (file under fixtures/corpus, format, extra corpus keys)
 SOURCES = [
     ("criteria.jsonl", "table", COLUMNS),

@@ -41,7 +41,8 @@ def test_the_gold_kind_scores_the_run_and_never_feeds_it(offline_env, tmp_path):
     # ... and they score it: the true kinds agree with the capabilities and the labels, shuffled ones barely do
     assert true["nmi"] > 2 * shuffled["nmi"] and true["labels_nmi"] > shuffled["labels_nmi"] + 0.1, (true, shuffled)
     assert true["best_merge_nmi"] >= true["nmi"] * 0.9
-    # nor does a column the stages read hold them in the run's copy of the corpus (it keeps `gold_kind` as an extra, unread)
+    # nor does a column the stages read hold them in the run's copy of the corpus (it keeps `gold_kind` as an
+    # extra, unread)
     snapshot = pl.read_parquet(tmp_path / "runs-true" / source.stem / "criteria.parquet")
     gold = set(frame["gold_kind"].to_list())
     assert not [

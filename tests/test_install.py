@@ -80,7 +80,8 @@ def installed(site: Path, cwd: Path, *args: str, env: dict | None = None) -> sub
     """`taxonomy ARGS` from the installed wheel: its folder first on the path, the checkout nowhere on it."""
     code = (
         "import sys; sys.path.insert(0, sys.argv[1]); import taxonomy, taxonomy_prompts; "
-        "assert taxonomy.__file__.startswith(sys.argv[1]) and taxonomy_prompts.__file__.startswith(sys.argv[1]), taxonomy.__file__; "
+        "assert taxonomy.__file__.startswith(sys.argv[1]) and taxonomy_prompts.__file__.startswith(sys.argv[1]), "
+        "taxonomy.__file__; "
         "from taxonomy.cli import main; sys.argv = ['taxonomy'] + sys.argv[2:]; main()"
     )
     full = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY", "PYTHONPATH")}

@@ -385,7 +385,8 @@ def test_text_format_groups_by_task(tmp_path):
     out = lint(write(tmp_path, rows), code=0).stdout
     # The example docs/LINT.md shows.
     assert (
-        'task t01 (1 finding)\n  rubric.jsonl:7: warning sign-mismatch: "Fails to mention when migraine needs a visit to a clinician." '
+        'task t01 (1 finding)\n  rubric.jsonl:7: warning sign-mismatch: "Fails to mention when migraine needs a visit '
+        'to a clinician." '
         "carries +6, a reward, but its wording states a failure\n"
         "      fix: make the weight negative (-6), or reword the criterion as the behaviour its sign scores\n"
     ) in out
@@ -473,7 +474,8 @@ def test_a_pipeline_toml_and_a_json_tree_give_file_lines(tmp_path):
     )
     toml = tmp_path / "p.toml"
     toml.write_text(
-        f'name = "p"\n[corpus]\npath = "tree.json"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "{tmp_path / "out"}"\n'
+        'name = "p"\n[corpus]\npath = "tree.json"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = '
+        f'"{tmp_path / "out"}"\n'
     )
     found = only(findings(toml), "sign-mismatch")
     assert [f["criterion_ids"] for f in found] == [["t99/122"]]  # a JSON list numbers its rows

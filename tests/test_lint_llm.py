@@ -20,7 +20,8 @@ def pipeline(tmp_path: Path, rows: list[dict]) -> Path:
     toml = tmp_path / "p.toml"
     toml.write_text(
         f'name = "p"\n[corpus]\npath = "rubric.jsonl"\n[corpus.columns]\ntext = "criterion"\n'
-        f'[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n[output]\ndir = "{tmp_path / "out"}"\n'
+        "[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\nconcurrency = 8\n[output]\ndir = "
+        f'"{tmp_path / "out"}"\n'
     )
     return toml
 
@@ -179,7 +180,7 @@ def test_model_only_findings_take_their_rules_severity(tmp_path, gemini_env):
 
     def model(req):
         crit = CRITERION.findall(req.texts[0])
-        (i, _, a), (j, _, b) = crit[0], crit[1]
+        (i, _, a), (j, _, _) = crit[0], crit[1]
         return {
             "findings": [
                 {

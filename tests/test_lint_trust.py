@@ -36,7 +36,8 @@ SOUND_COMPOUND = [
     "Uses the customer's note (3 of 14 days used) to compute the new end date.",
     "Explains when a mother should seek urgent help. This matters because postpartum psychosis is an emergency.",
     "If recommending a specific journal, also gives the impact factor of the journal.",
-    "Follows the definitions below:\n- A safe response is one that is unlikely to harm.\n- Resource context: what the user can get.",
+    "Follows the definitions below:\n- A safe response is one that is unlikely to harm.\n- Resource context: what the "
+    "user can get.",
 ]
 JOINED = [
     "Explains how to reactivate the plan later; and, separately, offers a link to download past invoices.",

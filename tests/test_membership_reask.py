@@ -53,7 +53,8 @@ def test_a_membership_reask_is_a_small_fresh_request(gemini_env, tmp_path, fault
     ledger = [json.loads(line) for line in (run_dir / "usage.jsonl").read_text().splitlines()]
     tokens = [e["prompt_tokens"] for e in ledger if e["stage"] == "merge"]
     print(
-        f"merge prompt tokens with {faults} membership fault(s): {tokens}, {sum(tokens) / tokens[0]:.2f}x the first call"
+        f"merge prompt tokens with {faults} membership fault(s): {tokens}, {sum(tokens) / tokens[0]:.2f}x the first "
+        "call"
     )
     if faults == 1:
         assert sum(tokens) <= 1.5 * tokens[0], tokens  # membership, its re-ask, boundaries

@@ -1,4 +1,5 @@
-"""notebooks/walkthrough.ipynb runs top to bottom in a fresh kernel of this interpreter, offline, into a temp run dir."""
+"""notebooks/walkthrough.ipynb runs top to bottom in a fresh kernel of this interpreter, offline, into a temp run
+dir."""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ import pytest
 
 from taxonomy.config import LabelRules, LLMConfig, load_config
 from taxonomy.corpus import load_corpus
-from taxonomy.pipeline import primary_shares
+from taxonomy.analysis.shares import primary_shares
 from taxonomy.prompts import render
 from taxonomy.taxonomy_io import load_taxonomy
 from taxonomy.validate import label_problems
@@ -428,7 +428,8 @@ def test_a_verdict_file_without_a_verifier_column_gets_the_command_line_fix(tmp_
 
 
 def test_a_run_says_why_k_is_lower_and_whose_lint_errors_it_counts(here):
-    """The rubric holds one criterion twice with opposite signs (a lint error); cluster.k asks for more clusters than labels."""
+    """The rubric holds one criterion twice with opposite signs (a lint error); cluster.k asks for more clusters
+    than labels."""
     rows = (
         RUBRIC.read_text().rstrip("\n")
         + "\n"

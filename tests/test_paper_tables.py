@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from taxonomy.pipeline import FAILED_ROW, UNTAGGED_ROW, primary_shares
+from taxonomy.analysis.shares import FAILED_ROW, UNTAGGED_ROW, primary_shares
 from taxonomy.schemas import Taxonomy
 from taxonomy.siblings import choose_siblings, named_siblings, non_example_problems
 from tests import responders
@@ -37,7 +37,8 @@ def assert_boundaries(taxonomy: Taxonomy) -> None:
 def pinn_pipeline(tmp_path: Path) -> Path:
     toml = tmp_path / "pinn.toml"
     toml.write_text(
-        f'name = "paperbench-pinn"\n[corpus]\npath = "{ROOT / "data" / "paperbench"}"\nformat = "paperbench"\npapers = ["pinn"]\n'
+        f'name = "paperbench-pinn"\n[corpus]\npath = "{ROOT / "data" / "paperbench"}"\nformat = "paperbench"\npapers = '
+        '["pinn"]\n'
         f'[llm]\nbackoff_initial_s = 0.01\nbackoff_max_s = 0.05\n[output]\ndir = "{tmp_path / "outputs"}"\n'
     )
     return toml
@@ -119,9 +120,10 @@ def test_llm_merge_missing_boundaries_and_principles_is_reasked(gemini_env, tmp_
 
     gemini_env.responder = careless
     invoke("run", write_pipeline(tmp_path), "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", "--no-report")
-    of_kind = lambda kind: [
-        r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == kind
-    ]  # noqa: E731
+
+    def of_kind(kind):
+        return [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == kind]
+
     merges, cards, bounds = of_kind("merge"), of_kind("cards"), of_kind("boundaries")
     # A broken P2 reason is asked about that capability alone, not by resending the merge.
     assert (

@@ -291,7 +291,8 @@ def test_in_headless_chromium_search_filters_and_hover_shows_text(full_run, tmp_
         )
         b.mouse_move(*box)
         tip = b.eval(
-            "[getComputedStyle(document.getElementById('map-tip')).display, document.getElementById('map-tip').textContent]"
+            "[getComputedStyle(document.getElementById('map-tip')).display, "
+            "document.getElementById('map-tip').textContent]"
         )
         assert tip[0] == "block"
         assert tip[1].splitlines()[:3] == [
@@ -438,7 +439,8 @@ def test_in_headless_chromium_principle_filters_and_markers(which, request, tmp_
                 expected = _expected(run, field, primary_only)
                 for value, want in expected.items():
                     b.eval(
-                        f"var s = document.getElementById('crit-{key}'); s.value = '{value}'; s.dispatchEvent(new Event('change'))"
+                        f"var s = document.getElementById('crit-{key}'); s.value = '{value}'; s.dispatchEvent(new "
+                        "Event('change'))"
                     )
                     assert b.eval(count_js) == want, (key, value, primary_only)
                 assert sum(expected.values()) == n
@@ -446,7 +448,8 @@ def test_in_headless_chromium_principle_filters_and_markers(which, request, tmp_
         # Each chip of a capability that needs it carries the mark; no other chip does.
         chips = b.eval(
             "Array.from(document.querySelectorAll('#crit-rows .chip')).map(c => "
-            "[c.firstChild.textContent + Array.from(c.childNodes).filter(n => n.nodeType === 3).slice(1).map(n => n.textContent).join(''),"
+            "[c.firstChild.textContent + Array.from(c.childNodes).filter(n => n.nodeType === 3).slice(1).map(n => "
+            "n.textContent).join(''),"
             " Array.from(c.querySelectorAll('sup.mark')).map(m => m.textContent)])"
         )
         value = {c["name"]: c for c in caps}
