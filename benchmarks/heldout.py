@@ -25,6 +25,7 @@ the Stage 1 labels (about 80 fine kinds) against the gold kind, and of the best
 merge of those labels (each to its label's majority gold kind, which only gold allows), say how
 much of the signal the merge into 8-10 capabilities keeps.
 """
+
 from __future__ import annotations
 
 import sys
@@ -56,21 +57,33 @@ def score(path: Path, work: Path) -> dict:
     gold = dict(zip(*pl.read_csv(path).select("criterion", "gold_kind").to_dict(as_series=False).values()))
     crit = pl.read_parquet(run_dir / "criteria.parquet").select("criterion_id", "task_id", "text")
     tags = pl.read_parquet(run_dir / "stage3_tags.parquet").select("criterion_id", "primary")
-    labels = pl.read_parquet(run_dir / "stage1_labels.parquet").select("criterion_id", pl.col("labels").list.first().alias("label"))
+    labels = pl.read_parquet(run_dir / "stage1_labels.parquet").select(
+        "criterion_id", pl.col("labels").list.first().alias("label")
+    )
     x = crit.join(tags, on="criterion_id").join(labels, on="criterion_id")
     kinds = [gold[t] for t in x["text"].to_list()]
     primary, label = x["primary"].to_list(), x["label"].to_list()
     k = len(set(primary))
     majority = {lab: Counter(g for g, b in zip(kinds, label) if b == lab).most_common(1)[0][0] for lab in set(label)}
-    baseline = sum(normalized_mutual_info_score(kinds, kmeans_tfidf_svd(x["text"].to_list(), k, seed))
-                   for seed in range(BASELINE_SEEDS)) / BASELINE_SEEDS
-    return {"corpus": path.stem, "criteria": x.height, "capabilities": k,
-            "nmi": round(normalized_mutual_info_score(kinds, primary), 3), "tfidf_svd": round(baseline, 3),
-            "labels_nmi": round(normalized_mutual_info_score(kinds, label), 3),
-            "best_merge_nmi": round(normalized_mutual_info_score(kinds, [majority[b] for b in label]), 3),
-            "leak": round(topic_leak(x["task_id"].cast(str).to_list(), primary), 3),
-            "largest": round(max(Counter(primary).values()) / x.height, 3),
-            "script_nmi": round(normalized_mutual_info_score([is_spaceless(t) for t in x["text"].to_list()], primary), 3)}
+    baseline = (
+        sum(
+            normalized_mutual_info_score(kinds, kmeans_tfidf_svd(x["text"].to_list(), k, seed))
+            for seed in range(BASELINE_SEEDS)
+        )
+        / BASELINE_SEEDS
+    )
+    return {
+        "corpus": path.stem,
+        "criteria": x.height,
+        "capabilities": k,
+        "nmi": round(normalized_mutual_info_score(kinds, primary), 3),
+        "tfidf_svd": round(baseline, 3),
+        "labels_nmi": round(normalized_mutual_info_score(kinds, label), 3),
+        "best_merge_nmi": round(normalized_mutual_info_score(kinds, [majority[b] for b in label]), 3),
+        "leak": round(topic_leak(x["task_id"].cast(str).to_list(), primary), 3),
+        "largest": round(max(Counter(primary).values()) / x.height, 3),
+        "script_nmi": round(normalized_mutual_info_score([is_spaceless(t) for t in x["text"].to_list()], primary), 3),
+    }
 
 
 def main() -> list[dict]:

@@ -34,6 +34,7 @@ Targets: NMI above the best plain baseline on every gold field (goal 1.25x); lea
 every corpus; the hard merge constraints hold (no violations, primary shares 2%-40%); the
 offline run over all 8,921 PaperBench leaves in <= 15 s.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -120,8 +121,12 @@ def gold_scores(gold, pred) -> dict[str, float]:
     p = [pred[i] for i in keep]
     h, purity, inverse = harmonic_purity(g, p)
     return {
-        "nmi": float(normalized_mutual_info_score(g, p)), "ari": float(adjusted_rand_score(g, p)),
-        "h": h, "purity": purity, "inverse_purity": inverse, "n": len(keep),
+        "nmi": float(normalized_mutual_info_score(g, p)),
+        "ari": float(adjusted_rand_score(g, p)),
+        "h": h,
+        "purity": purity,
+        "inverse_purity": inverse,
+        "n": len(keep),
     }
 
 
@@ -163,8 +168,15 @@ def task_breakdown(task, pred) -> list[dict]:
         q = row / row.sum()
         nz = q > 0
         top = int(np.argmax(row))
-        rows.append({"task": str(name), "n": int(row.sum()), "mi": float(row.sum() / n * np.sum(q[nz] * np.log(q[nz] / p_cluster[nz]))),
-                     "top_cluster": str(clusters[top]), "top_share": float(q[top])})
+        rows.append(
+            {
+                "task": str(name),
+                "n": int(row.sum()),
+                "mi": float(row.sum() / n * np.sum(q[nz] * np.log(q[nz] / p_cluster[nz]))),
+                "top_cluster": str(clusters[top]),
+                "top_share": float(q[top]),
+            }
+        )
     total = sum(r["mi"] for r in rows)
     for r in rows:
         r["mi_share"] = r["mi"] / total if total > 0 else 0.0
@@ -192,9 +204,17 @@ def leak_breakdown(task, pred) -> list[dict]:
         contrib = float(size / n * np.sum(q[nz] * np.log(q[nz] / p_task[nz])))
         total += contrib
         top = int(np.argmax(col))
-        rows.append({"cluster": str(name), "n": int(size), "mi": contrib, "top_task": str(tasks[top]),
-                     "top_share": float(q[top]), "lift": float(q[top] / p_task[top]),
-                     "tasks": int(nz.sum())})
+        rows.append(
+            {
+                "cluster": str(name),
+                "n": int(size),
+                "mi": contrib,
+                "top_task": str(tasks[top]),
+                "top_share": float(q[top]),
+                "lift": float(q[top] / p_task[top]),
+                "tasks": int(nz.sum()),
+            }
+        )
     for r in rows:
         r["mi_share"] = r["mi"] / total if total > 0 else 0.0
     return sorted(rows, key=lambda r: -r["mi"])
@@ -229,7 +249,7 @@ class Scored:
     backend: str
     run_dir: Path
     primary: list[str]
-    seconds: float | None = None      # wall time of run_pipeline; None: an existing run was scored
+    seconds: float | None = None  # wall time of run_pipeline; None: an existing run was scored
     peak_rss_mb: float | None = None  # process peak RSS right after the run
     untagged: int = 0
     stages: dict = field(default_factory=dict)
@@ -279,8 +299,9 @@ def _manifest(run_dir: Path) -> dict:
 
 
 # ---- one corpus ------------------------------------------------------------------------------
-def score_corpus(corpus: str, provider: str, work: Path, existing: Path | None, seeds: int = SEEDS,
-                 llm_dir: Path | None = None) -> dict:
+def score_corpus(
+    corpus: str, provider: str, work: Path, existing: Path | None, seeds: int = SEEDS, llm_dir: Path | None = None
+) -> dict:
     cfg = load_config(ROOT / "pipelines" / f"{corpus}.toml")
     runs: list[Scored] = []
 
@@ -326,24 +347,36 @@ def score_corpus(corpus: str, provider: str, work: Path, existing: Path | None, 
         for k in ks:
             tag = f" k={k}" if len(ks) > 1 else ""
             rows[f"baseline kmeans-embed{tag}"] = mean_scores(
-                [score_partition(kmeans_embed(texts, k, seed), golds, task) for seed in range(seeds)])
+                [score_partition(kmeans_embed(texts, k, seed), golds, task) for seed in range(seeds)]
+            )
             rows[f"baseline kmeans-tfidf-svd{tag}"] = mean_scores(
-                [score_partition(kmeans_tfidf_svd(texts, k, seed), golds, task) for seed in range(seeds)])
+                [score_partition(kmeans_tfidf_svd(texts, k, seed), golds, task) for seed in range(seeds)]
+            )
     for label in labels:
         tag = "" if len(labels) == 1 else f" ({label.split()[0]})"
         first = next(r for r in runs if r.label == label)
         rows[f"random, same sizes{tag}"] = mean_scores(
-            [score_partition(random_same_sizes(first.primary, s), golds, task) for s in range(RANDOM_SEEDS)])
+            [score_partition(random_same_sizes(first.primary, s), golds, task) for s in range(RANDOM_SEEDS)]
+        )
     rows["one cluster"] = score_partition([0] * len(ids), golds, task)
     baseline_seconds = time.perf_counter() - t0
 
     one_h = {g: one_cluster_harmonic_purity([v for v in gold if v is not None]) for g, gold in golds.items()}
-    gold_leak = {g: topic_leak([t for t, v in zip(task, gold) if v is not None], [v for v in gold if v is not None])
-                 for g, gold in golds.items()}
+    gold_leak = {
+        g: topic_leak([t for t, v in zip(task, gold) if v is not None], [v for v in gold if v is not None])
+        for g, gold in golds.items()
+    }
     shown = [next(r for r in runs if r.label == label) for label in labels]  # seed 0 of each row
     return {
-        "corpus": corpus, "n": len(ids), "n_tasks": len(set(task)), "golds": list(golds), "rows": rows,
-        "runs": runs, "baseline_seconds": baseline_seconds, "one_cluster_h": one_h, "gold_leak": gold_leak,
+        "corpus": corpus,
+        "n": len(ids),
+        "n_tasks": len(set(task)),
+        "golds": list(golds),
+        "rows": rows,
+        "runs": runs,
+        "baseline_seconds": baseline_seconds,
+        "one_cluster_h": one_h,
+        "gold_leak": gold_leak,
         "breakdown": {r.label: leak_breakdown(task, r.primary) for r in shown},
         "task_breakdown": {r.label: task_breakdown(task, r.primary) for r in shown},
         "shares": {r.label: _shares(r.primary) for r in shown},
@@ -371,54 +404,116 @@ def targets(corpus: str, rows: dict, runs: list[Scored], golds: list[str]) -> li
         mine = [r for r in runs if r.label == label]
         for g in golds:
             value, (ref, ref_name) = v[f"{g}:nmi"], best[g]
-            out.append({"row": label, "target": f"NMI {g} > best plain baseline", "value": value, "ref": ref,
-                        "ref_name": ref_name, "margin": value - ref, "pass": value > ref, "informational": False})
-            out.append({"row": label, "target": f"NMI {g} >= {GOAL_RATIO}x best plain baseline (goal)", "value": value,
-                        "ref": GOAL_RATIO * ref, "ref_name": f"{GOAL_RATIO}x {ref_name}", "margin": value - GOAL_RATIO * ref,
-                        "pass": value >= GOAL_RATIO * ref, "informational": True})
+            out.append(
+                {
+                    "row": label,
+                    "target": f"NMI {g} > best plain baseline",
+                    "value": value,
+                    "ref": ref,
+                    "ref_name": ref_name,
+                    "margin": value - ref,
+                    "pass": value > ref,
+                    "informational": False,
+                }
+            )
+            out.append(
+                {
+                    "row": label,
+                    "target": f"NMI {g} >= {GOAL_RATIO}x best plain baseline (goal)",
+                    "value": value,
+                    "ref": GOAL_RATIO * ref,
+                    "ref_name": f"{GOAL_RATIO}x {ref_name}",
+                    "margin": value - GOAL_RATIO * ref,
+                    "pass": value >= GOAL_RATIO * ref,
+                    "informational": True,
+                }
+            )
         if corpus in LEAK_CORPORA:
-            out.append({"row": label, "target": f"topic leak <= {LEAK_TARGET}", "value": v["leak"], "ref": LEAK_TARGET,
-                        "ref_name": "", "margin": LEAK_TARGET - v["leak"], "pass": v["leak"] <= LEAK_TARGET,
-                        "informational": False})
+            out.append(
+                {
+                    "row": label,
+                    "target": f"topic leak <= {LEAK_TARGET}",
+                    "value": v["leak"],
+                    "ref": LEAK_TARGET,
+                    "ref_name": "",
+                    "margin": LEAK_TARGET - v["leak"],
+                    "pass": v["leak"] <= LEAK_TARGET,
+                    "informational": False,
+                }
+            )
         broken = sum(len(r.violations) for r in mine)
         worst = max(max(_shares(r.primary).values()) for r in mine)
         least = min(min(_shares(r.primary).values()) for r in mine)
         ok = broken == 0 and least >= 0.02 - 1e-9 and worst <= 0.40 + 1e-9
-        out.append({"row": label, "target": "constraints hold on every seed (no violation, primary shares 2%-40%)",
-                    "value": worst, "ref": 0.40, "ref_name": f"{broken} violations, shares {least:.1%}-{worst:.1%}",
-                    "margin": 0.40 - worst, "pass": ok, "informational": False})
+        out.append(
+            {
+                "row": label,
+                "target": "constraints hold on every seed (no violation, primary shares 2%-40%)",
+                "value": worst,
+                "ref": 0.40,
+                "ref_name": f"{broken} violations, shares {least:.1%}-{worst:.1%}",
+                "margin": 0.40 - worst,
+                "pass": ok,
+                "informational": False,
+            }
+        )
         timed = [r.seconds for r in mine if r.seconds is not None and r.backend == "offline"]
         if corpus == "paperbench" and timed:
-            out.append({"row": label, "target": f"offline run <= {TIME_TARGET_S:.0f} s (slowest seed)", "value": max(timed),
-                        "ref": TIME_TARGET_S, "ref_name": "", "margin": TIME_TARGET_S - max(timed),
-                        "pass": max(timed) <= TIME_TARGET_S, "informational": False})
+            out.append(
+                {
+                    "row": label,
+                    "target": f"offline run <= {TIME_TARGET_S:.0f} s (slowest seed)",
+                    "value": max(timed),
+                    "ref": TIME_TARGET_S,
+                    "ref_name": "",
+                    "margin": TIME_TARGET_S - max(timed),
+                    "pass": max(timed) <= TIME_TARGET_S,
+                    "informational": False,
+                }
+            )
     return out
 
 
 # ---- printing --------------------------------------------------------------------------------
 def render(res: dict) -> str:
     golds = res["golds"]
-    cols = [(f"{g}:{m}", f"{SHORT.get(g, g)} {m.upper() if m != 'h' else 'H'}") for g in golds for m in ("nmi", "ari", "h")]
+    cols = [
+        (f"{g}:{m}", f"{SHORT.get(g, g)} {m.upper() if m != 'h' else 'H'}") for g in golds for m in ("nmi", "ari", "h")
+    ]
     cols.append(("leak", "leak AMI"))
     width = max(len(name) for name in res["rows"]) + 2
-    lines = [f"== {res['corpus']}: {res['n']} criteria, {res['n_tasks']} tasks; gold fields: "
-             + ", ".join(f"{SHORT.get(g, g)} = {g}" for g in golds)]
+    lines = [
+        f"== {res['corpus']}: {res['n']} criteria, {res['n_tasks']} tasks; gold fields: "
+        + ", ".join(f"{SHORT.get(g, g)} = {g}" for g in golds)
+    ]
     for r in res["runs"]:
-        when = (f"pipeline {r.seconds:.1f} s ({', '.join(f'{k} {v:.1f}' for k, v in r.stages.items() if v is not None)})"
-                if r.seconds is not None else "existing run, not re-run")
+        when = (
+            f"pipeline {r.seconds:.1f} s ({', '.join(f'{k} {v:.1f}' for k, v in r.stages.items() if v is not None)})"
+            if r.seconds is not None
+            else "existing run, not re-run"
+        )
         rss = f"process peak RSS so far {r.peak_rss_mb:.0f} MiB" if r.peak_rss_mb else ""
-        lines.append(f"   {r.label} (seed {r.seed}): {when}; {rss}; k = {len(set(r.primary))}"
-                     + (f"; {r.untagged} untagged" if r.untagged else "") + f"; {r.run_dir}")
-    lines.append(f"   baselines and references scored in {res['baseline_seconds']:.1f} s "
-                 f"(KMeans n_init={N_INIT}; every row the mean of its seeds; random = mean of {RANDOM_SEEDS} shuffles)")
+        lines.append(
+            f"   {r.label} (seed {r.seed}): {when}; {rss}; k = {len(set(r.primary))}"
+            + (f"; {r.untagged} untagged" if r.untagged else "")
+            + f"; {r.run_dir}"
+        )
+    lines.append(
+        f"   baselines and references scored in {res['baseline_seconds']:.1f} s "
+        f"(KMeans n_init={N_INIT}; every row the mean of its seeds; random = mean of {RANDOM_SEEDS} shuffles)"
+    )
     head = f"{'':{width}}{'k':>4}" + "".join(f"{title:>10}" for _, title in cols)
     lines += [head, "-" * len(head)]
     for name, v in res["rows"].items():
         lines.append(f"{name:{width}}{v['k']:>4.1f}" + "".join(f"{v[key]:>10.3f}" for key, _ in cols))
-    lines.append("H = harmonic purity (harmonic mean of purity and inverse purity; not chance-corrected): one-cluster value "
-                 + ", ".join(f"{SHORT.get(g, g)} {h:.3f}" for g, h in res["one_cluster_h"].items()))
-    lines.append("leak of the gold fields themselves (AMI gold vs task): "
-                 + ", ".join(f"{SHORT.get(g, g)} {v:.3f}" for g, v in res["gold_leak"].items()))
+    lines.append(
+        "H = harmonic purity (harmonic mean of purity and inverse purity; not chance-corrected): one-cluster value "
+        + ", ".join(f"{SHORT.get(g, g)} {h:.3f}" for g, h in res["one_cluster_h"].items())
+    )
+    lines.append(
+        "leak of the gold fields themselves (AMI gold vs task): "
+        + ", ".join(f"{SHORT.get(g, g)} {v:.3f}" for g, v in res["gold_leak"].items())
+    )
     for t in res["targets"]:
         verdict = "PASS" if t["pass"] else "FAIL"
         if t["informational"]:
@@ -426,29 +521,50 @@ def render(res: dict) -> str:
         ref = f" vs {t['ref_name']} {t['ref']:.3f}" if t["ref_name"] else ""
         lines.append(f"{verdict:>6} {t['row']}: {t['target']}: {t['value']:.3f}{ref} (margin {t['margin']:+.3f})")
     for label, rows in res["breakdown"].items():
-        lines.append(f"   where the leak comes from, {label} (share of I(task; capability), top task in the capability):")
+        lines.append(
+            f"   where the leak comes from, {label} (share of I(task; capability), top task in the capability):"
+        )
         share = res["shares"][label]
         for b in rows:
-            lines.append(f"     {b['mi_share']:>6.1%}  {b['cluster'][:52]:52} {share[b['cluster']]:>6.1%} of criteria, "
-                         f"{b['tasks']:>2} tasks, top {b['top_task'][:28]} {b['top_share']:.0%} (lift {b['lift']:.1f})")
-        lines.append("     tasks carrying most of it: " + "; ".join(
-            f"{t['task'][:28]} ({t['n']} criteria) {t['mi_share']:.0%}, {t['top_share']:.0%} in {t['top_cluster'][:40]}"
-            for t in res["task_breakdown"][label][:TOP_TASKS]))
+            lines.append(
+                f"     {b['mi_share']:>6.1%}  {b['cluster'][:52]:52} {share[b['cluster']]:>6.1%} of criteria, "
+                f"{b['tasks']:>2} tasks, top {b['top_task'][:28]} {b['top_share']:.0%} (lift {b['lift']:.1f})"
+            )
+        lines.append(
+            "     tasks carrying most of it: "
+            + "; ".join(
+                f"{t['task'][:28]} ({t['n']} criteria) {t['mi_share']:.0%}, {t['top_share']:.0%} in {t['top_cluster'][:40]}"
+                for t in res["task_breakdown"][label][:TOP_TASKS]
+            )
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", choices=[*GOLDS, "all"], default="all")
-    ap.add_argument("--seeds", type=int, default=SEEDS, help=f"offline runs and baseline seeds per corpus (default {SEEDS})")
-    ap.add_argument("--provider", default="offline",
-                    help="offline (default), or auto | gemini | vertex | openai to score that LLM run beside the offline one")
-    ap.add_argument("--run-dir", type=Path, action="append", default=[],
-                    help="score this existing run (its manifest names the corpus) instead of running; repeatable")
-    ap.add_argument("--work-dir", type=Path,
-                    help="where fresh runs go (default: offline runs in a temporary folder; an LLM run in the "
-                         "pipeline's own run dir, which it resumes, with its answer cache); a run already finished "
-                         "there is scored, not re-run")
+    ap.add_argument(
+        "--seeds", type=int, default=SEEDS, help=f"offline runs and baseline seeds per corpus (default {SEEDS})"
+    )
+    ap.add_argument(
+        "--provider",
+        default="offline",
+        help="offline (default), or auto | gemini | vertex | openai to score that LLM run beside the offline one",
+    )
+    ap.add_argument(
+        "--run-dir",
+        type=Path,
+        action="append",
+        default=[],
+        help="score this existing run (its manifest names the corpus) instead of running; repeatable",
+    )
+    ap.add_argument(
+        "--work-dir",
+        type=Path,
+        help="where fresh runs go (default: offline runs in a temporary folder; an LLM run in the "
+        "pipeline's own run dir, which it resumes, with its answer cache); a run already finished "
+        "there is scored, not re-run",
+    )
     ap.add_argument("--json", type=Path, help="also write the scores here")
     args = ap.parse_args(argv)
 
@@ -474,9 +590,21 @@ def main(argv: list[str] | None = None) -> list[dict]:
 
 def _jsonable(res: dict) -> dict:
     out = {k: v for k, v in res.items() if k != "runs"}
-    out["runs"] = [{"label": r.label, "backend": r.backend, "run_dir": str(r.run_dir), "seconds": r.seconds, "seed": r.seed,
-                    "peak_rss_mb": r.peak_rss_mb, "untagged": r.untagged, "stages": r.stages, "scores": r.scores,
-                    "violations": r.violations} for r in res["runs"]]
+    out["runs"] = [
+        {
+            "label": r.label,
+            "backend": r.backend,
+            "run_dir": str(r.run_dir),
+            "seconds": r.seconds,
+            "seed": r.seed,
+            "peak_rss_mb": r.peak_rss_mb,
+            "untagged": r.untagged,
+            "stages": r.stages,
+            "scores": r.scores,
+            "violations": r.violations,
+        }
+        for r in res["runs"]
+    ]
     return json.loads(json.dumps(out, default=lambda x: None if isinstance(x, float) and math.isnan(x) else str(x)))
 
 

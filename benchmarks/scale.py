@@ -14,6 +14,7 @@ and for online mode wall / max(sum of latencies / concurrency, tokens / TPM, cal
 the client's CPU share of wall. Targets (issue 12): peak <= 4 GB, Stage 2 <= 2 min, online
 within 1.1x of its bound with client CPU <= 10% of wall, estimates within 10%.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -70,11 +71,17 @@ def serve(conn, latency_median: float, sigma: float, cap: float) -> None:
                 latency["on"] = False
             elif msg == "stats":
                 with lock:
-                    conn.send({"slept": slept["online"], "slept_n": slept["n"], "batch_items": server.batch.items_answered,
-                               "batch_paid_twice": sum(1 for c in server.batch.answered_keys.values() if c > 1),
-                               "online_generate": server.count("generate", mode="gemini"),
-                               "batch_generate": server.count("generate", mode="batch"),
-                               "embed": server.count("embed")})
+                    conn.send(
+                        {
+                            "slept": slept["online"],
+                            "slept_n": slept["n"],
+                            "batch_items": server.batch.items_answered,
+                            "batch_paid_twice": sum(1 for c in server.batch.answered_keys.values() if c > 1),
+                            "online_generate": server.count("generate", mode="gemini"),
+                            "batch_generate": server.count("generate", mode="batch"),
+                            "embed": server.count("embed"),
+                        }
+                    )
                 continue
             conn.send("ok")
 
@@ -103,14 +110,28 @@ def child(mode: str, toml: Path, run_dir: Path) -> None:
             pass  # without it, each stage's peak includes the earlier stages' peaks
         start, cpu = time.perf_counter(), time.process_time()
         info = run_stage(s, stage)
-        print("STAGE " + json.dumps({"stage": stage, "wall": time.perf_counter() - start, "cpu": time.process_time() - cpu,
-                                     "peak_mb": _hwm_mb(), "info": info}, default=str), flush=True)
+        print(
+            "STAGE "
+            + json.dumps(
+                {
+                    "stage": stage,
+                    "wall": time.perf_counter() - start,
+                    "cpu": time.process_time() - cpu,
+                    "peak_mb": _hwm_mb(),
+                    "info": info,
+                },
+                default=str,
+            ),
+            flush=True,
+        )
 
 
 def estimate(toml: Path, provider: str, batch: bool, env: dict) -> dict:
     """`taxonomy estimate --json`: predicted calls, tokens and cost per stage. A failure stops the
     benchmark: an empty "estimated" column would hide it."""
-    cmd = [sys.executable, "-m", "taxonomy", "estimate", str(toml), "--provider", provider, "--json"] + (["--batch"] if batch else ["--online"])
+    cmd = [sys.executable, "-m", "taxonomy", "estimate", str(toml), "--provider", provider, "--json"] + (
+        ["--batch"] if batch else ["--online"]
+    )
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
         raise SystemExit(f"taxonomy estimate failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -122,7 +143,7 @@ def run_mode(mode: str, corpus: Path, work: Path, url: str | None, conn, args) -
     toml = work / f"scale-{mode}.toml"
     toml.write_text(
         f'name = "scale"\n[corpus]\npath = "{corpus}"\nformat = "table"\n'
-        f'[llm]\nconcurrency = {args.concurrency}\nrequests_per_minute = {args.rpm}\ntokens_per_minute = {args.tpm}\n'
+        f"[llm]\nconcurrency = {args.concurrency}\nrequests_per_minute = {args.rpm}\ntokens_per_minute = {args.tpm}\n"
         f'[llm.batch]\npoll_s = 0.5\n[output]\ndir = "{out_dir}"\n'
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -142,17 +163,26 @@ def run_mode(mode: str, corpus: Path, work: Path, url: str | None, conn, args) -
             continue
         got = json.loads(line[6:])
         after, info = _stats(conn), got["info"]
-        row = {"mode": mode, "stage": got["stage"], **{k: got[k] for k in ("wall", "peak_mb", "cpu")},
-               "calls": info.get("calls", 0), "batch_calls": info.get("batch_calls", 0),
-               "tokens": info.get("prompt_tokens", 0) + info.get("output_tokens", 0),
-               "cost": info.get("cost_usd"), "est_cost": _predicted_cost(predicted, got["stage"])}
+        row = {
+            "mode": mode,
+            "stage": got["stage"],
+            **{k: got[k] for k in ("wall", "peak_mb", "cpu")},
+            "calls": info.get("calls", 0),
+            "batch_calls": info.get("batch_calls", 0),
+            "tokens": info.get("prompt_tokens", 0) + info.get("output_tokens", 0),
+            "cost": info.get("cost_usd"),
+            "est_cost": _predicted_cost(predicted, got["stage"]),
+        }
         if after and before:
             row["slept"] = after["slept"] - before["slept"]
             row["paid_twice"] = after["batch_paid_twice"]
         before = after
         rows.append(row)
-        print(f"  {mode:8s} {row['stage']:12s} {row['wall']:8.1f} s  peak {row['peak_mb']:7.0f} MB  calls {row['calls']:6d}  "
-              f"load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"  {mode:8s} {row['stage']:12s} {row['wall']:8.1f} s  peak {row['peak_mb']:7.0f} MB  calls {row['calls']:6d}  "
+            f"load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     if proc.wait() != 0:
         raise SystemExit(f"{mode} run failed ({proc.returncode}):\n{''.join(tail)}")
     return rows
@@ -183,8 +213,10 @@ def _ratio(est: float | None, cost: float | None) -> str:
 
 
 def table(rows: list[dict], args) -> str:
-    head = ("| mode | stage | wall s | peak MB | calls | tokens | est. cost $ | accounted cost $ | est. / accounted | "
-            "online wall / bound | client CPU % of wall |")
+    head = (
+        "| mode | stage | wall s | peak MB | calls | tokens | est. cost $ | accounted cost $ | est. / accounted | "
+        "online wall / bound | client CPU % of wall |"
+    )
     lines = [head, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         est = "-" if r["est_cost"] is None else f"{r['est_cost']:.4f}"
@@ -192,8 +224,10 @@ def table(rows: list[dict], args) -> str:
         ratio = "-"
         if r["mode"] == "online" and r["stage"] in LLM_STAGES and r["calls"]:
             ratio = f"{r['wall'] / max(bound(r, args), 1e-9):.2f}"
-        lines.append(f"| {r['mode']} | {r['stage']} | {r['wall']:.1f} | {r['peak_mb']:.0f} | {r['calls']:,} | {r['tokens']:,} | "
-                     f"{est} | {cost} | {_ratio(r['est_cost'], r['cost'])} | {ratio} | {100 * r['cpu'] / max(r['wall'], 1e-9):.0f} |")
+        lines.append(
+            f"| {r['mode']} | {r['stage']} | {r['wall']:.1f} | {r['peak_mb']:.0f} | {r['calls']:,} | {r['tokens']:,} | "
+            f"{est} | {cost} | {_ratio(r['est_cost'], r['cost'])} | {ratio} | {100 * r['cpu'] / max(r['wall'], 1e-9):.0f} |"
+        )
     for mode in dict.fromkeys(r["mode"] for r in rows):
         mine = [r for r in rows if r["mode"] == mode]
         stage2 = sum(r["wall"] for r in mine if r["stage"] in ("cluster", "canonicalize", "merge"))
@@ -202,20 +236,26 @@ def table(rows: list[dict], args) -> str:
         est_total = sum(est) if est else None
         est_s = "-" if est_total is None else f"{est_total:.4f}"
         wall = sum(r["wall"] for r in mine)
-        lines.append(f"| {mode} | **all** | {wall:.1f} | {max(r['peak_mb'] for r in mine):.0f} | {sum(r['calls'] for r in mine):,} | "
-                     f"{sum(r['tokens'] for r in mine):,} | {est_s} | {cost:.4f} | {_ratio(est_total, cost)} | Stage 2 {stage2:.1f} s | "
-                     f"{100 * sum(r['cpu'] for r in mine) / max(wall, 1e-9):.0f} |")
+        lines.append(
+            f"| {mode} | **all** | {wall:.1f} | {max(r['peak_mb'] for r in mine):.0f} | {sum(r['calls'] for r in mine):,} | "
+            f"{sum(r['tokens'] for r in mine):,} | {est_s} | {cost:.4f} | {_ratio(est_total, cost)} | Stage 2 {stage2:.1f} s | "
+            f"{100 * sum(r['cpu'] for r in mine) / max(wall, 1e-9):.0f} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--modes", nargs="+", default=["offline", "batch", "online"], choices=["offline", "batch", "online"])
+    ap.add_argument(
+        "--modes", nargs="+", default=["offline", "batch", "online"], choices=["offline", "batch", "online"]
+    )
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--tasks", type=int, default=2_000)
     ap.add_argument("--corpus", type=Path, help="an existing corpus file instead of generating one")
     ap.add_argument("--latency-median", type=float, default=3.0, help="online answer latency median, seconds")
-    ap.add_argument("--latency-sigma", type=float, default=0.6, help="log-normal sigma: 0.6 puts p99 near 4x the median")
+    ap.add_argument(
+        "--latency-sigma", type=float, default=0.6, help="log-normal sigma: 0.6 puts p99 near 4x the median"
+    )
     ap.add_argument("--latency-cap", type=float, default=30.0)
     ap.add_argument("--concurrency", type=int, default=32, help="llm.concurrency (the config default)")
     ap.add_argument("--rpm", type=int, default=1000, help="llm.requests_per_minute (the config default)")
@@ -233,13 +273,25 @@ def main() -> None:
         corpus = args.corpus
         if corpus is None:
             corpus = work / f"synth{args.n}.parquet"
-            subprocess.run([sys.executable, str(ROOT / "benchmarks" / "synth_corpus.py"), str(corpus), "--n", str(args.n),
-                            "--tasks", str(args.tasks)], check=True, cwd=ROOT)
+            subprocess.run(
+                [
+                    sys.executable,
+                    str(ROOT / "benchmarks" / "synth_corpus.py"),
+                    str(corpus),
+                    "--n",
+                    str(args.n),
+                    "--tasks",
+                    str(args.tasks),
+                ],
+                check=True,
+                cwd=ROOT,
+            )
         conn = proc = url = None
         if any(m != "offline" for m in args.modes):
             parent, server_end = mp.Pipe()
-            proc = mp.get_context("spawn").Process(target=serve, args=(server_end, args.latency_median, args.latency_sigma, args.latency_cap),
-                                                   daemon=True)
+            proc = mp.get_context("spawn").Process(
+                target=serve, args=(server_end, args.latency_median, args.latency_sigma, args.latency_cap), daemon=True
+            )
             proc.start()
             conn, url = parent, parent.recv()
         rows: list[dict] = []
@@ -253,9 +305,11 @@ def main() -> None:
     print()
     print(table(rows, args))
     twice = max((r.get("paid_twice", 0) for r in rows), default=0)
-    print(f"\nbatch items paid twice (server side): {twice}; load average {os.getloadavg()[0]:.2f} at the end; "
-          f"online latency log-normal, median {args.latency_median} s, sigma {args.latency_sigma}; "
-          f"concurrency {args.concurrency}, {args.rpm} RPM, {args.tpm:,} TPM")
+    print(
+        f"\nbatch items paid twice (server side): {twice}; load average {os.getloadavg()[0]:.2f} at the end; "
+        f"online latency log-normal, median {args.latency_median} s, sigma {args.latency_sigma}; "
+        f"concurrency {args.concurrency}, {args.rpm} RPM, {args.tpm:,} TPM"
+    )
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ A, B, C = "file_check_capability", "code_review_capability", "metric_check_capab
 
 def _tax(shares=(0.5, 0.3, 0.2)) -> Taxonomy:
     caps = [
-        TaxonomyCapability(name=n, description="d", diagnostic_signal="s", example_pattern="e",
-                           non_examples=[], members=[], share=s)
+        TaxonomyCapability(
+            name=n, description="d", diagnostic_signal="s", example_pattern="e", non_examples=[], members=[], share=s
+        )
         for n, s in zip((A, B, C), shares)
     ]
     return Taxonomy(capabilities=caps)
@@ -35,8 +36,12 @@ def _frames(rows):
         {"task_id": [r[0] for r in rows], "criterion_id": [r[1] for r in rows], "text": [r[2] for r in rows]}
     )
     tags = pl.DataFrame(
-        {"criterion_id": [r[1] for r in rows], "tags": [[r[3]] if r[3] else [] for r in rows],
-         "primary": [r[3] for r in rows], "score": [r[4] for r in rows]},
+        {
+            "criterion_id": [r[1] for r in rows],
+            "tags": [[r[3]] if r[3] else [] for r in rows],
+            "primary": [r[3] for r in rows],
+            "score": [r[4] for r in rows],
+        },
         schema_overrides={"primary": pl.Utf8, "score": pl.Float64, "tags": pl.List(pl.Utf8)},
     )
     return criteria, tags
@@ -102,14 +107,18 @@ def test_low_fit_without_score_column_lists_only_untagged():
 
 
 def test_near_duplicates_within_task_only():
-    criteria = pl.DataFrame({
-        "task_id": ["t1", "t1", "t1", "t2"],
-        "criterion_id": ["a", "b", "c", "d"],
-        "text": ["The LSTM model is implemented in src/model.py.",
-                 "The LSTM model is implemented in the file src/model.py.",
-                 "Accuracy on the test split is reported.",
-                 "The LSTM model is implemented in src/model.py."],  # same text, other task: not a pair
-    })
+    criteria = pl.DataFrame(
+        {
+            "task_id": ["t1", "t1", "t1", "t2"],
+            "criterion_id": ["a", "b", "c", "d"],
+            "text": [
+                "The LSTM model is implemented in src/model.py.",
+                "The LSTM model is implemented in the file src/model.py.",
+                "Accuracy on the test split is reported.",
+                "The LSTM model is implemented in src/model.py.",
+            ],  # same text, other task: not a pair
+        }
+    )
     dups = near_duplicates(criteria, dup_threshold=0.8)
     assert dups.select("task_id", "criterion_a", "criterion_b").rows() == [("t1", "a", "b")]
     assert dups["similarity"][0] >= 0.8
@@ -118,12 +127,14 @@ def test_near_duplicates_within_task_only():
 
 def test_near_duplicates_need_same_numbers_and_context():
     text = "An MLP of width {} is trained with learning rate 1E-4 on the convection problem."
-    criteria = pl.DataFrame({
-        "task_id": ["t"] * 4,
-        "criterion_id": ["w50", "w100", "w50-again", "w50-other-parent"],
-        "text": [text.format(50), text.format(100), text.format(50), text.format(50)],
-        "context": ["root > A", "root > A", "root > A", "root > B"],
-    })
+    criteria = pl.DataFrame(
+        {
+            "task_id": ["t"] * 4,
+            "criterion_id": ["w50", "w100", "w50-again", "w50-other-parent"],
+            "text": [text.format(50), text.format(100), text.format(50), text.format(50)],
+            "context": ["root > A", "root > A", "root > A", "root > B"],
+        }
+    )
     # Template twins differing in one number are separate checks; other parents are other scopes.
     assert near_duplicates(criteria, 0.9).select("criterion_a", "criterion_b").rows() == [("w50", "w50-again")]
     pairs = lambda **kw: near_duplicates(criteria, 0.5, **kw).select("criterion_a", "criterion_b").rows()  # noqa: E731
@@ -151,10 +162,15 @@ def test_count_checks(text, bundled):
 
 
 def test_bundled_by_close_scores():
-    joined = pl.DataFrame({
-        "criterion_id": ["x", "y"], "task_id": ["t", "t"], "text": ["One check.", "One check too."],
-        "tags": [[A, B], [A, B]], "scores": [[0.81, 0.78], [0.9, 0.3]],
-    })
+    joined = pl.DataFrame(
+        {
+            "criterion_id": ["x", "y"],
+            "task_id": ["t", "t"],
+            "text": ["One check.", "One check too."],
+            "tags": [[A, B], [A, B]],
+            "scores": [[0.81, 0.78], [0.9, 0.3]],
+        }
+    )
     out = bundled_criteria(joined, close_margin=0.1)
     assert out["criterion_id"].to_list() == ["x"]
     assert "close scores" in out["reason"][0] and A in out["reason"][0]

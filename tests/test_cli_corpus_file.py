@@ -1,5 +1,6 @@
 """A new user's first hour, through the CLI: a bare corpus file, the TOML it gets, where outputs land,
 and the defects issue 19 lists (each fixed with a test here)."""
+
 from __future__ import annotations
 
 import json
@@ -21,17 +22,24 @@ def _offline(offline_env):
 def devai_rows(n: int | None = None) -> pl.DataFrame:
     """The bundled DevAI criteria under the column names a user's own file would have."""
     frame = load_corpus(CorpusConfig(path=str(ROOT / "data" / "devai"), format="devai"), ROOT).frame
-    frame = frame.select(pl.col("task_id").alias("Task"), pl.col("text").alias("criterion"), pl.lit(2).alias("points"),
-                         pl.col("category"), pl.col("brief").alias("prompt"))
+    frame = frame.select(
+        pl.col("task_id").alias("Task"),
+        pl.col("text").alias("criterion"),
+        pl.lit(2).alias("points"),
+        pl.col("category"),
+        pl.col("brief").alias("prompt"),
+    )
     return frame if n is None else frame.head(n)
-
 
 
 def test_run_a_bare_csv_detects_columns_writes_its_toml_and_resumes_from_it(here):
     devai_rows().write_csv(here / "support.csv")
     first = invoke("run", "support.csv", "-q", "--no-report")
     # which columns it used, by their names in the file
-    assert 'columns used: text = "criterion", task_id = "Task", weight = "points", category = "category", brief = "prompt"' in first.output
+    assert (
+        'columns used: text = "criterion", task_id = "Task", weight = "points", category = "category", brief = "prompt"'
+        in first.output
+    )
     run = here / "outputs" / "support" / "offline"
     assert (run / "taxonomy.md").is_file() and (run / "stage3_tags.parquet").is_file()
     assert sorted(p.name for p in here.iterdir()) == ["outputs", "support.csv"]  # nothing else, nowhere else
@@ -56,8 +64,17 @@ def test_init_writes_the_toml_without_running(here):
     assert sorted(p.name for p in here.iterdir()) == ["it.toml", "it.tsv"]  # nothing run, no outputs/
     text = (here / "it.toml").read_text()
     raw = tomllib.loads(text)
-    assert raw["corpus"] == {"path": "it.tsv", "format": "table",
-                             "columns": {"task_id": "Task", "text": "criterion", "weight": "points", "category": "category", "brief": "prompt"}}
+    assert raw["corpus"] == {
+        "path": "it.tsv",
+        "format": "table",
+        "columns": {
+            "task_id": "Task",
+            "text": "criterion",
+            "weight": "points",
+            "category": "category",
+            "brief": "prompt",
+        },
+    }
     assert '# [cluster]\n# k = "auto"' in text and "# [llm.prices]" in text  # every other key, with its default
     assert "\n[merge]" not in text  # 40 criteria can make 8-10 capabilities of 2-40%: the paper's bounds stand
     assert load_config(here / "it.toml").corpus.columns.weight == "points"
@@ -89,19 +106,33 @@ def test_every_corpus_format_is_detected(here, suffix):
 def test_rubric_list_and_healthbench_files_get_their_own_format(here):
     (here / "r.json").write_text(json.dumps([{"criteria": "The total is stated.", "weight": 2}]))
     assert "format rubric_list" in invoke("init", "r.json").output
-    (here / "hb.jsonl").write_text(json.dumps({"prompt_id": "p", "prompt": [{"role": "user", "content": "hi"}],
-                                               "rubrics": [{"criterion": "Greets back.", "points": 1}]}) + "\n")
+    (here / "hb.jsonl").write_text(
+        json.dumps(
+            {
+                "prompt_id": "p",
+                "prompt": [{"role": "user", "content": "hi"}],
+                "rubrics": [{"criterion": "Greets back.", "points": 1}],
+            }
+        )
+        + "\n"
+    )
     assert "format healthbench" in invoke("init", "hb.jsonl").output
 
 
 def test_a_file_that_is_neither_pipeline_nor_corpus_says_what_was_expected(here):
     (here / "notes.txt").write_text("hello")
     line = refused("run", "notes.txt")
-    assert "notes.txt: not a corpus or pipeline file" in line and "a pipeline TOML (.toml), a corpus file (.csv, .tsv" in line
+    assert (
+        "notes.txt: not a corpus or pipeline file" in line
+        and "a pipeline TOML (.toml), a corpus file (.csv, .tsv" in line
+    )
     assert "no such file" in refused("run", "missing.csv")
     (here / "c.csv").write_text("id,question\n1,What?\n")
     line = refused("run", "c.csv")
-    assert "no criterion column: none of criterion, criteria, text, requirement, rubric among its columns (id, question)" in line
+    assert (
+        "no criterion column: none of criterion, criteria, text, requirement, rubric among its columns (id, question)"
+        in line
+    )
     assert list(here.glob("outputs")) == []
 
 
@@ -119,12 +150,16 @@ def test_tag_and_audit_take_a_bare_csv_whose_column_is_criterion(here, tmp_path)
 def test_outputs_go_to_the_folder_the_command_runs_in_not_beside_the_toml(here):
     (here / "pipelines").mkdir()
     devai_rows(60).write_csv(here / "pipelines" / "c.csv")
-    (here / "pipelines" / "p.toml").write_text('name = "p"\n[corpus]\npath = "c.csv"\n[corpus.columns]\ntext = "criterion"\n')
+    (here / "pipelines" / "p.toml").write_text(
+        'name = "p"\n[corpus]\npath = "c.csv"\n[corpus.columns]\ntext = "criterion"\n'
+    )
     invoke("run", "pipelines/p.toml", "-q", "--no-report")
     assert (here / "outputs" / "p" / "offline" / "taxonomy.json").is_file()
     assert not (here.parent / "outputs").exists()  # the old default, ../outputs relative to the TOML
     # the TOML still decides when it says so (relative to the TOML)
-    (here / "pipelines" / "q.toml").write_text('name = "q"\n[corpus]\npath = "c.csv"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "out"\n')
+    (here / "pipelines" / "q.toml").write_text(
+        'name = "q"\n[corpus]\npath = "c.csv"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "out"\n'
+    )
     invoke("run", "pipelines/q.toml", "-q", "--no-report")
     assert (here / "pipelines" / "out" / "q" / "offline" / "taxonomy.json").is_file()
 

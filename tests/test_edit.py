@@ -1,4 +1,5 @@
 """`taxonomy edit RUN rename | merge | split`: a new taxonomy hash, constraints re-checked, tags propagated."""
+
 from __future__ import annotations
 
 import copy
@@ -48,24 +49,32 @@ def run(offline_run, tmp_path, offline_env):
 def test_rename_writes_a_new_hash_and_renames_the_tags(run):
     before, tags_before = _taxonomy(run), _tags(run)
     old = before.capabilities[0].name
-    invoke("breakdown", run, "--verdicts", f"devai:{ROOT / 'data' / 'devai'}", "--boot", "0")  # built from the old taxonomy
+    invoke(
+        "breakdown", run, "--verdicts", f"devai:{ROOT / 'data' / 'devai'}", "--boot", "0"
+    )  # built from the old taxonomy
     result = invoke("edit", run, "rename", old, "renamed_result_checking_capability")
     after, tags_after = _taxonomy(run), _tags(run)
     assert after.content_hash == after.compute_hash() != before.content_hash
     assert after.names()[0] == "renamed_result_checking_capability" and old not in after.names()
-    assert tags_after["tags"].to_list() == [[("renamed_result_checking_capability" if t == old else t) for t in ts]
-                                            for ts in tags_before["tags"].to_list()]
+    assert tags_after["tags"].to_list() == [
+        [("renamed_result_checking_capability" if t == old else t) for t in ts] for ts in tags_before["tags"].to_list()
+    ]
     assert not any(old in ne for c in after.capabilities for ne in c.non_examples)
     assert f"{before.content_hash} -> {after.content_hash}" in result.output
     assert f"stale: breakdown/ was computed with taxonomy {before.content_hash}" in " ".join(result.output.split())
     manifest = json.loads((run / "manifest.json").read_text())
-    assert manifest["edits"][-1]["from_hash"] == before.content_hash and manifest["stages"]["tag"]["taxonomy_hash"] == after.content_hash
+    assert (
+        manifest["edits"][-1]["from_hash"] == before.content_hash
+        and manifest["stages"]["tag"]["taxonomy_hash"] == after.content_hash
+    )
     report = Page((run / "report.html").read_text())  # redrawn: new hash, old breakdown not shown as current
     assert after.content_hash in " ".join(report.text) and "not computed" in report.section("breakdown")
     invoke("breakdown", run, "--verdicts", f"devai:{ROOT / 'data' / 'devai'}", "--boot", "0")  # the tags are accepted
     # The replaced taxonomy stays as a run of its own: the diff sees a pure rename.
     d = diff_runs(run / "edits" / before.content_hash, run)
-    assert d.ari == pytest.approx(1.0) and [(m.a, m.b) for m in d.renamed] == [(old, "renamed_result_checking_capability")]
+    assert d.ari == pytest.approx(1.0) and [(m.a, m.b) for m in d.renamed] == [
+        (old, "renamed_result_checking_capability")
+    ]
 
 
 def test_merge_that_breaks_a_constraint_is_refused_unless_allowed(run):
@@ -107,7 +116,10 @@ def test_split_offline_names_the_parts_from_their_own_criteria_and_retags(run):
     assert f"{affected} criteria re-tagged" in result.output
     assert set(tags_after["primary"].drop_nulls()) <= set(after.names()) and tags_after.height == tags_before.height
     untouched = tags_before.filter(~pl.col("tags").list.contains(target.name))
-    assert tags_after.join(untouched.select("criterion_id"), on="criterion_id")["tags"].to_list() == untouched["tags"].to_list()
+    assert (
+        tags_after.join(untouched.select("criterion_id"), on="criterion_id")["tags"].to_list()
+        == untouched["tags"].to_list()
+    )
     assert not [r for r in after.repairs if r.startswith("unresolved")], after.repairs
 
 
@@ -115,7 +127,10 @@ def test_bad_edits_are_one_line_and_change_nothing(run):
     raw = (run / "taxonomy.json").read_text()
     names = _taxonomy(run).names()
     for args, expected in (
-        (("rename", "no_such_thing_capability", "other_new_name_capability"), "no capability `no_such_thing_capability`"),
+        (
+            ("rename", "no_such_thing_capability", "other_new_name_capability"),
+            "no capability `no_such_thing_capability`",
+        ),
         (("rename", names[0], "Bad Name"), "`Bad Name`"),
         (("rename", names[0], names[1]), "already a capability"),
         (("merge", names[0]), "takes 2 capability name(s)"),
@@ -164,19 +179,25 @@ def test_describe_says_what_a_capability_checks_wherever_its_description_goes(ru
     sentence = "Checks that each output file is saved at the path the task names"
     invoke("edit", run, "describe", name, f"  {sentence}\n")
     after = _taxonomy(run)
-    assert after.capabilities[1].checks == sentence + "." and not any(c.checks for c in after.capabilities if c.name != name)
+    assert after.capabilities[1].checks == sentence + "." and not any(
+        c.checks for c in after.capabilities if c.name != name
+    )
     assert after.content_hash == after.compute_hash() != before.content_hash
     assert _tags(run).equals(tags_before)
     stated = f"What it checks, as stated by a person:** {sentence}."
     md = (run / "taxonomy.md").read_text()
     assert md.count(stated) == 2  # the table and its section
-    assert f"What it checks, as stated by a person: {sentence}." in " ".join(" ".join(Page((run / "report.html").read_text()).text).split())
+    assert f"What it checks, as stated by a person: {sentence}." in " ".join(
+        " ".join(Page((run / "report.html").read_text()).text).split()
+    )
 
     out = tmp_path / "export"
     invoke("export", run, "--to", "all", "--out", out, "-q")
     said = f"What it checks, as stated by a person: {sentence}."
     graders = {c["name"]: c for c in json.loads((out / "openjudge" / "graders.json").read_text(encoding="utf-8"))}
-    assert said in graders[name]["description"] and not any(said in c["description"] for n, c in graders.items() if n != name)
+    assert said in graders[name]["description"] and not any(
+        said in c["description"] for n, c in graders.items() if n != name
+    )
     sections = [json.loads(line) for line in (out / "guidance_sections.jsonl").read_text(encoding="utf-8").splitlines()]
     assert [s["capability"] for s in sections if said in s["description"]] == [name]
     # in the judge prompts of the graders that check it, through the real loaders
@@ -184,13 +205,18 @@ def test_describe_says_what_a_capability_checks_wherever_its_description_goes(ru
     assert validate_eval(doc) == []
     prompts = [g["config"]["prompt"] for st in doc["stimuli"] for g in st["graders"]]
     assert [p for p in prompts if said in " ".join(p.split())] == [p for p in prompts if f"(`{name}`)" in p] != []
-    monkeypatch.setenv("OPENAI_API_KEY", "local-test-key")  # OpenAIChatModel builds its client (and wants a key) on load
+    monkeypatch.setenv(
+        "OPENAI_API_KEY", "local-test-key"
+    )  # OpenAIChatModel builds its client (and wants a key) on load
     assert said in LLMGrader.from_config(copy.deepcopy(graders[name])).description
     assert said in "".join(p.read_text(encoding="utf-8") for p in (out / "gandalf").rglob("*.md"))
 
     # taken back with an empty statement: the taxonomy is the one before, hash and all
     invoke("edit", run, "describe", name, "")
-    assert _taxonomy(run).content_hash == before.content_hash and "as stated by a person" not in (run / "taxonomy.md").read_text()
+    assert (
+        _taxonomy(run).content_hash == before.content_hash
+        and "as stated by a person" not in (run / "taxonomy.md").read_text()
+    )
 
 
 def test_bad_describe_edits_are_one_line_and_change_nothing(run):
@@ -216,5 +242,8 @@ def test_on_the_llm_path_the_tagging_prompt_carries_the_statement(gemini_env, tm
     gemini_env.reset()
     invoke("run", pipeline, "--run-dir", run, "-q", "--no-report", "--force", "tag")
     asked = [r.texts[0] for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == "tag"]
-    assert asked and all("What it checks, as stated by a person: Checks that the trained model is saved where the task says."
-                         in " ".join(text.split()) for text in asked)
+    assert asked and all(
+        "What it checks, as stated by a person: Checks that the trained model is saved where the task says."
+        in " ".join(text.split())
+        for text in asked
+    )

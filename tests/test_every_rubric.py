@@ -4,6 +4,7 @@ Everything goes through the CLI (in-process, as a user would type it) with `--pr
 hand-written (tests/fixtures/scripts/README.md): an English support rubric and its first 40 rows in eleven
 languages, and rubrics of other shapes; the bundled held-out corpora give the prefixes from 20 to 200 rows.
 """
+
 from __future__ import annotations
 
 import json
@@ -28,8 +29,8 @@ LANGUAGES = sorted(p.stem.removeprefix("support40_") for p in FIXTURES.glob("sup
 OTHER_SHAPES = ["report_25.csv", "coding_agent_60.jsonl", "plain_20.csv"]
 
 MIN_CAPS, MAX_CAPS, MIN_SHARE, MAX_SHARE = 8, 10, 0.02, 0.40
-FULL_CONSTRAINTS_FROM = 40   # the issue: from 40 criteria up, 8-10 capabilities of 2-40% each
-SUBSET_KEEPS = 0.95          # a subset tagged against a frozen run keeps this share of its primary tags
+FULL_CONSTRAINTS_FROM = 40  # the issue: from 40 criteria up, 8-10 capabilities of 2-40% each
+SUBSET_KEEPS = 0.95  # a subset tagged against a frozen run keeps this share of its primary tags
 # Each translation's primary tags against the English 40's. Chance is high on 40 criteria: the English tags
 # against 2,000 shuffles of themselves gave NMI 0.38 on average, 0.47 at the 99th percentile, 0.51 at most.
 # The translations gave 0.63-0.77 (benchmarks/scripts.py).
@@ -42,6 +43,7 @@ PLACEHOLDER_WORDS = frozenset(
 
 
 # ---- running ---------------------------------------------------------------------------------
+
 
 def _invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
@@ -68,16 +70,24 @@ def _capabilities(run_dir: Path) -> list[dict]:
 
 # ---- reading words as a reader does: letters, marks and digits of any script ---------------------
 
+
 def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text or "").casefold()
 
 
 def _is_word_char(ch: str) -> bool:
-    return unicodedata.category(ch)[0] in "LMN"   # marks too: Devanagari and Thai vowel signs are marks
+    return unicodedata.category(ch)[0] in "LMN"  # marks too: Devanagari and Thai vowel signs are marks
 
 
-_SPACELESS_RANGES = ((0x3040, 0x30FF), (0x3400, 0x4DBF), (0x4E00, 0x9FFF), (0xF900, 0xFAFF),  # kana, Han
-                     (0x0E00, 0x0EFF), (0x1000, 0x109F), (0x1780, 0x17FF))                     # Thai, Lao, Myanmar, Khmer
+_SPACELESS_RANGES = (
+    (0x3040, 0x30FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xF900, 0xFAFF),  # kana, Han
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1780, 0x17FF),
+)  # Thai, Lao, Myanmar, Khmer
 
 
 def _kind(ch: str, previous: str | None) -> str | None:
@@ -137,7 +147,7 @@ def _segmented(language: str) -> list[tuple[str, set[int]]] | None:
             previous = None
             for ch in word:
                 kind = _kind(ch, previous)
-                if kind is None or kind != previous:   # as in _runs: punctuation, digits, a change of script
+                if kind is None or kind != previous:  # as in _runs: punctuation, digits, a change of script
                     cuts.add(len(text))
                 text, previous = text + ch, kind
             cuts.add(len(text))
@@ -189,6 +199,7 @@ def _title_problems(capabilities: list[dict], texts: list[str], language: str | 
 
 
 # ---- what every run must give -------------------------------------------------------------------
+
 
 def _is_placeholder(name: str) -> bool:
     """A name of ordinals, fallbacks and function words only (`check_second_kind`, `check_for_without`)."""
@@ -247,6 +258,7 @@ def script_run(tmp_path_factory):
             run_dir = tmp_path_factory.mktemp(f"support40_{language}") / "run"
             runs[language] = (run_dir, _run(FIXTURES / f"support40_{language}.csv", run_dir))
         return runs[language]
+
     return get
 
 
@@ -280,6 +292,7 @@ def test_every_shape_gets_a_taxonomy(offline_env, tmp_path, name):
 
 # ---- a translated rubric groups as its original does --------------------------------------------
 
+
 @pytest.mark.parametrize("language", LANGUAGES)
 def test_a_translation_groups_as_its_original(offline_env, script_run, language):
     (english_dir, english), (run_dir, result) = script_run("en"), script_run(language)
@@ -292,6 +305,7 @@ def test_a_translation_groups_as_its_original(offline_env, script_run, language)
 
 
 # ---- tagging against a frozen run ---------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def support_run(tmp_path_factory) -> Path:
@@ -345,6 +359,7 @@ def test_a_devai_subset_tagged_against_the_devai_run_keeps_its_tags(offline_env,
 
 
 # ---- the issue's other defects, one CLI assertion each --------------------------------------------
+
 
 def test_no_criterion_is_left_in_a_placeholder_group(offline_env, tmp_path):
     """Issue 41 item 1: the first 80 rows gave 34 criteria the fallback label `unmarked` and were refused."""

@@ -1,4 +1,5 @@
 """taxonomy/text.py: which languages' function words a corpus gets."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -25,8 +26,8 @@ def test_each_held_out_corpus_is_read_in_its_own_languages():
 def test_a_language_counts_from_a_few_criteria_and_english_keeps_its_own_list():
     english = _criteria("report_writing.csv")[:100]
     spanish = _criteria("es_support.csv")
-    assert corpus_languages(english + spanish[:8]) == ("en", "es")   # 8 of 108 (7%), a tie or two decides none
-    assert corpus_languages(english + spanish[:2]) == ("en",)        # 2 of 102 are too few to name by
-    assert function_words(english) == FUNCTION_WORDS                 # "uses", "shows" stay words a name may use
+    assert corpus_languages(english + spanish[:8]) == ("en", "es")  # 8 of 108 (7%), a tie or two decides none
+    assert corpus_languages(english + spanish[:2]) == ("en",)  # 2 of 102 are too few to name by
+    assert function_words(english) == FUNCTION_WORDS  # "uses", "shows" stay words a name may use
     mixed = function_words(english + spanish[:8])
     assert {"el", "que", "la"} <= mixed and FUNCTION_WORDS <= mixed and "uses" not in mixed

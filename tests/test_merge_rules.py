@@ -1,4 +1,5 @@
 """Stage 2c: the merge-constraint checker and the deterministic repair solver."""
+
 from __future__ import annotations
 
 import re
@@ -12,7 +13,20 @@ from taxonomy.schemas import MergedCapability, MicroCapability
 
 CFG = MergeConfig()
 RULES = LabelRules()
-TOPICS = ["revenue", "margin", "formula", "chart", "date", "currency", "citation", "narrative", "ratio", "layout", "filing", "footnote"]
+TOPICS = [
+    "revenue",
+    "margin",
+    "formula",
+    "chart",
+    "date",
+    "currency",
+    "citation",
+    "narrative",
+    "ratio",
+    "layout",
+    "filing",
+    "footnote",
+]
 # Criteria per micro (two micros per topic); topic 0 holds 55 of 100.
 COUNTS = [30, 25] + [2, 2] * 9 + [3, 2] + [2, 2]
 
@@ -24,11 +38,17 @@ def make_micro() -> tuple[list[MicroCapability], np.ndarray]:
     for t, topic in enumerate(TOPICS):
         for v, variant in enumerate(["figures", "sources"]):
             i = 2 * t + v
-            micro.append(MicroCapability(
-                name=f"trace_{topic}_{variant}_capability", cluster_id=i, n_criteria=COUNTS[i],
-                description=f"Checks the {topic} {variant}. More detail.", diagnostic_signal=f"mentions {topic}",
-                example_pattern=f"The {topic} {variant} are right.", non_examples=[f"if layout, prefer `trace_layout_{variant}_capability`"],
-            ))
+            micro.append(
+                MicroCapability(
+                    name=f"trace_{topic}_{variant}_capability",
+                    cluster_id=i,
+                    n_criteria=COUNTS[i],
+                    description=f"Checks the {topic} {variant}. More detail.",
+                    diagnostic_signal=f"mentions {topic}",
+                    example_pattern=f"The {topic} {variant} are right.",
+                    non_examples=[f"if layout, prefer `trace_layout_{variant}_capability`"],
+                )
+            )
             vec = np.zeros(len(TOPICS))
             vec[t] = 1.0
             if t == 11:
@@ -38,16 +58,24 @@ def make_micro() -> tuple[list[MicroCapability], np.ndarray]:
     return micro, np.array(rows)
 
 
-def cap(name: str, members: list[str], non_examples: list[str] | None = None, description: str = "What it checks.") -> MergedCapability:
+def cap(
+    name: str, members: list[str], non_examples: list[str] | None = None, description: str = "What it checks."
+) -> MergedCapability:
     return MergedCapability(
-        name=name, description=description, diagnostic_signal="a cue", example_pattern="an example",
-        non_examples=non_examples or [], member_input_names=members,
+        name=name,
+        description=description,
+        diagnostic_signal="a cue",
+        example_pattern="an example",
+        non_examples=non_examples or [],
+        member_input_names=members,
     )
 
 
 def bad_proposal(micro: list[MicroCapability]) -> list[MergedCapability]:
     """12 capabilities; topic 0 at 55%; one micro dropped; a repeated name; an invalid name; a confusable pair."""
-    caps = [cap(f"audit_{t}_topic_capability", [micro[2 * i].name, micro[2 * i + 1].name]) for i, t in enumerate(TOPICS)]
+    caps = [
+        cap(f"audit_{t}_topic_capability", [micro[2 * i].name, micro[2 * i + 1].name]) for i, t in enumerate(TOPICS)
+    ]
     caps[5].member_input_names = [micro[10].name]  # drops micro 11
     caps[8].name = caps[7].name
     caps[9].name = "Build-Excel-Model"
@@ -64,22 +92,28 @@ def test_checker_flags_each_violation_kind():
     sim = capability_similarity(proposal, micro, cents)
     text = messages(check_merge(proposal, micro, CFG, RULES, sim))
     assert "you gave 12 capabilities; give 8-10" in text
-    assert ("`audit_revenue_topic_capability` holds 55.0% of criteria (max 40%); split it along its members: "
-            "trace_revenue_figures_capability, trace_revenue_sources_capability") in text
+    assert (
+        "`audit_revenue_topic_capability` holds 55.0% of criteria (max 40%); split it along its members: "
+        "trace_revenue_figures_capability, trace_revenue_sources_capability"
+    ) in text
     assert "not mapped: `trace_currency_sources_capability`" in text
     assert f"the name `{proposal[7].name}` is used by 2 capabilities" in text
     assert "`Build-Excel-Model` must be lower_snake_case" in text
     # Every capability must carry 1-3 non-examples; the planted close pair are each other's nearest sibling.
     assert text.count("has 0 non_examples; give 1-3") == len(proposal)
-    assert "`audit_footnote_topic_capability` has 0 non_examples; give 1-3, each naming a sibling capability and the boundary " \
-           "against it (nearest siblings: `audit_filing_topic_capability`" in text
+    assert (
+        "`audit_footnote_topic_capability` has 0 non_examples; give 1-3, each naming a sibling capability and the boundary "
+        "against it (nearest siblings: `audit_filing_topic_capability`" in text
+    )
 
 
 def test_checker_other_kinds_and_clean_pass():
     micro, cents = make_micro()
-    caps = [cap("audit_shared_topics_capability", [m.name for m in micro[:12]] + ["made_up_name_capability"]),
-            cap("audit_other_topics_capability", [m.name for m in micro[11:]], description=" "),
-            cap("audit_tiny_topics_capability", [])]
+    caps = [
+        cap("audit_shared_topics_capability", [m.name for m in micro[:12]] + ["made_up_name_capability"]),
+        cap("audit_other_topics_capability", [m.name for m in micro[11:]], description=" "),
+        cap("audit_tiny_topics_capability", []),
+    ]
     text = messages(check_merge(caps, micro, CFG, RULES, None))
     assert "lists unknown member(s) `made_up_name_capability`" in text
     assert "`trace_currency_sources_capability` is mapped 2 times" in text
@@ -90,10 +124,16 @@ def test_checker_other_kinds_and_clean_pass():
     clean, _ = solve_merge(micro, cents, CFG, RULES)
     assert check_merge(clean, micro, CFG, RULES, capability_similarity(clean, micro, cents)) == []
     # A capability below min_share is named with its nearest neighbour.
-    small = [cap("audit_a_topic_capability", [m.name for m in micro[:-1]]), cap("audit_b_topic_capability", [micro[-1].name])]
+    small = [
+        cap("audit_a_topic_capability", [m.name for m in micro[:-1]]),
+        cap("audit_b_topic_capability", [micro[-1].name]),
+    ]
     cfg = MergeConfig(min_caps=1, max_caps=10, max_share=1.0, min_share=0.05)
     text = messages(check_merge(small, micro, cfg, RULES, capability_similarity(small, micro, cents)))
-    assert "`audit_b_topic_capability` holds 2.0% of criteria (min 5%); merge it into its nearest neighbour (nearest: `audit_a_topic_capability`)" in text
+    assert (
+        "`audit_b_topic_capability` holds 2.0% of criteria (min 5%); merge it into its nearest neighbour (nearest: `audit_a_topic_capability`)"
+        in text
+    )
 
 
 def test_solver_repairs_bad_proposal_and_records_repairs():
@@ -108,7 +148,10 @@ def test_solver_repairs_bad_proposal_and_records_repairs():
     assert "renamed `Build-Excel-Model`" in text or "Build-Excel-Model" not in {c.name for c in proposal}
     assert "boundary sentence(s) against nearest siblings" in text
     assert not any(r.startswith(("infeasible", "could not", "stopped")) for r in repairs)
-    assert "renamed `audit_narrative_topic_capability` to `trace_ratio_figures_capability` (the name was already taken" in text
+    assert (
+        "renamed `audit_narrative_topic_capability` to `trace_ratio_figures_capability` (the name was already taken"
+        in text
+    )
     # The model's cards survive where the model's groups survive; a fold keeps the receiver's card.
     names = {c.name for c in proposal}
     assert {"audit_date_topic_capability", "audit_revenue_topic_capability", "trace_ratio_figures_capability"} <= names
@@ -190,9 +233,14 @@ def test_input_checks_and_whole_name_boundaries():
     b = cap("cross_verify_totals_capability", [micro[1].name], ["if stated, prefer `reverify_totals_capability`"])
     cfg = MergeConfig(min_caps=1, max_caps=30, max_share=1.0, min_share=0.0)
     sim = np.array([[1.0, 0.99], [0.99, 1.0]])
-    about_a = lambda: [str(v) for v in check_merge([a, b], micro, cfg, RULES, sim) if str(v).startswith("`verify_totals_capability` non")
-                       or str(v).startswith("`verify_totals_capability`'s")]
-    assert len(about_a()) == 2 and "(it names 0)" in about_a()[0] and "name none of its nearest siblings" in about_a()[1]
+    about_a = lambda: [
+        str(v)
+        for v in check_merge([a, b], micro, cfg, RULES, sim)
+        if str(v).startswith("`verify_totals_capability` non") or str(v).startswith("`verify_totals_capability`'s")
+    ]
+    assert (
+        len(about_a()) == 2 and "(it names 0)" in about_a()[0] and "name none of its nearest siblings" in about_a()[1]
+    )
     a.non_examples = ["if the totals are recomputed, prefer `cross_verify_totals_capability`."]
     assert about_a() == []
 
@@ -209,8 +257,10 @@ def test_hard_violations_name_each_broken_constraint():
     fixed, _ = solve_merge(micro, cents, CFG, RULES, start=bad_proposal(micro))
     assert hard_violations(fixed, micro, CFG) == []
     one = [cap("audit_everything_at_once_capability", [m.name for m in micro])]
-    assert hard_violations(one, micro, CFG) == ["capability count 8-10: the taxonomy has 1",
-                                               "max share 40%: `audit_everything_at_once_capability` holds 100.0% of criteria"]
+    assert hard_violations(one, micro, CFG) == [
+        "capability count 8-10: the taxonomy has 1",
+        "max share 40%: `audit_everything_at_once_capability` holds 100.0% of criteria",
+    ]
 
 
 def test_a_split_names_its_two_halves_apart_and_as_they_end_up():
@@ -218,8 +268,14 @@ def test_a_split_names_its_two_halves_apart_and_as_they_end_up():
     note names that half as the solver then names it, not by the card's name again, and renames nothing."""
     micro, cents = make_micro()
     start = [cap("trace_revenue_sources_capability", [micro[0].name, micro[1].name])]
-    start += [cap(f"audit_{t}_topic_capability", [micro[2 * i].name, micro[2 * i + 1].name]) for i, t in enumerate(TOPICS) if i]
-    proposal, repairs = solve_merge(micro, cents, MergeConfig(min_caps=8, max_caps=12, max_share=0.4), RULES, start=start)
+    start += [
+        cap(f"audit_{t}_topic_capability", [micro[2 * i].name, micro[2 * i + 1].name])
+        for i, t in enumerate(TOPICS)
+        if i
+    ]
+    proposal, repairs = solve_merge(
+        micro, cents, MergeConfig(min_caps=8, max_caps=12, max_share=0.4), RULES, start=start
+    )
     note = next(r for r in repairs if r.startswith("split `trace_revenue_sources_capability`"))
     halves = re.findall(r"into `([a-z_]+)` \(30\.0%\) and `([a-z_]+)` \(25\.0%\)", note)
     assert halves and halves[0][0] != halves[0][1], note

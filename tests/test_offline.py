@@ -1,6 +1,7 @@
 """The offline backend: validator-clean on the bundled corpora, deterministic, free of topic
 words, and able to induce kinds of check in a corpus of another language; naming and tagging
 honour their contracts."""
+
 from __future__ import annotations
 
 import random
@@ -68,7 +69,9 @@ def test_labels_never_carry_the_words_of_one_task(corpora, stage1):
         for tok in set(tokens(text)):
             tasks_of.setdefault(tok, set()).add(task)
     fixed = {"check", "capability", "statement", "unmarked", "pattern"}
-    used = {w for labels in stage1["paperbench"]["labels"].to_list() for label in labels for w in label.split("_")} - fixed
+    used = {
+        w for labels in stage1["paperbench"]["labels"].to_list() for label in labels for w in label.split("_")
+    } - fixed
     narrow = sorted(w for w in used if len(tasks_of.get(w, ())) < 3)
     assert not narrow, narrow
 
@@ -99,7 +102,9 @@ def test_no_two_offline_labels_are_paraphrases(name, stage1):
 
 
 def test_stricter_rules_are_honoured(corpora):
-    rules = LabelRules(min_words=5, max_words=6, suffix="_skill", rationale_prefix="to grade this, the verifier needs to")
+    rules = LabelRules(
+        min_words=5, max_words=6, suffix="_skill", rationale_prefix="to grade this, the verifier needs to"
+    )
     frame = corpora["devai"].head(60)
     out = discover_offline(frame, rules)
     for text, labels, rationale in zip(frame["text"].to_list(), out["labels"].to_list(), out["rationale"].to_list()):
@@ -115,9 +120,44 @@ _KINDS_ZH = [  # kinds of check, each phrased in several ways; {t} is the task's
     ["回答引用了关于{t}的可靠来源", "回答给出{t}相关信息的参考来源", "回答注明了{t}数据的出处"],
     ["回答询问用户关于{t}的更多细节", "回答主动询问用户的{t}具体情况", "回答向用户询问{t}的背景信息"],
 ]
-_TOPICS_ZH = ["高血压", "糖尿病", "区块链", "量子计算", "唐诗", "宋词", "足球", "篮球", "咖啡", "红茶", "光伏", "风电",
-              "期货", "债券", "民法", "刑法", "火山", "地震", "油画", "书法", "围棋", "象棋", "疫苗", "抗生素",
-              "芯片", "电池", "航天", "深海", "考古", "敦煌", "长城", "黄河", "熊猫", "候鸟", "森林", "沙漠"]
+_TOPICS_ZH = [
+    "高血压",
+    "糖尿病",
+    "区块链",
+    "量子计算",
+    "唐诗",
+    "宋词",
+    "足球",
+    "篮球",
+    "咖啡",
+    "红茶",
+    "光伏",
+    "风电",
+    "期货",
+    "债券",
+    "民法",
+    "刑法",
+    "火山",
+    "地震",
+    "油画",
+    "书法",
+    "围棋",
+    "象棋",
+    "疫苗",
+    "抗生素",
+    "芯片",
+    "电池",
+    "航天",
+    "深海",
+    "考古",
+    "敦煌",
+    "长城",
+    "黄河",
+    "熊猫",
+    "候鸟",
+    "森林",
+    "沙漠",
+]
 
 
 def _chinese_corpus() -> tuple[pl.DataFrame, list[int]]:
@@ -125,7 +165,9 @@ def _chinese_corpus() -> tuple[pl.DataFrame, list[int]]:
     rows, kinds = [], []
     for t, topic in enumerate(_TOPICS_ZH):
         for k in rng.sample(range(len(_KINDS_ZH)), 4):
-            rows.append({"task_id": f"t{t}", "criterion_id": f"t{t}/{k}", "text": rng.choice(_KINDS_ZH[k]).format(t=topic)})
+            rows.append(
+                {"task_id": f"t{t}", "criterion_id": f"t{t}/{k}", "text": rng.choice(_KINDS_ZH[k]).format(t=topic)}
+            )
             kinds.append(k)
     return pl.DataFrame(rows), kinds
 
@@ -154,13 +196,18 @@ def test_criterion_space_discounts_words_of_one_task():
 def test_criterion_space_counts_inflected_forms_as_one_check_word():
     """“Mentions” and “Mentioned” ask for one check; whole words made each form a kind of its own
     (cosine 0.005 between two forms, the same as between two checks). The naming statistics keep whole words."""
-    forms = {"m": ["Mentions", "Mentioned", "Mentioning"], "e": ["Explains", "Explained", "Explaining"],
-             "c": ["Compares", "Compared", "Comparing"]}
+    forms = {
+        "m": ["Mentions", "Mentioned", "Mentioning"],
+        "e": ["Explains", "Explained", "Explaining"],
+        "c": ["Compares", "Compared", "Comparing"],
+    }
     texts, tasks, kinds, form = [], [], [], []
     for t in range(12):
         for k, verbs in forms.items():
             for j, verb in enumerate(verbs):
-                texts.append(f"{verb} the {['budget', 'plan', 'risk', 'dose', 'route', 'price'][(t + j) % 6]} of item{t}x{j}")
+                texts.append(
+                    f"{verb} the {['budget', 'plan', 'risk', 'dose', 'route', 'price'][(t + j) % 6]} of item{t}x{j}"
+                )
                 tasks.append(f"t{t}")
                 kinds.append(k)
                 form.append(j)
@@ -172,7 +219,9 @@ def test_criterion_space_counts_inflected_forms_as_one_check_word():
     assert {"mentioned", "mentioning"} <= set(space.vocabulary) and "menti" not in space.vocabulary
 
 
-@pytest.mark.parametrize("texts", [["123", "456", "789", "1011"], ["alpha beta", "gamma delta", "epsilon zeta", "eta theta"]])
+@pytest.mark.parametrize(
+    "texts", [["123", "456", "789", "1011"], ["alpha beta", "gamma delta", "epsilon zeta", "eta theta"]]
+)
 def test_a_corpus_with_no_word_two_tasks_share_fails_in_one_line(offline_env, tmp_path, texts):
     """Digits only, or no word used by two tasks: no token weighs anything. The criterion space is all zeros
     (it raised from scikit-learn's normalize), and the run stops on the constraint it cannot meet, in one line."""
@@ -205,6 +254,7 @@ def test_fine_kinds_nest_in_broad_kinds_of_one_tree(two_level):
     assert len(cut(other, opts.broad_kinds, opts)) == 100 and len(cut(space, opts.broad_kinds, opts)) == len(frame)
     assert adjusted_mutual_info_score(kinds, broad) > 0.3, adjusted_mutual_info_score(kinds, broad)
 
+
 # ---- naming -------------------------------------------------------------------------
 def test_cluster_names_are_valid_unique_and_reproducible(stage1):
     freq = stage1["devai"].explode("labels")["labels"].value_counts(sort=True).rows()
@@ -213,7 +263,9 @@ def test_cluster_names_are_valid_unique_and_reproducible(stage1):
     taken: set[str] = set()
     names = []
     for i, members in enumerate(groups):
-        card = name_cluster_offline(i, members, ["The trained model is saved as `models/saved_models/dqn_model.pt`."], RULES, taken)
+        card = name_cluster_offline(
+            i, members, ["The trained model is saved as `models/saved_models/dqn_model.pt`."], RULES, taken
+        )
         assert not label_problems(card.name, RULES), card.name
         assert card.name not in taken
         assert card.description and card.diagnostic_signal and card.example_pattern
@@ -228,10 +280,17 @@ def test_cluster_names_are_valid_unique_and_reproducible(stage1):
 
 def test_cluster_names_handle_foreign_and_degenerate_labels():
     taken = {"verify_optimizer_hyperparameter_setting_capability"}
-    members = [("verify_optimizer_hyperparameter_value_capability", 30), ("verify_batch_iteration_budget_setting_capability", 20),
-               ("verify_training_configuration_setting_capability", 5)]
-    assert name_cluster_offline(0, members, [], RULES, set()).name == "verify_optimizer_hyperparameter_setting_capability"
-    assert name_cluster_offline(0, members, [], RULES, taken).name != "verify_optimizer_hyperparameter_setting_capability"
+    members = [
+        ("verify_optimizer_hyperparameter_value_capability", 30),
+        ("verify_batch_iteration_budget_setting_capability", 20),
+        ("verify_training_configuration_setting_capability", 5),
+    ]
+    assert (
+        name_cluster_offline(0, members, [], RULES, set()).name == "verify_optimizer_hyperparameter_setting_capability"
+    )
+    assert (
+        name_cluster_offline(0, members, [], RULES, taken).name != "verify_optimizer_hyperparameter_setting_capability"
+    )
     for members in ([("build_excel_model_capability", 3)], [("numeric_value_recomputation_capability", 2)], []):
         name = name_cluster_offline(1, members, [], RULES, set()).name
         assert not label_problems(name, RULES), name
@@ -243,11 +302,18 @@ def _hand_taxonomy(labels: pl.DataFrame) -> tuple[Taxonomy, dict[str, list[str]]
     unique = labels.explode("labels")["labels"].value_counts(sort=True)["labels"].to_list()
     micro = {f"check_group_{a}_members_capability": unique[i::8] for i, a in enumerate("abcdefgh")}
     names = list(micro)
-    caps = [(f"check_{w}_grouped_kinds_capability", f"The verifier checks {w} kinds.", names[2 * i: 2 * i + 2])
-            for i, w in enumerate(["first", "second", "third", "fourth"])]
-    taxonomy = Taxonomy(capabilities=[
-        TaxonomyCapability(name=n, description=d, diagnostic_signal=d, example_pattern=d, non_examples=[], members=m) for n, d, m in caps
-    ])
+    caps = [
+        (f"check_{w}_grouped_kinds_capability", f"The verifier checks {w} kinds.", names[2 * i : 2 * i + 2])
+        for i, w in enumerate(["first", "second", "third", "fourth"])
+    ]
+    taxonomy = Taxonomy(
+        capabilities=[
+            TaxonomyCapability(
+                name=n, description=d, diagnostic_signal=d, example_pattern=d, non_examples=[], members=m
+            )
+            for n, d, m in caps
+        ]
+    )
     return taxonomy, micro
 
 
@@ -305,12 +371,21 @@ def test_one_run_fits_the_phrase_space_once_and_another_corpus_gets_its_own():
 def test_a_frozen_taxonomy_tags_words_with_accents_by_its_cards():
     """A criterion whose only word in common with a card is accented (“información”) goes to that card's
     capability; an ASCII word pattern dropped the word, and the tie went to the first capability."""
-    def cap(name: str, text: str) -> TaxonomyCapability:
-        return TaxonomyCapability(name=name, description=text, diagnostic_signal=text, example_pattern=text, non_examples=[], members=[])
 
-    taxonomy = Taxonomy(capabilities=[cap("check_tone_kind_capability", "Criterios sobre el tono."),
-                                      cap("check_info_kind_capability", "Criterios sobre la información dada.")])
-    frame = pl.DataFrame({"criterion_id": ["1", "2"], "text": ["Da información.", "Cuida el tono."], "task_id": ["t", "t"]})
+    def cap(name: str, text: str) -> TaxonomyCapability:
+        return TaxonomyCapability(
+            name=name, description=text, diagnostic_signal=text, example_pattern=text, non_examples=[], members=[]
+        )
+
+    taxonomy = Taxonomy(
+        capabilities=[
+            cap("check_tone_kind_capability", "Criterios sobre el tono."),
+            cap("check_info_kind_capability", "Criterios sobre la información dada."),
+        ]
+    )
+    frame = pl.DataFrame(
+        {"criterion_id": ["1", "2"], "text": ["Da información.", "Cuida el tono."], "task_id": ["t", "t"]}
+    )
     empty = pl.DataFrame(schema={"criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8)})
     out = tag_offline(frame, empty, taxonomy, None, 1)
     assert out["primary"].to_list() == ["check_info_kind_capability", "check_tone_kind_capability"]

@@ -1,4 +1,5 @@
 """The main job with no key: the whole pipeline offline through the CLI, and a frozen taxonomy reused."""
+
 from __future__ import annotations
 
 import json
@@ -32,15 +33,19 @@ def test_frozen_taxonomy_tags_a_corpus_as_the_run_did(offline_env, tmp_path):
     invoke("tag", ROOT / "pipelines" / "devai.toml", "--taxonomy", run_dir / "taxonomy.json", "--run-dir", frozen, "-q")
     a = pl.read_parquet(run_dir / "stage3_tags.parquet").select("criterion_id", "primary")
     b = pl.read_parquet(frozen / "stage3_tags.parquet").select("criterion_id", "primary")
-    assert a.join(b, on="criterion_id", suffix="_frozen").filter(pl.col("primary") != pl.col("primary_frozen")).height == 0
+    assert (
+        a.join(b, on="criterion_id", suffix="_frozen").filter(pl.col("primary") != pl.col("primary_frozen")).height == 0
+    )
 
 
 def test_bare_corpus_file_is_tagged_against_a_frozen_taxonomy(offline_env, tmp_path):
     run_dir = tmp_path / "run"
     invoke("run", write_pipeline(tmp_path, limit=120), "--run-dir", run_dir, "-q", "--no-report")
     corpus = tmp_path / "new_rubric.jsonl"
-    corpus.write_text('{"task_id": "t1", "text": "The reported F1 score on the test split is at least 0.80."}\n'
-                      '{"task_id": "t1", "text": "A README explains how to run the training script."}\n')
+    corpus.write_text(
+        '{"task_id": "t1", "text": "The reported F1 score on the test split is at least 0.80."}\n'
+        '{"task_id": "t1", "text": "A README explains how to run the training script."}\n'
+    )
     result = invoke("tag", corpus, "--taxonomy", run_dir / "taxonomy.json", "--run-dir", tmp_path / "new", "-q")
     tags = pl.read_parquet(tmp_path / "new" / "stage3_tags.parquet")
     names = Taxonomy.model_validate_json((run_dir / "taxonomy.json").read_text()).names()
@@ -119,11 +124,21 @@ def test_thirty_criterion_slice_holds_the_constraints_or_fails(offline_env, tmp_
     cfg = MergeConfig()
     for corpus in ("devai", "healthbench"):
         run_dir = tmp_path / corpus
-        result = invoke("run", write_pipeline(tmp_path, corpus=corpus, limit=30), "--run-dir", run_dir, "-q", "--no-report", ok=False)
+        result = invoke(
+            "run",
+            write_pipeline(tmp_path, corpus=corpus, limit=30),
+            "--run-dir",
+            run_dir,
+            "-q",
+            "--no-report",
+            ok=False,
+        )
         if result.exit_code == 0:
             taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
             assert not taxonomy.violations
-            shares = pl.read_parquet(run_dir / "stage3_tags.parquet")["primary"].value_counts(normalize=True)["proportion"]
+            shares = pl.read_parquet(run_dir / "stage3_tags.parquet")["primary"].value_counts(normalize=True)[
+                "proportion"
+            ]
             assert cfg.min_caps <= len(taxonomy.capabilities) <= cfg.max_caps and shares.max() <= cfg.max_share
         else:
             assert result.exit_code == 2 and "breaks a hard constraint" in _error_line(result)
@@ -174,8 +189,9 @@ def test_the_bundled_offline_example_is_what_the_tool_writes_today(offline_env, 
     invoke("run", ROOT / "pipelines" / "devai.toml", "--run-dir", run_dir, "-q", "--no-report")
     example = ROOT / "outputs" / "examples" / "devai-offline"
     for name in ("taxonomy.md", "stage3_summary.md"):
-        assert (run_dir / name).read_text() == (example / name).read_text(), \
+        assert (run_dir / name).read_text() == (example / name).read_text(), (
             f"{example / name} is stale; fix: rerun the commands in outputs/README.md and copy the files"
+        )
 
 
 def test_changing_an_offline_knob_rebuilds_the_stages(offline_env, tmp_path):
