@@ -261,7 +261,8 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
         provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt,
         batch: Optional[bool] = BatchOpt) -> None:
     """Stage 3: tag every criterion with 1-3 taxonomy capabilities, most confident first."""
-    from taxonomy.pipeline import primary_shares, run_stage
+    from taxonomy.analysis.shares import primary_shares
+    from taxonomy.pipeline import run_stage
 
     taxonomy = _frozen_taxonomy(taxonomy) if taxonomy is not None else None
     s = _session(target, provider, run_dir, quiet, frozen=None if _is_run(target) else taxonomy, batch=batch)
@@ -308,7 +309,8 @@ def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Option
     import resource
     import time
 
-    from taxonomy.pipeline import primary_shares, run_pipeline
+    from taxonomy.analysis.shares import primary_shares
+    from taxonomy.pipeline import run_pipeline
 
     if force is not None and force not in STAGES:
         _fail(ValueError(f"--force {force}: unknown stage; fix: use one of {', '.join(STAGES)}"))
@@ -346,7 +348,7 @@ def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Option
 def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int], batch: Optional[bool], as_json: bool = False) -> None:
     from taxonomy.estimate import estimate as estimate_cost
     from taxonomy.llm.providers import ProviderError, make_provider, resolve_provider_name
-    from taxonomy.pipeline import embedding_choice
+    from taxonomy.embed.choose import embedding_choice
 
     _check_provider(provider)
     cfg, _, _ = _config_for(pipeline, limit, batch)

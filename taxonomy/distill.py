@@ -352,7 +352,8 @@ def tag_with_distilled(
     Writes stage3_tags.parquet (the Stage 3 schema plus `source`: distilled | llm | offline) and
     stage3_summary.md into the session's run, and records the "tag" stage in its manifest.
     """
-    from taxonomy.pipeline import _usage, ensure_criteria, primary_shares, summary_markdown
+    from taxonomy.analysis.shares import primary_shares, summary_markdown
+    from taxonomy.pipeline import ensure_criteria, stage_usage
     from taxonomy.stages.tag import SCHEMA
 
     start = time.perf_counter()
@@ -387,7 +388,7 @@ def tag_with_distilled(
     # One dict serves as the return value and as the manifest's "tag" record (the shape `run_stage` records).
     summary: dict[str, Any] = {"criteria": n, "failed": out.filter(pl.col("status") == "failed").height,
                                "taxonomy_hash": taxonomy.content_hash}
-    summary.update(_usage(s, "tag"))
+    summary.update(stage_usage(s, "tag"))
     summary.update({
         "n": n, "distilled": int(confident.sum()), "sent": rest.height, "fallback": fallback,
         "share_distilled": float(confident.mean()) if n else 0.0,

@@ -466,7 +466,8 @@ def _write(s, op: str, args: list[str], old: Taxonomy, new: Taxonomy, new_tags: 
            after: list[str], notes: list[str]) -> EditResult:
     """The edited taxonomy and tags replace the run's, the old ones kept in edits/<hash>/, and the tags'
     provenance names the new taxonomy."""
-    from taxonomy.pipeline import fingerprint, primary_shares, summary_markdown
+    from taxonomy.analysis.shares import primary_shares, summary_markdown
+    from taxonomy.provenance import fingerprint
     from taxonomy.run import stale_uses
     from taxonomy.taxonomy_io import taxonomy_markdown
 

@@ -1,18 +1,15 @@
 """Stage order over a run directory. Each step reads its inputs from files and writes its own,
 so any stage can be re-run alone, and a killed run resumes from what is on disk.
 
-Provenance: every stage records a fingerprint of what it was built from (the corpus snapshot's
-content hash, the config sections it reads, its prompt template, the backend and model, and
-its inputs' fingerprints). A stage is reused only when its files exist and that fingerprint is
-unchanged; otherwise it and everything after it are recomputed (the LLM cache still answers
-every unchanged request, so nothing is paid twice)."""
+A stage is reused only when its files exist and its fingerprint (provenance.py) is unchanged;
+otherwise it and everything after it are recomputed (the LLM cache still answers every unchanged
+request, so nothing is paid twice)."""
 from __future__ import annotations
 
 import hashlib
 import json
 import time
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,39 +17,15 @@ import numpy as np
 import polars as pl
 
 from taxonomy.backend import Backend, choose_backend
-from taxonomy.config import ConfigError, PipelineConfig
+from taxonomy.config import PipelineConfig
 from taxonomy.corpus import load_corpus
+from taxonomy.embed.choose import choose_embedder
 from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import resolve_provider_name
 from taxonomy.prompts import template_hash
+from taxonomy.provenance import STAGE_INPUTS, fingerprint, why_stale
 from taxonomy.run import PROMPTS, STAGES, USAGE_KEYS, RunDir, RunError, default_run_dir, elapsed, now, versions
 from taxonomy.schemas import MicroCapability
-
-# Every file a stage writes: a stage with any of them missing is not done.
-STAGE_FILES = {
-    "discover": ("stage1_labels.parquet",),
-    "cluster": ("clusters.parquet", "criterion_clusters.parquet", "label_embeddings.npy"),
-    "canonicalize": ("micro_capabilities.json",),
-    "merge": ("taxonomy.json", "taxonomy.md"),
-    "tag": ("stage3_tags.parquet",),
-}
-# The config a stage reads ("section" or "section.key"), and the stages whose outputs it reads.
-STAGE_CONFIG = {
-    "discover": ("labels", "discover"),
-    "cluster": ("cluster", "embedding"),
-    "canonicalize": ("labels", "canonicalize"),
-    "merge": ("labels", "merge"),
-    "tag": ("labels", "tag", "discover.brief_max_chars"),
-}
-STAGE_INPUTS = {"discover": (), "cluster": ("discover",), "canonicalize": ("cluster",), "merge": ("canonicalize",), "tag": ("discover", "merge")}
-
-
-def embedding_choice(cfg: PipelineConfig, backend: str) -> str:
-    """auto: Gemini embeddings with a Gemini backend, else the local embedder."""
-    choice = cfg.embedding.provider
-    if choice == "auto":
-        choice = "gemini" if backend in ("gemini", "vertex") else "local"
-    return choice
 
 
 @dataclass
@@ -78,48 +51,13 @@ class Session:
     def notice(self) -> str:
         return self.engine.notice(self.cfg)
 
-    def embedding_choice(self) -> str:
-        return embedding_choice(self.cfg, self.backend)
-
     def embedder(self):
-        choice = self.embedding_choice()
-        if choice == "gemini":
-            from taxonomy.embed.gemini import GeminiEmbedder
+        return choose_embedder(self.cfg, self.backend, self.runner, self.cache,
+                               on_call=lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0))
 
-            if self.backend not in ("gemini", "vertex"):
-                raise ConfigError(
-                    f"{self.cfg.base_dir}: key embedding.provider: gemini embeddings need --provider gemini or vertex; "
-                    'fix: set embedding.provider = "local" or "auto"'
-                )
-            model = self.cfg.embedding.vertex_model if self.backend == "vertex" else self.cfg.embedding.model
-            embedder = GeminiEmbedder(self.runner.provider, model, self.cfg.embedding.batch_size, self.cache, self.cfg.llm.max_retries,
-                                      runner=self.runner)
-            embedder.on_call = lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0)
-            return embedder
-        if choice == "openai":
-            return self._openai_embedder()
-        from taxonomy.embed.local import LocalEmbedder
-
-        return LocalEmbedder(dim=self.cfg.embedding.local_dim, seed=self.cfg.cluster.seed)
-
-
-    def _openai_embedder(self):
-        from taxonomy.embed.openai import OpenAIEmbedder
-
-        emb, llm = self.cfg.embedding, self.cfg.llm
-        base_url = emb.base_url or llm.base_url
-        where = f"{self.cfg.base_dir}: key embedding"
-        if not base_url:
-            raise ConfigError(f"{where}.base_url: empty (and so is llm.base_url); fix: set the /v1 URL of the embedding server, e.g. http://localhost:8000/v1")
-        if not emb.openai_model:
-            raise ConfigError(f"{where}.openai_model: empty; fix: name the server's embedding model, e.g. openai_model = \"nomic-embed-text\"")
-        # The offline backend has no LLM cache; embeddings still need one.
-        cache = self.cache or Cache(self.cfg.resolve(self.cfg.output.dir) / self.cfg.name / "cache.sqlite")
-        return OpenAIEmbedder(
-            base_url, emb.openai_model, emb.batch_size, cache, api_key_env=llm.api_key_env, max_retries=llm.max_retries,
-            timeout_s=llm.timeout_s, backoff=(llm.backoff_initial_s, llm.backoff_max_s),
-            on_call=lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0),
-        )
+    def corpus_hash(self) -> str:
+        recorded = (self.run.manifest.get("corpus") or {}).get("content_hash")
+        return recorded or frame_hash(ensure_criteria(self))
 
 
 def open_session(
@@ -185,98 +123,7 @@ def ensure_criteria(s: Session) -> pl.DataFrame:
     return s.run.read_parquet("criteria.parquet", "discover")
 
 
-def corpus_hash(s: Session) -> str:
-    recorded = (s.run.manifest.get("corpus") or {}).get("content_hash")
-    return recorded or frame_hash(ensure_criteria(s))
-
-
-# ---- provenance -----------------------------------------------------------------------
-def _setting(cfg: PipelineConfig, dotted: str) -> Any:
-    section, _, key = dotted.partition(".")
-    value = json.loads(getattr(cfg, section).model_dump_json())
-    return value[key] if key else value
-
-
-@lru_cache(maxsize=1)
-def code_hash() -> str:
-    """The project's own source. Where no model runs, the code is the model: a run built by another version of
-    the offline backend (or of the local embedder, or of the code around them) is not current, as one built
-    by another model is not. Offline stages are cheap to rebuild, so any change counts."""
-    root = Path(__file__).resolve().parent
-    digest = hashlib.sha256()
-    for source in sorted(root.rglob("*.py")):
-        digest.update(source.relative_to(root).as_posix().encode() + b"\0" + source.read_bytes())
-    return digest.hexdigest()[:16]
-
-
-def _backend_identity(s: Session, stage: str) -> dict[str, Any]:
-    if stage == "cluster":  # the embedder, not the LLM, makes the clusters
-        choice = s.embedding_choice()
-        if choice == "local":
-            return {"embedder": "local", "code": code_hash()}
-        if choice == "openai":
-            return {"embedder": "openai", "base_url": s.cfg.embedding.base_url or s.cfg.llm.base_url}
-        return {"embedder": choice, "backend": s.backend}
-    return s.engine.identity(s.cfg)
-
-
-def fingerprint(s: Session, stage: str, taxonomy_hash: str | None = None) -> tuple[str, dict[str, Any]]:
-    """(fingerprint, its parts): what `stage` would be built from right now."""
-    stages = s.run.manifest.get("stages") or {}
-    parts: dict[str, Any] = {
-        "corpus": corpus_hash(s),
-        "config": {key: _setting(s.cfg, key) for key in STAGE_CONFIG[stage]},
-        "prompt": template_hash(PROMPTS[stage]) if stage in PROMPTS else None,
-        "backend": _backend_identity(s, stage),
-        "inputs": {up: (stages.get(up) or {}).get("fingerprint") for up in STAGE_INPUTS[stage]},
-    }
-    if stage == "tag":
-        parts["taxonomy"] = taxonomy_hash
-    digest = hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return digest, parts
-
-
-def _diff(old: Any, new: Any, where: str) -> list[str]:
-    if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{where}.{k}" if where else k)]
-    if old == new:
-        return []
-    show = lambda v: json.dumps(v)[:40]  # noqa: E731
-    return [f"{where} {show(old)} -> {show(new)}"]
-
-
-def why_stale(s: Session, stage: str, taxonomy_hash: str | None = None) -> str | None:
-    """None when the stage's files are on disk and were built from what it would read now; else why not."""
-    missing = [name for name in STAGE_FILES[stage] if not s.run.has(name)]
-    record = (s.run.manifest.get("stages") or {}).get(stage)
-    if not isinstance(record, dict) and not missing:
-        return "its files are on disk but the manifest records no such stage (an interrupted run); rebuilding them"
-    if not isinstance(record, dict):
-        return "not run yet"
-    if missing:
-        return f"{', '.join(missing)} missing"
-    digest, parts = fingerprint(s, stage, taxonomy_hash)
-    if record.get("fingerprint") == digest:
-        return None
-    old = record.get("fingerprint_parts")
-    if not isinstance(old, dict):
-        return "no fingerprint recorded (made by an older version of rubric-taxonomy)"
-    reasons = []
-    if old.get("corpus") != parts["corpus"]:
-        n = (s.run.manifest.get("corpus") or {}).get("n_criteria")
-        reasons.append(f"the corpus changed (content hash {old.get('corpus')} -> {parts['corpus']}, now {n} criteria)")
-    reasons += [f"config {d}" for d in _diff(old.get("config"), parts["config"], "")]
-    if old.get("prompt") != parts["prompt"]:
-        reasons.append(f"prompt template {PROMPTS.get(stage)} changed")
-    reasons += [f"backend {d}" for d in _diff(old.get("backend"), parts["backend"], "")]
-    reasons += [f"its input `{up}` was rebuilt" for up in STAGE_INPUTS[stage]
-                if (old.get("inputs") or {}).get(up) != parts["inputs"].get(up)]
-    if old.get("taxonomy") != parts.get("taxonomy"):
-        reasons.append(f"taxonomy {old.get('taxonomy')} -> {parts.get('taxonomy')}")
-    return "; ".join(reasons) or "fingerprint changed"
-
-
-def _usage(s: Session, stage: str) -> dict[str, Any]:
+def stage_usage(s: Session, stage: str) -> dict[str, Any]:
     """Paid calls and tokens summed over every process that worked on this run (the run's ledger),
     embeddings included; cache hits, retries and re-asks are this process's."""
     paid = s.run.usage_totals().get(stage)
@@ -380,6 +227,7 @@ def step_merge(s: Session) -> dict[str, Any]:
 
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
+    from taxonomy.analysis.shares import primary_shares, summary_markdown
     from taxonomy.siblings import unbounded_cotagged
     from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 
@@ -399,42 +247,6 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     notes += unbounded_cotagged(tags, taxonomy.names(), [c.non_examples for c in taxonomy.capabilities], s.cfg.tag.cotag_min_share)
     return {"criteria": tags.height, "failed": tags.filter(pl.col("status") == "failed").height, "taxonomy_hash": taxonomy.content_hash,
             "notes": notes}
-
-
-FAILED_ROW = "(failed validation)"
-UNTAGGED_ROW = "(not tagged)"
-
-
-def primary_shares(tags: pl.DataFrame, criteria: pl.DataFrame | None = None) -> pl.DataFrame:
-    """The paper's Table 1: each capability's share of ALL criteria as primary tag.
-
-    Criteria whose tags failed validation, and criteria of `criteria` with no tag row (or an ok row
-    without a primary), are rows of their own, so `share` sums to 1 over the corpus.
-    `share_of_tagged` keeps the other denominator, the successfully tagged criteria only (empty on
-    the two extra rows)."""
-    ok = tags.filter((pl.col("status") == "ok") & pl.col("primary").is_not_null())
-    n_failed = tags.filter(pl.col("status") == "failed").height
-    n_missing = tags.height - ok.height - n_failed
-    if criteria is not None:
-        n_missing += criteria.join(tags, on="criterion_id", how="anti").height
-    total = ok.height + n_failed + n_missing
-    counts = ok.group_by("primary").len("n").rename({"primary": "capability"}).sort(["n", "capability"], descending=[True, False])
-    extra = pl.DataFrame({"capability": [FAILED_ROW, UNTAGGED_ROW], "n": [n_failed, n_missing]},
-                         schema={"capability": pl.Utf8, "n": counts.schema["n"]}).filter(pl.col("n") > 0)
-    return pl.concat([counts, extra]).with_columns(
-        share=pl.col("n") / max(total, 1),
-        share_of_tagged=pl.when(pl.col("capability").is_in([FAILED_ROW, UNTAGGED_ROW])).then(None).otherwise(pl.col("n") / max(ok.height, 1)),
-    )
-
-
-def summary_markdown(shares: pl.DataFrame) -> str:
-    def pct(v) -> str:
-        return "–" if v is None else f"{100 * v:.1f}%"
-
-    lines = ["Share as primary tag over all criteria (the paper's Table 1); the last column divides by the tagged criteria only.", "",
-             "| capability | criteria | share of all criteria | share of tagged criteria |", "|---|---:|---:|---:|"]
-    lines += [f"| {r['capability']} | {r['n']} | {pct(r['share'])} | {pct(r['share_of_tagged'])} |" for r in shares.iter_rows(named=True)]
-    return "\n".join(lines) + "\n"
 
 
 STEPS: dict[str, Callable[[Session], dict[str, Any]]] = {
@@ -471,7 +283,7 @@ def run_stage(s: Session, stage: str, *, check_inputs: bool = False, **kwargs: A
     taxonomy_hash = _tag_taxonomy_hash(s, kwargs.get("taxonomy_path")) if stage == "tag" else None
     digest, parts = fingerprint(s, stage, taxonomy_hash)
     info = STEPS[stage](s, **kwargs)
-    info.update(_usage(s, stage))
+    info.update(stage_usage(s, stage))
     info.update(seconds=elapsed(start), finished=now(), fingerprint=digest, fingerprint_parts=parts)
     s.run.manifest["usage"] = total_usage(s)
     s.run.record(stage, info)

@@ -24,19 +24,31 @@ from taxonomy.config import PipelineConfig
 from taxonomy.secrets import redact
 
 STAGES = ("discover", "cluster", "canonicalize", "merge", "tag")
-OUTPUTS = {
-    "discover": "stage1_labels.parquet",
-    "cluster": "clusters.parquet",
-    "canonicalize": "micro_capabilities.json",
-    "merge": "taxonomy.json",
-    "tag": "stage3_tags.parquet",
+# The catalog: every file of a run is named here once, and every other module uses these names.
+CRITERIA = "criteria.parquet"  # the corpus snapshot, written before Stage 1 and read by every stage
+LABELS = "stage1_labels.parquet"
+CLUSTERS = "clusters.parquet"
+CRITERION_CLUSTERS = "criterion_clusters.parquet"
+LABEL_EMBEDDINGS = "label_embeddings.npy"
+MICRO = "micro_capabilities.json"
+TAXONOMY = "taxonomy.json"
+TAXONOMY_MD = "taxonomy.md"
+REJECTED = "taxonomy.rejected.json"  # a merge that broke its constraints, kept for inspection under a name no stage reads
+REJECTED_MD = "taxonomy.rejected.md"
+TAGS = "stage3_tags.parquet"
+TAGS_SUMMARY = "stage3_summary.md"
+MANIFEST = "manifest.json"
+PIPELINE_TOML = "pipeline.toml"  # the TOML a run over a bare corpus file was made with
+# The files each stage writes: a stage with any of them missing is not done.
+STAGE_FILES = {
+    "discover": (LABELS,),
+    "cluster": (CLUSTERS, CRITERION_CLUSTERS, LABEL_EMBEDDINGS),
+    "canonicalize": (MICRO,),
+    "merge": (TAXONOMY, TAXONOMY_MD),
+    "tag": (TAGS,),
 }
-# Every artifact a run holds and the stage that writes it.
-ARTIFACTS = {
-    "criteria.parquet": "discover", "stage1_labels.parquet": "discover", "clusters.parquet": "cluster",
-    "criterion_clusters.parquet": "cluster", "label_embeddings.npy": "cluster", "micro_capabilities.json": "canonicalize",
-    "taxonomy.json": "merge", "stage3_tags.parquet": "tag",
-}
+# Every artifact a reader parses (markdown is only shown) and the stage a damaged one sends the user back to.
+ARTIFACTS = {CRITERIA: "discover", **{name: stage for stage, names in STAGE_FILES.items() for name in names if not name.endswith(".md")}}
 # Bumped when the run layout or provenance changes; a run made by a newer tool is refused.
 RUN_FORMAT = 2
 PROMPTS = {"discover": "stage1_discovery.j2", "canonicalize": "stage2_canonicalize.j2", "merge": "stage2_merge.j2", "tag": "stage3_tagging.j2"}
@@ -142,8 +154,8 @@ class RunDir:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise unwritable(exc, self.path / "manifest.json") or exc from None
-        manifest = self.path / "manifest.json"
+            raise unwritable(exc, self.path / MANIFEST) or exc from None
+        manifest = self.path / MANIFEST
         if manifest.exists():
             try:
                 self.manifest = json.loads(manifest.read_text(encoding="utf-8"))
@@ -277,14 +289,14 @@ class RunDir:
 
     def save_manifest(self) -> None:
         self.manifest["run_format"] = RUN_FORMAT
-        self.write_json("manifest.json", self.manifest)
+        self.write_json(MANIFEST, self.manifest)
 
 
 def config_from_run(run_dir: Path) -> PipelineConfig:
     """The settings a run recorded in its manifest, paths read from where its pipeline TOML was."""
     manifest = RunDir(run_dir).manifest
     if "settings" not in manifest:
-        raise RunError(f"{run_dir / 'manifest.json'}: missing or has no settings; fix: pass a pipeline TOML, or a run directory made by `taxonomy run`")
+        raise RunError(f"{run_dir / MANIFEST}: missing or has no settings; fix: pass a pipeline TOML, or a run directory made by `taxonomy run`")
     return PipelineConfig.model_validate({**manifest["settings"], "base_dir": manifest.get("config_dir", ".")})
 
 
@@ -295,11 +307,11 @@ def taxonomy_in_use(run: RunDir, command: str) -> str:
     so tags made with an older taxonomy are never shown under the edited taxonomy's names."""
     from taxonomy.taxonomy_io import load_taxonomy
 
-    current = load_taxonomy(run.need("taxonomy.json", "merge")).content_hash
+    current = load_taxonomy(run.need(TAXONOMY, "merge")).content_hash
     tagged = (run.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
-    if run.has("stage3_tags.parquet") and tagged and tagged != current:
+    if run.has(TAGS) and tagged and tagged != current:
         raise RunError(
-            f"{run.path / 'stage3_tags.parquet'}: tagged against taxonomy {tagged}, but taxonomy.json is now {current} "
+            f"{run.path / TAGS}: tagged against taxonomy {tagged}, but taxonomy.json is now {current} "
             f"(edited since); fix: run `taxonomy tag {run.path}` to re-tag, then `taxonomy {command}` again"
         )
     return current
@@ -312,12 +324,12 @@ def record_use(run: RunDir, command: str, taxonomy_hash: str, **info: Any) -> No
 
 def stale_uses(run: RunDir) -> dict[str, str]:
     """Uses (breakdown, guidance, audit) whose outputs were made with another taxonomy than the current one."""
-    if not run.has("taxonomy.json"):
+    if not run.has(TAXONOMY):
         return {}
     from taxonomy.taxonomy_io import TaxonomyError, load_taxonomy
 
     try:
-        current = load_taxonomy(run.path / "taxonomy.json").content_hash
+        current = load_taxonomy(run.path / TAXONOMY).content_hash
     except TaxonomyError:
         return {}
     return {

@@ -139,7 +139,7 @@ def test_older_run_without_fingerprints_is_rebuilt(offline_env, tmp_path, devai_
 def test_a_run_built_by_other_code_of_the_offline_backend_is_rebuilt(offline_env, tmp_path, devai_rows, monkeypatch):
     """With no model, the code is the model: after an upgrade, the run the older offline code built is not
     served as current (it was: every stage said "up to date, skipped")."""
-    from taxonomy import pipeline
+    from taxonomy import provenance
 
     toml = table_pipeline(tmp_path, devai_rows[:40])
     run = tmp_path / "run"
@@ -147,9 +147,9 @@ def test_a_run_built_by_other_code_of_the_offline_backend_is_rebuilt(offline_env
     manifest = json.loads((run / "manifest.json").read_text())
     assert {
         manifest["stages"][stage]["fingerprint_parts"]["backend"]["code"] for stage in ("discover", "merge", "tag")
-    } == {pipeline.code_hash()}
+    } == {provenance.code_hash()}
     assert invoke("run", toml, "--run-dir", run, "-q", "--no-report").output.count("up to date, skipped") == 5
-    monkeypatch.setattr(pipeline, "code_hash", lambda: "another-build")
+    monkeypatch.setattr(provenance, "code_hash", lambda: "another-build")
     result = invoke("run", toml, "--run-dir", run, "-q", "--no-report")
     lines = stage_lines(result.output)
     assert "discover: recomputing" in lines["discover"] and "another-build" in lines["discover"], result.output

@@ -36,7 +36,7 @@ class OfflineBackend:
 
     def identity(self, cfg: PipelineConfig) -> dict[str, Any]:
         # Where no model runs, the code is the model: a run built by another version is not current.
-        from taxonomy.pipeline import code_hash
+        from taxonomy.provenance import code_hash
 
         # ... and so are its knobs: a run built with other [offline] settings is not current either.
         return {"backend": "offline", "code": code_hash(), "offline": cfg.offline.model_dump()}

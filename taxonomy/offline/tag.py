@@ -133,7 +133,7 @@ def fit_tagger(criteria: pl.DataFrame, stage1: pl.DataFrame, taxonomy: Taxonomy,
                bounds: MergeConfig | None, corpus_hash: str = "") -> "Tagger":
     """The tagger of a run: its corpus's space, its labels' prototypes, the taxonomy's owners, offsets for the bounds."""
     from taxonomy.offline.model import Tagger
-    from taxonomy.pipeline import code_hash
+    from taxonomy.provenance import code_hash
 
     texts = [t or "" for t in criteria["text"].to_list()]
     space = CriterionSpace.fit(texts, criteria["task_id"].cast(pl.Utf8).to_list(), opts)
@@ -149,7 +149,7 @@ def tagger_for(folder: Path, taxonomy: Taxonomy, micro_labels, opts: OfflineConf
     saved when it is missing or was fitted for another taxonomy, corpus, code or settings; None for a taxonomy
     with no run's corpus beside it."""
     from taxonomy.offline.model import Tagger
-    from taxonomy.pipeline import code_hash
+    from taxonomy.provenance import code_hash
     from taxonomy.run import RunDir
 
     run = RunDir(folder)
