@@ -533,7 +533,8 @@ def render(res: dict) -> str:
         lines.append(
             "     tasks carrying most of it: "
             + "; ".join(
-                f"{t['task'][:28]} ({t['n']} criteria) {t['mi_share']:.0%}, {t['top_share']:.0%} in {t['top_cluster'][:40]}"
+                f"{t['task'][:28]} ({t['n']} criteria) {t['mi_share']:.0%}, {t['top_share']:.0%} in "
+                f"{t['top_cluster'][:40]}"
                 for t in res["task_breakdown"][label][:TOP_TASKS]
             )
         )

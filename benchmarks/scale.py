@@ -8,8 +8,9 @@ test server in its own process (tests/fake_gemini.py + tests/fake_batch.py), ans
 tests/responders.py; online answers wait a log-normal latency (median --latency-median, long
 tail), batch jobs answer at once (the Batch API's own hours are Google's, not the client's).
 Each mode runs in its own process through the library path `taxonomy run` takes; per stage its
-wall time, CPU and peak memory (VmHWM, reset between stages) are its own. Per stage it prints wall, peak MB, calls, tokens, the cost
-`taxonomy estimate --json` predicted (at the mode's price) against the cost the run accounted,
+wall time, CPU and peak memory (VmHWM, reset between stages) are its own. Per stage it prints wall,
+peak MB, calls, tokens, the cost `taxonomy estimate --json` predicted (at the mode's price) against
+the cost the run accounted,
 and for online mode wall / max(sum of latencies / concurrency, tokens / TPM, calls / RPM) and
 the client's CPU share of wall. Targets (issue 12): peak <= 4 GB, Stage 2 <= 2 min, online
 within 1.1x of its bound with client CPU <= 10% of wall, estimates within 10%.
@@ -179,8 +180,8 @@ def run_mode(mode: str, corpus: Path, work: Path, url: str | None, conn, args) -
         before = after
         rows.append(row)
         print(
-            f"  {mode:8s} {row['stage']:12s} {row['wall']:8.1f} s  peak {row['peak_mb']:7.0f} MB  calls {row['calls']:6d}  "
-            f"load {os.getloadavg()[0]:.1f}",
+            f"  {mode:8s} {row['stage']:12s} {row['wall']:8.1f} s  peak {row['peak_mb']:7.0f} MB  "
+            f"calls {row['calls']:6d}  load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
     if proc.wait() != 0:
@@ -226,7 +227,8 @@ def table(rows: list[dict], args) -> str:
             ratio = f"{r['wall'] / max(bound(r, args), 1e-9):.2f}"
         lines.append(
             f"| {r['mode']} | {r['stage']} | {r['wall']:.1f} | {r['peak_mb']:.0f} | {r['calls']:,} | {r['tokens']:,} | "
-            f"{est} | {cost} | {_ratio(r['est_cost'], r['cost'])} | {ratio} | {100 * r['cpu'] / max(r['wall'], 1e-9):.0f} |"
+            f"{est} | {cost} | {_ratio(r['est_cost'], r['cost'])} | {ratio} | "
+            f"{100 * r['cpu'] / max(r['wall'], 1e-9):.0f} |"
         )
     for mode in dict.fromkeys(r["mode"] for r in rows):
         mine = [r for r in rows if r["mode"] == mode]
@@ -237,8 +239,9 @@ def table(rows: list[dict], args) -> str:
         est_s = "-" if est_total is None else f"{est_total:.4f}"
         wall = sum(r["wall"] for r in mine)
         lines.append(
-            f"| {mode} | **all** | {wall:.1f} | {max(r['peak_mb'] for r in mine):.0f} | {sum(r['calls'] for r in mine):,} | "
-            f"{sum(r['tokens'] for r in mine):,} | {est_s} | {cost:.4f} | {_ratio(est_total, cost)} | Stage 2 {stage2:.1f} s | "
+            f"| {mode} | **all** | {wall:.1f} | {max(r['peak_mb'] for r in mine):.0f} | "
+            f"{sum(r['calls'] for r in mine):,} | {sum(r['tokens'] for r in mine):,} | "
+            f"{est_s} | {cost:.4f} | {_ratio(est_total, cost)} | Stage 2 {stage2:.1f} s | "
             f"{100 * sum(r['cpu'] for r in mine) / max(wall, 1e-9):.0f} |"
         )
     return "\n".join(lines)

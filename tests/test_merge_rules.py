@@ -102,7 +102,8 @@ def test_checker_flags_each_violation_kind():
     # Every capability must carry 1-3 non-examples; the planted close pair are each other's nearest sibling.
     assert text.count("has 0 non_examples; give 1-3") == len(proposal)
     assert (
-        "`audit_footnote_topic_capability` has 0 non_examples; give 1-3, each naming a sibling capability and the boundary "
+        "`audit_footnote_topic_capability` has 0 non_examples; give 1-3, each naming a sibling capability and the "
+        "boundary "
         "against it (nearest siblings: `audit_filing_topic_capability`" in text
     )
 
@@ -131,8 +132,8 @@ def test_checker_other_kinds_and_clean_pass():
     cfg = MergeConfig(min_caps=1, max_caps=10, max_share=1.0, min_share=0.05)
     text = messages(check_merge(small, micro, cfg, RULES, capability_similarity(small, micro, cents)))
     assert (
-        "`audit_b_topic_capability` holds 2.0% of criteria (min 5%); merge it into its nearest neighbour (nearest: `audit_a_topic_capability`)"
-        in text
+        "`audit_b_topic_capability` holds 2.0% of criteria (min 5%); merge it into its nearest neighbour (nearest: "
+        "`audit_a_topic_capability`)" in text
     )
 
 
@@ -233,11 +234,14 @@ def test_input_checks_and_whole_name_boundaries():
     b = cap("cross_verify_totals_capability", [micro[1].name], ["if stated, prefer `reverify_totals_capability`"])
     cfg = MergeConfig(min_caps=1, max_caps=30, max_share=1.0, min_share=0.0)
     sim = np.array([[1.0, 0.99], [0.99, 1.0]])
-    about_a = lambda: [
-        str(v)
-        for v in check_merge([a, b], micro, cfg, RULES, sim)
-        if str(v).startswith("`verify_totals_capability` non") or str(v).startswith("`verify_totals_capability`'s")
-    ]
+
+    def about_a():
+        return [
+            str(v)
+            for v in check_merge([a, b], micro, cfg, RULES, sim)
+            if str(v).startswith("`verify_totals_capability` non") or str(v).startswith("`verify_totals_capability`'s")
+        ]
+
     assert (
         len(about_a()) == 2 and "(it names 0)" in about_a()[0] and "name none of its nearest siblings" in about_a()[1]
     )

@@ -340,7 +340,7 @@ def test_tagging_by_membership_and_against_a_frozen_taxonomy(corpora, stage1, ma
     held = tag_offline(frame, labels, taxonomy, micro, max_tags, OfflineConfig(label_weight=10.0))
     assert (held["primary"] == members["primary"]).mean() > 0.6
     members = held
-    label_to_cap = {l: c.name for c in taxonomy.capabilities for m in c.members for l in micro[m]}
+    label_to_cap = {label: c.name for c in taxonomy.capabilities for m in c.members for label in micro[m]}
     for first, primary in zip([ls[0] for ls in labels["labels"].to_list()], members["primary"].to_list()):
         if first in label_to_cap:
             assert primary == label_to_cap[first]
