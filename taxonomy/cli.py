@@ -160,11 +160,11 @@ def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
     path = s.run.path / "pipeline.toml"
     cfg = s.cfg.model_copy(deep=True)
     cfg.corpus.limit = None  # --limit is a flag of one command, not part of the pipeline
-    from taxonomy.corpus.config import _show
+    from taxonomy.corpus.config import show_path
     from taxonomy.pipeline_toml import small_corpus_note
 
     s.run.write_text("pipeline.toml", render(cfg, found, path, n, pin_output=True))
-    shown = _show(path)
+    shown = show_path(path)
     console.print(f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)", markup=False, highlight=False)
     if small_corpus_note(n):
         console.print(small_corpus_note(n), markup=False, highlight=False)

@@ -34,14 +34,14 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from taxonomy.corpus.config import LEADING_COLUMNS, ColumnMap, Corpus, CorpusConfig, CorpusError, _show
-from taxonomy.corpus.devai import _load_devai
-from taxonomy.corpus.healthbench import _load_healthbench
-from taxonomy.corpus.jsonio import _existing, read_json
-from taxonomy.corpus.paperbench import _load_paperbench
-from taxonomy.corpus.records import _finalize, _Loaded
-from taxonomy.corpus.rubric_list import _load_rubric_list, _load_tasks_jsonl
-from taxonomy.corpus.table import _load_table
+from taxonomy.corpus.config import ColumnMap, Corpus, CorpusConfig, CorpusError, LEADING_COLUMNS, show_path
+from taxonomy.corpus.devai import load_devai
+from taxonomy.corpus.healthbench import load_healthbench
+from taxonomy.corpus.jsonio import existing_file, read_json
+from taxonomy.corpus.paperbench import load_paperbench
+from taxonomy.corpus.records import Loaded, finalize
+from taxonomy.corpus.rubric_list import load_rubric_list, load_tasks_jsonl
+from taxonomy.corpus.table import load_table
 
 __all__ = [
     "LEADING_COLUMNS",
@@ -56,13 +56,13 @@ __all__ = [
 
 log = logging.getLogger("taxonomy.corpus")
 
-LOADERS: dict[str, Callable[[Path, CorpusConfig], _Loaded]] = {
-    "table": _load_table,
-    "paperbench": _load_paperbench,
-    "devai": _load_devai,
-    "rubric_list": _load_rubric_list,
-    "tasks_jsonl": _load_tasks_jsonl,
-    "healthbench": _load_healthbench,
+LOADERS: dict[str, Callable[[Path, CorpusConfig], Loaded]] = {
+    "table": load_table,
+    "paperbench": load_paperbench,
+    "devai": load_devai,
+    "rubric_list": load_rubric_list,
+    "tasks_jsonl": load_tasks_jsonl,
+    "healthbench": load_healthbench,
 }
 
 
@@ -74,25 +74,25 @@ def _say_once(path: Path, warnings: list[str]) -> None:
     for text in warnings:
         if (str(path.resolve()), text) not in _said:
             _said.add((str(path.resolve()), text))
-            log.warning("%s: %s", _show(path), text)
+            log.warning("%s: %s", show_path(path), text)
 
 
 def load_corpus(cfg: CorpusConfig, base_dir: Path) -> Corpus:
     """Load the corpus `cfg` describes; relative paths resolve against `base_dir`."""
     path = Path(cfg.path).expanduser()
     path = path if path.is_absolute() else Path(base_dir) / path
-    if not path.exists() and _existing(path) is None:
+    if not path.exists() and existing_file(path) is None:
         raise CorpusError(
-            _show(path),
+            show_path(path),
             "-",
             "corpus path not found",
             f"make [corpus] path relative to {Path(base_dir).resolve()} (the pipeline file's folder) or absolute",
         )
     loaded = LOADERS[cfg.format](path, cfg)
     if not loaded.records:
-        raise CorpusError(_show(path), "-", "no criteria in it (an empty file, or a header with no rows)", "add criteria, or point [corpus] path at the right file")
-    corpus = _finalize(loaded, cfg, lint=f"taxonomy lint {_show(path)}")
+        raise CorpusError(show_path(path), "-", "no criteria in it (an empty file, or a header with no rows)", "add criteria, or point [corpus] path at the right file")
+    corpus = finalize(loaded, cfg, lint=f"taxonomy lint {show_path(path)}")
     _say_once(path, corpus.warnings)
     if corpus.frame.is_empty():
-        raise CorpusError(_show(path), "-", "no criteria left after filtering (on_empty, papers)", "check the [corpus] filters, or the criterion text column")
+        raise CorpusError(show_path(path), "-", "no criteria left after filtering (on_empty, papers)", "check the [corpus] filters, or the criterion text column")
     return corpus

@@ -94,7 +94,7 @@ def corpus_stem(path: str | Path) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(path).name.split(".")[0]).strip("._-") or "corpus"
 
 
-def _show(path: Path) -> str:
+def show_path(path: Path) -> str:
     """A path as shown in messages: relative to the working folder when under it."""
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from taxonomy.corpus.config import ColumnMap, CorpusError, _show
+from taxonomy.corpus.config import ColumnMap, CorpusError, show_path
 
 # ColumnMap key -> the column names taken for it, in order of preference.
 COLUMN_NAMES: dict[str, tuple[str, ...]] = {
@@ -41,11 +41,11 @@ class Detected:
 
     def describe(self) -> str:
         if self.format != "table":
-            return f"{_show(self.path)}: format {self.format} (detected from its {'folder layout' if self.path.is_dir() else 'keys'})"
+            return f"{show_path(self.path)}: format {self.format} (detected from its {'folder layout' if self.path.is_dir() else 'keys'})"
         used = ", ".join(f"{key} = \"{src}\"" for key, src in self.used.items())
         missing = [k for k in ("task_id", "weight", "category", "brief") if k not in self.used]
         unused = [c for c in self.found if c not in self.used.values()]
-        line = f"{_show(self.path)}: columns used: {used}"
+        line = f"{show_path(self.path)}: columns used: {used}"
         if missing:
             line += f"; not found (defaults): {', '.join(missing)}"
         if unused:
@@ -81,7 +81,7 @@ def resolve_columns(cols: ColumnMap, found: list[str]) -> ColumnMap:
     return ColumnMap(**{**{k: v for k, v in guessed.items() if k not in fixed}, **fixed})
 
 
-def _folder_format(path: Path) -> str:
+def folder_format(path: Path) -> str:
     if (path / "papers").is_dir():
         return "paperbench"
     if (path / "instances").is_dir() or (path / "devai" / "instances").is_dir():
@@ -90,23 +90,23 @@ def _folder_format(path: Path) -> str:
         return "tasks_jsonl"
     if any(f.name.endswith((".json", ".json.gz")) for f in path.iterdir()):
         return "rubric_list"
-    raise CorpusError(_show(path), None, "a folder with no corpus layout in it", f"pass {EXPECTED}")
+    raise CorpusError(show_path(path), None, "a folder with no corpus layout in it", f"pass {EXPECTED}")
 
 
 def detect(path: Path) -> Detected:
     """The format and column map of a bare corpus file or folder; CorpusError when it is neither."""
-    from taxonomy.corpus.jsonio import _read_jsonl, read_json
-    from taxonomy.corpus.table import _read_table
+    from taxonomy.corpus.jsonio import read_jsonl, read_json
+    from taxonomy.corpus.table import read_table
 
     if not path.exists():
-        raise CorpusError(_show(path), None, "no such file or folder", "check the path (relative to the folder you run in)")
+        raise CorpusError(show_path(path), None, "no such file or folder", "check the path (relative to the folder you run in)")
     if path.is_dir():
-        return Detected(path, _folder_format(path))
+        return Detected(path, folder_format(path))
     name = path.name.lower()
     if not name.endswith(CORPUS_SUFFIXES):
-        raise CorpusError(_show(path), None, f"not a corpus or pipeline file (suffix {''.join(path.suffixes) or 'none'})", f"pass {EXPECTED}")
+        raise CorpusError(show_path(path), None, f"not a corpus or pipeline file (suffix {''.join(path.suffixes) or 'none'})", f"pass {EXPECTED}")
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
-        first = next(iter(_read_jsonl(path)), (0, {}))[1]
+        first = next(iter(read_jsonl(path)), (0, {}))[1]
         if {"prompt_id", "rubrics"} <= set(first):
             return Detected(path, "healthbench")
         if "aggregated_rubric_json" in first:
@@ -115,11 +115,11 @@ def detect(path: Path) -> Detected:
         items = read_json(path)
         if isinstance(items, list) and any(isinstance(i, dict) and "criteria" in i for i in items):
             return Detected(path, "rubric_list")
-    found = _read_table(path)[0].columns
+    found = read_table(path)[0].columns
     used = match_columns(found)
     if "text" not in used:
         raise CorpusError(
-            _show(path), None,
+            show_path(path), None,
             f"no criterion column: none of {', '.join(COLUMN_NAMES['text'])} among its columns ({', '.join(found) or 'none'})",
             f"rename the criterion column to one of those, or run `taxonomy init {path.name}` and set text = \"<your column>\" under [corpus.columns]",
         )

@@ -5,27 +5,27 @@ from pathlib import Path
 
 import polars as pl
 
-from taxonomy.corpus.config import CorpusConfig, CorpusError, _show
-from taxonomy.corpus.jsonio import _json_files, read_json
-from taxonomy.corpus.records import _list, _Loaded, _record
+from taxonomy.corpus.config import CorpusConfig, CorpusError, show_path
+from taxonomy.corpus.jsonio import json_files, read_json
+from taxonomy.corpus.records import Loaded, make_record, short_list
 
 # Known upstream typos in DevAI categories (38_Object_Tracking has "Performence Metrics").
 _DEVAI_CATEGORY_FIXES = {"Performence Metrics": "Performance Metrics"}
 
 
-def _load_devai(path: Path, cfg: CorpusConfig) -> _Loaded:
+def load_devai(path: Path, cfg: CorpusConfig) -> Loaded:
     candidates = [path / "instances", path / "devai" / "instances", path]
     folder = next((c for c in candidates if c.is_dir() and any(c.glob("*.json*"))), None)
     if folder is None:
         raise CorpusError(
-            _show(path),
+            show_path(path),
             "-",
             "no instances/ or devai/instances/ folder with JSON files here",
             "point path at the DevAI benchmark folder (it holds devai/instances/*.json)",
         )
     records, extras, fixed = [], [], []
-    for name, f in _json_files(folder):
-        stem, show, rel = name.removesuffix(".json"), _show(f), (f.parent / name).relative_to(path).as_posix()
+    for name, f in json_files(folder):
+        stem, show, rel = name.removesuffix(".json"), show_path(f), (f.parent / name).relative_to(path).as_posix()
         inst = read_json(f)
         reqs = inst.get("requirements") if isinstance(inst, dict) else None
         if not isinstance(reqs, list):
@@ -58,7 +58,7 @@ def _load_devai(path: Path, cfg: CorpusConfig) -> _Loaded:
                 fixed.append(f"{rel}#{where}")
                 category = _DEVAI_CATEGORY_FIXES[category]
             text = req.get("criteria")
-            records.append(_record(stem, f"{stem}/{rid}", text, 1.0, category, brief, "", show, where, f"{rel}#{where}"))
+            records.append(make_record(stem, f"{stem}/{rid}", text, 1.0, category, brief, "", show, where, f"{rel}#{where}"))
             prereq = req.get("prerequisites") or []
             prereq = [p for p in prereq if isinstance(p, int) and not isinstance(p, bool)]
             extras.append({"requirement_id": rid, "prerequisites": prereq})
@@ -66,5 +66,5 @@ def _load_devai(path: Path, cfg: CorpusConfig) -> _Loaded:
     warnings = []
     if fixed:
         spelled = ", ".join(f"{k!r} -> {v!r}" for k, v in _DEVAI_CATEGORY_FIXES.items())
-        warnings.append(f"corrected {len(fixed)} misspelled DevAI categories ({spelled}): {_list(fixed)}")
-    return _Loaded(records, extra_frame, warnings)
+        warnings.append(f"corrected {len(fixed)} misspelled DevAI categories ({spelled}): {short_list(fixed)}")
+    return Loaded(records, extra_frame, warnings)

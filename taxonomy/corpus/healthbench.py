@@ -16,9 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from taxonomy.corpus.config import CorpusConfig, CorpusError, _show
-from taxonomy.corpus.jsonio import _existing, _read_jsonl
-from taxonomy.corpus.records import _Loaded, _record, _weight
+from taxonomy.corpus.config import CorpusConfig, CorpusError, show_path
+from taxonomy.corpus.jsonio import existing_file, read_jsonl
+from taxonomy.corpus.records import Loaded, make_record, parse_weight
 
 DEFAULT_FILE = "healthbench_eval.jsonl"
 EXTRA_SCHEMA = {"axis": pl.Utf8, "level": pl.Utf8, "theme": pl.Utf8, "example_index": pl.Int64}
@@ -41,23 +41,23 @@ def _conversation(prompt: Any, show: str, row: int) -> tuple[str, str]:
 
 
 def _find(path: Path) -> Path:
-    found = _existing(path / DEFAULT_FILE if path.is_dir() else path)
+    found = existing_file(path / DEFAULT_FILE if path.is_dir() else path)
     if found is None and path.is_dir():
         files = sorted(path.glob("*.jsonl")) + sorted(path.glob("*.jsonl.gz"))
         found = files[0] if len(files) == 1 else None
     if found is None:
         raise CorpusError(
-            _show(path), "-", f"no {DEFAULT_FILE}[.gz] here",
+            show_path(path), "-", f"no {DEFAULT_FILE}[.gz] here",
             "point path at a HealthBench JSONL file or the folder holding it",
         )
     return found
 
 
-def _load_healthbench(path: Path, cfg: CorpusConfig) -> _Loaded:
+def load_healthbench(path: Path, cfg: CorpusConfig) -> Loaded:
     found = _find(path)
-    show, rel = _show(found), found.name.removesuffix(".gz")
+    show, rel = show_path(found), found.name.removesuffix(".gz")
     records, extras = [], []
-    for lineno, ex in _read_jsonl(found):
+    for lineno, ex in read_jsonl(found):
         missing = [k for k in ("prompt_id", "prompt", "rubrics") if k not in ex]
         if missing:
             raise CorpusError(
@@ -76,13 +76,13 @@ def _load_healthbench(path: Path, cfg: CorpusConfig) -> _Loaded:
             if not isinstance(item, dict) or "criterion" not in item:
                 raise CorpusError(show, row, "rubric item has no 'criterion'",
                                   'make each item {"criterion": "...", "points": 5, "tags": [...]}')
-            points = _weight(item.get("points", 1), show, row, name="points")
+            points = parse_weight(item.get("points", 1), show, row, name="points")
             if points == 0:
                 raise CorpusError(show, row, "points is 0", "give a positive number, or a negative one for a penalty")
-            records.append(_record(task, f"{task}/{i}", item["criterion"], points, None, brief, context,
+            records.append(make_record(task, f"{task}/{i}", item["criterion"], points, None, brief, context,
                                    show, row, f"{rel}:{lineno}#/rubrics/{i}"))
             tags = item.get("tags")
             axis, level = _tag_values(tags, "axis:"), _tag_values(tags, "level:")
             extras.append({"axis": axis[0] if axis else None, "level": level[0] if level else None,
                            "theme": themes, "example_index": lineno})
-    return _Loaded(records, pl.DataFrame(extras, schema=EXTRA_SCHEMA))
+    return Loaded(records, pl.DataFrame(extras, schema=EXTRA_SCHEMA))

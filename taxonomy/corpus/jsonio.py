@@ -8,10 +8,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from taxonomy.corpus.config import CorpusError, _show
+from taxonomy.corpus.config import CorpusError, show_path
 
 
-def _existing(path: Path) -> Path | None:
+def existing_file(path: Path) -> Path | None:
     """`path` itself, or its gzipped twin: X.json <-> X.json.gz."""
     if path.is_file():
         return path
@@ -19,26 +19,26 @@ def _existing(path: Path) -> Path | None:
     return twin if twin.is_file() else None
 
 
-def _read_text(path: Path) -> str:
+def read_text_file(path: Path) -> str:
     data = path.read_bytes()
     if path.name.endswith(".gz"):
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise CorpusError(_show(path), "-", f"not a readable gzip file ({exc})", "re-compress it with gzip, or give the uncompressed file") from None
+            raise CorpusError(show_path(path), "-", f"not a readable gzip file ({exc})", "re-compress it with gzip, or give the uncompressed file") from None
     try:
         text = decode(data)
     except UnicodeDecodeError as exc:
         if exc.encoding != "utf-8":
-            raise CorpusError(_show(path), "-", f"not valid {exc.encoding.upper()} although it starts with that byte-order mark ({exc.reason})",
+            raise CorpusError(show_path(path), "-", f"not valid {exc.encoding.upper()} although it starts with that byte-order mark ({exc.reason})",
                               "save the file again as UTF-8") from None
         line = data[: exc.start].count(b"\n") + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
-        raise CorpusError(_show(path), line, f"not UTF-8 (byte 0x{data[exc.start]:02x} at column {column})",
+        raise CorpusError(show_path(path), line, f"not UTF-8 (byte 0x{data[exc.start]:02x} at column {column})",
                           "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)") from None
     if "\x00" in text[:4096]:
         # ASCII written as UTF-16 or UTF-32 without a byte-order mark is valid UTF-8 with a NUL after every letter.
-        raise CorpusError(_show(path), text.count("\n", 0, text.index("\x00")) + 1,
+        raise CorpusError(show_path(path), text.count("\n", 0, text.index("\x00")) + 1,
                           "holds NUL bytes: UTF-16 or UTF-32 written without a byte-order mark",
                           "save it as UTF-8, or as UTF-16 with a byte-order mark (e.g. `iconv -f utf-16le -t utf-8`)")
     return text
@@ -59,52 +59,52 @@ def decode(data: bytes) -> str:
 def read_json(path: str | Path) -> Any:
     """Parse X.json, or X.json.gz when only that exists (either name may be passed)."""
     path = Path(path)
-    found = _existing(path)
+    found = existing_file(path)
     if found is None:
         raise CorpusError(
-            _show(path),
+            show_path(path),
             "-",
             "file not found (nor its .gz twin)",
             "check the path; it resolves to " + str(path.resolve()),
         )
     try:
-        return json.loads(_read_text(found))
+        return json.loads(read_text_file(found))
     except json.JSONDecodeError as exc:
         raise CorpusError(
-            _show(found),
+            show_path(found),
             exc.lineno,
             f"invalid JSON at column {exc.colno}: {exc.msg}",
             "correct the JSON syntax on that line",
         ) from None
     except (UnicodeDecodeError, OSError, EOFError) as exc:
         raise CorpusError(
-            _show(found),
+            show_path(found),
             "-",
             f"cannot read the file ({exc})",
             "save it as UTF-8 JSON (optionally gzipped as .json.gz)",
         ) from None
 
 
-def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
     """(line number, object) for every non-blank line."""
     out = []
     # Split on "\n" only: str.splitlines also breaks at U+2028 and other separators that JSON
     # allows unescaped inside strings (HealthBench has some).
-    for lineno, line in enumerate(_read_text(path).split("\n"), start=1):
+    for lineno, line in enumerate(read_text_file(path).split("\n"), start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise CorpusError(
-                _show(path),
+                show_path(path),
                 lineno,
                 f"invalid JSON at column {exc.colno}: {exc.msg}",
                 "make each line one complete JSON object",
             ) from None
         if not isinstance(obj, dict):
             raise CorpusError(
-                _show(path),
+                show_path(path),
                 lineno,
                 f"expected a JSON object, got {type(obj).__name__}",
                 "make each line one JSON object such as {\"text\": \"...\"}",
@@ -113,7 +113,7 @@ def _read_jsonl(path: Path) -> list[tuple[int, dict]]:
     return out
 
 
-def _json_files(folder: Path) -> list[tuple[str, Path]]:
+def json_files(folder: Path) -> list[tuple[str, Path]]:
     """(name without .gz, path) of the *.json / *.json.gz files in a folder, sorted."""
     files = {f.name.removesuffix(".gz"): f for f in folder.iterdir() if f.name.endswith((".json", ".json.gz"))}
     return sorted(files.items())

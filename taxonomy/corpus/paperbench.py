@@ -9,9 +9,9 @@ from typing import Any
 
 import polars as pl
 
-from taxonomy.corpus.config import CorpusConfig, CorpusError, _show
-from taxonomy.corpus.jsonio import _existing, read_json
-from taxonomy.corpus.records import _list, _Loaded, _record, _str_or_none, _weight
+from taxonomy.corpus.config import CorpusConfig, CorpusError, show_path
+from taxonomy.corpus.jsonio import existing_file, read_json
+from taxonomy.corpus.records import Loaded, make_record, parse_weight, short_list, str_or_none
 
 _LFS_POINTER = "version https://git-lfs.github.com/spec/"
 
@@ -69,7 +69,7 @@ def _walk_tree(node: Any, pointer: str, ancestors: list[str], weight: float, out
     sibling_weights = []
     for i, child in enumerate(children):
         where = f"{pointer}/sub_tasks/{i}"
-        w = _weight(child.get("weight") if isinstance(child, dict) else None, file, where)
+        w = parse_weight(child.get("weight") if isinstance(child, dict) else None, file, where)
         if w < 0:
             raise CorpusError(
                 file,
@@ -91,21 +91,21 @@ def _walk_tree(node: Any, pointer: str, ancestors: list[str], weight: float, out
         _walk_tree(child, f"{pointer}/sub_tasks/{i}", path, weight * w / total, out, file)
 
 
-def _load_paperbench(path: Path, cfg: CorpusConfig) -> _Loaded:
+def load_paperbench(path: Path, cfg: CorpusConfig) -> Loaded:
     papers_dir = path / "papers"
     if not papers_dir.is_dir():
         raise CorpusError(
-            _show(path),
+            show_path(path),
             "-",
             "no papers/ folder here",
             "point path at the PaperBench data folder that holds papers/<paper>/rubric.json",
         )
-    available = sorted(p.name for p in papers_dir.iterdir() if p.is_dir() and _existing(p / "rubric.json"))
+    available = sorted(p.name for p in papers_dir.iterdir() if p.is_dir() and existing_file(p / "rubric.json"))
     chosen = available if cfg.papers is None else cfg.papers
     unknown = [p for p in chosen if p not in available]
     if unknown:
         raise CorpusError(
-            _show(papers_dir),
+            show_path(papers_dir),
             "-",
             f"unknown paper(s) {', '.join(unknown)}",
             f"choose papers among: {', '.join(available)}",
@@ -113,8 +113,8 @@ def _load_paperbench(path: Path, cfg: CorpusConfig) -> _Loaded:
     records, extras, lfs, dup_ids = [], [], [], []
     for paper in chosen:
         paper_dir = papers_dir / paper
-        rubric_path = _existing(paper_dir / "rubric.json")
-        file, rel = _show(rubric_path), f"papers/{paper}/rubric.json"  # source names the logical file (.gz or not)
+        rubric_path = existing_file(paper_dir / "rubric.json")
+        file, rel = show_path(rubric_path), f"papers/{paper}/rubric.json"  # source names the logical file (.gz or not)
         brief = _paper_brief(paper_dir, lfs)
         leaves: list[tuple] = []
         _walk_tree(read_json(rubric_path), "", [], 1.0, leaves, file)
@@ -128,19 +128,19 @@ def _load_paperbench(path: Path, cfg: CorpusConfig) -> _Loaded:
             text = node.get("requirements")
             context = " > ".join(ancestors)
             category = node.get("task_category")
-            records.append(_record(paper, criterion_id, text, weight, category, brief, context, file, pointer, f"{rel}#{pointer}"))
-            finegrained = _str_or_none(node.get("finegrained_task_category"))
+            records.append(make_record(paper, criterion_id, text, weight, category, brief, context, file, pointer, f"{rel}#{pointer}"))
+            finegrained = str_or_none(node.get("finegrained_task_category"))
             extras.append({"finegrained_category": finegrained, "node_id": node_id})
     warnings = []
     if lfs:
         warnings.append(
             f"{len(lfs)} addendum.md files are Git LFS pointers, not text; their briefs use the paper title only"
-            f" ({_list(lfs)})"
+            f" ({short_list(lfs)})"
         )
     if dup_ids:
         warnings.append(
             f"{len(dup_ids)} leaves reuse a node id already used in their paper; their criterion_id gets a"
-            f" '#<n>' suffix ({_list(dup_ids)})"
+            f" '#<n>' suffix ({short_list(dup_ids)})"
         )
     extra_frame = pl.DataFrame(extras, schema={"finegrained_category": pl.Utf8, "node_id": pl.Utf8})
-    return _Loaded(records, extra_frame, warnings)
+    return Loaded(records, extra_frame, warnings)

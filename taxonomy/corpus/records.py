@@ -8,7 +8,7 @@ from typing import Any
 
 import polars as pl
 
-from taxonomy.corpus.config import LEADING_COLUMNS, Corpus, CorpusConfig, CorpusError, place
+from taxonomy.corpus.config import Corpus, CorpusConfig, CorpusError, LEADING_COLUMNS, place
 from taxonomy.corpus.rows import check_rows
 
 # Bookkeeping columns carried through loading for error messages, dropped at the end.
@@ -16,7 +16,7 @@ _WHERE = {"_file": pl.Utf8, "_row": pl.Utf8}
 _MAX_LISTED = 5  # rows named in one warning: enough to find them, short enough to read
 
 
-def _weight(value: Any, file: str, row: Any, name: str = "weight") -> float:
+def parse_weight(value: Any, file: str, row: Any, name: str = "weight") -> float:
     """A finite float from a number or numeric string; CorpusError otherwise."""
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         bad = True
@@ -58,27 +58,27 @@ def _direction(weight: float, given: Any, file: str, row: Any) -> tuple[float, s
     return (-abs(weight), "penalty") if d == "penalty" else (weight, "reward")
 
 
-def _list(items: list[str]) -> str:
+def short_list(items: list[str]) -> str:
     """The first few items, comma-separated, with a count of the rest."""
     shown = ", ".join(items[:_MAX_LISTED])
     return shown + (f", ... and {len(items) - _MAX_LISTED} more" if len(items) > _MAX_LISTED else "")
 
 
-def _str_or_none(value: Any) -> str | None:
+def str_or_none(value: Any) -> str | None:
     if value is None:
         return None
     s = str(value).strip()
     return s or None
 
 
-def _record(task_id, criterion_id, text, weight, category, brief, context, file, row, source, direction=None) -> dict:
+def make_record(task_id, criterion_id, text, weight, category, brief, context, file, row, source, direction=None) -> dict:
     weight, direction = _direction(weight, direction, file, row)
     return {
         "task_id": str(task_id),
         "criterion_id": str(criterion_id),
         "text": text if isinstance(text, str) or text is None else str(text),
         "weight": weight,
-        "category": _str_or_none(category),
+        "category": str_or_none(category),
         "direction": direction,
         "brief": brief or "",
         "context": context or "",
@@ -88,7 +88,7 @@ def _record(task_id, criterion_id, text, weight, category, brief, context, file,
     }
 
 
-def _extras_frame(rows: list[dict]) -> pl.DataFrame:
+def extras_frame(rows: list[dict]) -> pl.DataFrame:
     """Free extra columns from per-row dicts; falls back to JSON strings for awkward values."""
     names = list(dict.fromkeys(k for r in rows for k in r))
     if not names:
@@ -104,7 +104,7 @@ def _extras_frame(rows: list[dict]) -> pl.DataFrame:
 
 
 @dataclass
-class _Loaded:
+class Loaded:
     """What a format loader returns: leading-column records, optional extra columns, warnings."""
 
     records: list[dict]
@@ -112,14 +112,14 @@ class _Loaded:
     warnings: list[str] = field(default_factory=list)
 
 
-def _prefix_ids(records: list[dict]) -> None:
+def prefix_ids(records: list[dict]) -> None:
     """Make ids "<task>/<id>" (unless already so)."""
     for r in records:
         if not r["criterion_id"].startswith(r["task_id"] + "/"):
             r["criterion_id"] = f"{r['task_id']}/{r['criterion_id']}"
 
 
-def _finalize(loaded: _Loaded, cfg: CorpusConfig, lint: str = "taxonomy lint") -> Corpus:
+def finalize(loaded: Loaded, cfg: CorpusConfig, lint: str = "taxonomy lint") -> Corpus:
     warnings = list(loaded.warnings)
     frame = pl.DataFrame(loaded.records, schema={**LEADING_COLUMNS, **_WHERE})
     extras = loaded.extras if loaded.extras is not None and loaded.extras.width else None
@@ -143,7 +143,7 @@ def _finalize(loaded: _Loaded, cfg: CorpusConfig, lint: str = "taxonomy lint") -
                 "criterion text is empty",
                 'write the criterion text, or set on_empty = "skip" in [corpus] to drop such rows',
             )
-        rows = _list([frame["source"][i] for i in idx])
+        rows = short_list([frame["source"][i] for i in idx])
         warnings.append(f'dropped {len(idx)} criteria with empty text (on_empty = "skip"): {rows}')
         frame = frame.filter(~empty)
 
@@ -157,7 +157,7 @@ def _finalize(loaded: _Loaded, cfg: CorpusConfig, lint: str = "taxonomy lint") -
                 'shorten it, raise max_chars in [corpus], or set on_long = "truncate" to cut such criteria',
             )
         frame = frame.with_columns(text=pl.col("text").str.slice(0, cfg.max_chars))
-        warnings.append(f"truncated {len(idx)} criteria to corpus.max_chars = {cfg.max_chars:,} characters: {_list([frame['source'][i] for i in idx])}")
+        warnings.append(f"truncated {len(idx)} criteria to corpus.max_chars = {cfg.max_chars:,} characters: {short_list([frame['source'][i] for i in idx])}")
 
     first: dict[str, int] = {}
     for i, cid in enumerate(frame["criterion_id"].to_list()):

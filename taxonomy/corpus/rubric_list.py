@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from taxonomy.corpus.config import CorpusConfig, CorpusError, _show
-from taxonomy.corpus.jsonio import _existing, _json_files, _read_jsonl, read_json
-from taxonomy.corpus.records import _extras_frame, _Loaded, _prefix_ids, _record, _weight
+from taxonomy.corpus.config import CorpusConfig, CorpusError, show_path
+from taxonomy.corpus.jsonio import existing_file, json_files, read_json, read_jsonl
+from taxonomy.corpus.records import Loaded, extras_frame, make_record, parse_weight, prefix_ids
 
 
 def _rubric_items(
@@ -48,49 +48,49 @@ def _rubric_items(
                 f"no 'criteria' or 'criterion' key (keys found: {', '.join(item) or 'none'})",
                 "put the criterion text under \"criteria\"",
             )
-        weight = 1.0 if item.get("weight") is None else _weight(item["weight"], file, row)
+        weight = 1.0 if item.get("weight") is None else parse_weight(item["weight"], file, row)
         cid = item.get("criterion_id", item.get("id", i + 1))
         category, direction = item.get("category"), item.get("direction")
-        records.append(_record(task, cid, item[key], weight, category, brief, "", file, row, source, direction))
+        records.append(make_record(task, cid, item[key], weight, category, brief, "", file, row, source, direction))
         skip = {key, "weight", "category", "direction", "criterion_id", "id"}
         extras.append({k: v for k, v in item.items() if k not in skip})
 
 
-def _load_rubric_list(path: Path, cfg: CorpusConfig) -> _Loaded:
+def load_rubric_list(path: Path, cfg: CorpusConfig) -> Loaded:
     if path.is_dir():
-        root, files = path, _json_files(path)
+        root, files = path, json_files(path)
         if not files:
             raise CorpusError(
-                _show(path),
+                show_path(path),
                 "-",
                 "no .json files in this folder",
                 "put one rubric list per task in <task>.json, or point path at one such file",
             )
     else:
-        found = _existing(path) or path
+        found = existing_file(path) or path
         root, files = found.parent, [(found.name.removesuffix(".gz"), found)]
     records, extras = [], []
     for name, f in files:
         rel = (f.parent / name).relative_to(root).as_posix()
         at = lambda i, rel=rel: (f"/{i}", f"{rel}#/{i}")  # noqa: E731
-        _rubric_items(read_json(f), name.removesuffix(".json"), "", _show(f), "/", at, records, extras)
+        _rubric_items(read_json(f), name.removesuffix(".json"), "", show_path(f), "/", at, records, extras)
     if path.is_dir():
-        _prefix_ids(records)
-    return _Loaded(records, _extras_frame(extras))
+        prefix_ids(records)
+    return Loaded(records, extras_frame(extras))
 
 
-def _load_tasks_jsonl(path: Path, cfg: CorpusConfig) -> _Loaded:
-    found = _existing(path / "tasks.jsonl" if path.is_dir() else path)
+def load_tasks_jsonl(path: Path, cfg: CorpusConfig) -> Loaded:
+    found = existing_file(path / "tasks.jsonl" if path.is_dir() else path)
     if found is None:
         raise CorpusError(
-            _show(path),
+            show_path(path),
             "-",
             "no tasks.jsonl here",
             "point path at a tasks.jsonl file or the folder holding it",
         )
-    show, rel = _show(found), found.name
+    show, rel = show_path(found), found.name
     records, extras = [], []
-    for lineno, task in _read_jsonl(found):
+    for lineno, task in read_jsonl(found):
         missing = [k for k in ("task_id", "aggregated_rubric_json") if k not in task]
         if missing:
             raise CorpusError(
@@ -113,5 +113,5 @@ def _load_tasks_jsonl(path: Path, cfg: CorpusConfig) -> _Loaded:
         at = lambda i, n=lineno: (f"{n} (aggregated_rubric_json item {i})", f"{rel}:{n}#/{i}")  # noqa: E731
         task_id, brief = str(task["task_id"]), str(task.get("final_prompt") or "")
         _rubric_items(rubric, task_id, brief, show, f"{lineno} (aggregated_rubric_json)", at, records, extras)
-    _prefix_ids(records)
-    return _Loaded(records, _extras_frame(extras))
+    prefix_ids(records)
+    return Loaded(records, extras_frame(extras))

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import polars as pl
 
-from taxonomy.corpus.config import ColumnMap, CorpusConfig, CorpusError, _show
-from taxonomy.corpus.detect import CORPUS_SUFFIXES, _folder_format, resolve_columns
-from taxonomy.corpus.jsonio import _read_jsonl, _read_text, read_json
-from taxonomy.corpus.records import _extras_frame, _list, _Loaded, _prefix_ids, _record, _weight
+from taxonomy.corpus.config import ColumnMap, CorpusConfig, CorpusError, show_path
+from taxonomy.corpus.detect import CORPUS_SUFFIXES, folder_format, resolve_columns
+from taxonomy.corpus.jsonio import read_json, read_jsonl, read_text_file
+from taxonomy.corpus.records import Loaded, extras_frame, make_record, parse_weight, prefix_ids, short_list
 
 
 
@@ -47,24 +47,24 @@ def csv_problem(text: str, separator: str) -> tuple[int, str] | None:
     return None
 
 
-def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
+def read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
     """The raw frame and where each row is, as messages name it (CorpusError's convention)."""
-    name, show = path.name.lower(), _show(path)
+    name, show = path.name.lower(), show_path(path)
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
-        pairs = _read_jsonl(path)
+        pairs = read_jsonl(path)
         rows = [obj for _, obj in pairs]
-        frame = _extras_frame(rows)
+        frame = extras_frame(rows)
         return frame, [f"line {lineno}" for lineno, _ in pairs]
     if name.endswith((".json", ".json.gz")):
         items = read_json(path)
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise CorpusError(show, None, "expected a JSON list of objects, one per criterion",
                               'write [{"criterion": "...", "task": "...", "weight": 1}, ...], or use a .jsonl file')
-        return _extras_frame(items), [f"at /{i}" for i in range(len(items))]
+        return extras_frame(items), [f"at /{i}" for i in range(len(items))]
     try:
         if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
             separator = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
-            text = _read_text(path)
+            text = read_text_file(path)
             frame = pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema_length=None)
             lines = _record_lines(text, separator)
             if len(lines) == frame.height:
@@ -98,11 +98,11 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
 def _not_a_folder(path: Path) -> None:
     if path.is_dir():
         try:
-            hint = _folder_format(path)
+            hint = folder_format(path)
         except CorpusError:
             hint = "rubric_list"
         raise CorpusError(
-            _show(path),
+            show_path(path),
             "-",
             "format 'table' needs a file but this is a folder",
             f"point path at a .jsonl/.csv/.parquet file, or set format = \"{hint}\"",
@@ -116,7 +116,7 @@ def _columns(path: Path, cfg: CorpusConfig, found: list[str]) -> ColumnMap:
         explicit = src != getattr(defaults, key)
         if src not in found and (key == "text" or explicit):
             raise CorpusError(
-                _show(path),
+                show_path(path),
                 "line 1" if path.name.lower().endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None,
                 f"column {src!r} (columns.{key}) not found; columns found: {', '.join(found) or 'none'}",
                 f"rename the column in the file or set [corpus.columns] {key} = \"<your column>\"",
@@ -124,10 +124,10 @@ def _columns(path: Path, cfg: CorpusConfig, found: list[str]) -> ColumnMap:
     return cols
 
 
-def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
+def load_table(path: Path, cfg: CorpusConfig) -> Loaded:
     _not_a_folder(path)
-    show, rel = _show(path), path.name
-    raw, rownums = _read_table(path)
+    show, rel = show_path(path), path.name
+    raw, rownums = read_table(path)
     found = raw.columns
     cols = _columns(path, cfg, found)
 
@@ -149,11 +149,11 @@ def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
                 unweighted.append(row.split(" ", 1)[-1])
             w = 1.0
         records.append(
-            _record(
+            make_record(
                 task_id="task" if tasks[i] is None else tasks[i],
                 criterion_id=(row.split(" ", 1)[-1] if jsonl else i + 1) if ids[i] is None else ids[i],
                 text=texts[i],
-                weight=_weight(w, show, row, weight_name),
+                weight=parse_weight(w, show, row, weight_name),
                 category=cats[i],
                 brief=briefs[i],
                 context=ctxs[i],
@@ -164,11 +164,11 @@ def _load_table(path: Path, cfg: CorpusConfig) -> _Loaded:
             )
         )
     if len({r["task_id"] for r in records}) > 1:
-        _prefix_ids(records)
+        prefix_ids(records)
     warnings = []
     if unweighted:
         unit = rownums[0].split(" ", 1)[0] + "s" if rownums[0].startswith(("line", "row")) else "items"
-        warnings.append(f"{rel}: {len(unweighted)} rows have no weight; used 1.0 ({unit} {_list(unweighted)})")
+        warnings.append(f"{rel}: {len(unweighted)} rows have no weight; used 1.0 ({unit} {short_list(unweighted)})")
     mapped = set(cols.model_dump().values())
     extras = raw.select([c for c in found if c not in mapped])
-    return _Loaded(records, extras, warnings)
+    return Loaded(records, extras, warnings)

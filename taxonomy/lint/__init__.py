@@ -50,11 +50,11 @@ def summary_line(frame: pl.DataFrame, target: str, capability: dict[str, str] | 
 
 def run_summary(run_dir: Path) -> str:
     """summary_line for a finished run directory, with its capabilities (what `taxonomy lint RUN` lists)."""
-    from taxonomy.corpus.config import _show
+    from taxonomy.corpus.config import show_path
     from taxonomy.lint.target import load_target
 
     target = load_target(Path(run_dir))
-    return summary_line(target.frame, _show(Path(run_dir)), target.capability)
+    return summary_line(target.frame, show_path(Path(run_dir)), target.capability)
 
 
 def report_section(criteria: pl.DataFrame, tags: pl.DataFrame | None = None, limit: int = 200) -> dict:

@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 
 from taxonomy.config import PipelineConfig
-from taxonomy.corpus.config import _show
+from taxonomy.corpus.config import show_path
 
 _SOURCE = re.compile(r"^(?P<file>.*?)(?::(?P<line>\d+))?(?:#(?P<pointer>.*))?$")
 
@@ -43,7 +43,7 @@ class Target:
             name = m["file"] if m and m["file"] else None
             if name is not None and name not in shown:
                 file = _on_disk(root / name)
-                shown[name] = (file, _show(file))
+                shown[name] = (file, show_path(file))
             file, show = shown[name] if name is not None else (None, None)
             line = int(m["line"]) if m and m["line"] and not m["file"].endswith(".parquet") else None
             pointer = m["pointer"] if m and m["pointer"] is not None else None
