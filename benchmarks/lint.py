@@ -182,7 +182,7 @@ def inject(frame: pl.DataFrame, kind: str, n: int, rng: random.Random) -> tuple[
 
 
 def _content(text: str) -> set[str]:
-    from taxonomy.validate import FUNCTION_WORDS
+    from taxonomy.text import FUNCTION_WORDS
 
     return {w[:5] for w in words(text) if w not in FUNCTION_WORDS and len(w) > 1}
 

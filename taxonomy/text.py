@@ -8,6 +8,7 @@ script; scripts written without spaces (Han, kana, Hangul, Thai) are read as cha
     stem(word)           the first STEM_LETTERS letters of a longer word, so inflections are one token
     normalized(text)     case, space and punctuation folded, for exact-duplicate checks
     function_words(texts) the function words of the languages the texts are written in
+    FUNCTION_WORDS       the English ones (NAME_STOP_WORDS and PHRASE_STOP_WORDS: what validate.py's rules skip)
     NEGATIONS            words that turn a statement into its negation
 """
 from __future__ import annotations
@@ -18,11 +19,9 @@ from functools import lru_cache
 
 from stop_words import LANGUAGE_MAPPING, get_stop_words
 
-from taxonomy.validate import FUNCTION_WORDS
-
 __all__ = [
-    "WORD", "STEM_LETTERS", "NEGATIONS", "words", "tokens", "stem", "is_spaceless", "normalized",
-    "function_words", "corpus_languages", "language_name",
+    "FUNCTION_WORDS", "NAME_STOP_WORDS", "PHRASE_STOP_WORDS", "WORD", "STEM_LETTERS", "NEGATIONS", "words", "tokens", "stem",
+    "is_spaceless", "normalized", "function_words", "corpus_languages", "language_name",
 ]
 
 # Han, kana, Hangul syllables, Thai: no spaces between words.
@@ -81,8 +80,34 @@ def normalized(text: str) -> str:
     return " ".join(_PUNCT.sub(" ", folded).split())
 
 
+# ---- English function words --------------------------------------------------------
+# The words a capability name may not consist of only (validate's name rules).
+NAME_STOP_WORDS = frozenset(
+    "a an the of to and or in on for with by at from as is are be into onto per via vs versus its their this that "
+    "these those each every any all some no not than then".split()
+)
+# The words a rationale's quoted phrase may not consist of only (validate's grounding rule).
+PHRASE_STOP_WORDS = frozenset(
+    "the a an of to and or in on for with is are be by that this it as at from its their all any "
+    "each has have must should not no".split()
+)
+
+# English function words: the two lists above, plus the auxiliaries, pronouns and quantifiers an offline
+# name must not be made of.
+# Grammar, not a domain: the same list serves a medical, legal or code corpus written in English.
+FUNCTION_WORDS = NAME_STOP_WORDS | PHRASE_STOP_WORDS | frozenset(
+    "nor but if so was were been being it them they both either neither there here which who whom whose "
+    "what when where why how can could may might will would shall should do does did done had having also "
+    "only just such other same one two very more most least less many much own our your we you he she his her "
+    # prepositions and conjunctions of place, time and reason; not those that carry a check's sense
+    # ("against", "between", "without", "except", "over": a stance, a comparison, a negation, an exclusion)
+    "about above across after along among around before behind below beneath beside during inside near off out "
+    "outside since through toward towards under until up upon within while because although though whether unless".split()
+)
+
+
 # ---- the languages a corpus is written in -------------------------------------------
-# English has the project's own list (validate.FUNCTION_WORDS), since general stop-word lists drop
+# English has the project's own list (FUNCTION_WORDS above), since general stop-word lists drop
 # check verbs ("uses", "shows"). Any other language written with spaces gets its stop words from the
 # `stop-words` package, when enough criteria use them.
 _SAMPLE = 3000         # criteria read to decide the languages: enough, and fast at 100k

@@ -12,6 +12,7 @@ from functools import lru_cache
 from typing import Callable, Iterable
 
 from taxonomy.config import LabelRules
+from taxonomy.text import NAME_STOP_WORDS, PHRASE_STOP_WORDS
 
 _SNAKE = re.compile(r"^[a-z]+(?:_[a-z]+)*$")
 
@@ -79,12 +80,6 @@ def check_forbidden_tokens(name: str, rules: LabelRules) -> list[str]:
             "(the plain words tool, file, format, data and source are fine; say what the verifier inspects, e.g. `document_page_layout_inspection_capability`)"]
 
 
-_NAME_STOP = frozenset(
-    "a an the of to and or in on for with by at from as is are be into onto per via vs versus its their this that "
-    "these those each every any all some no not than then".split()
-)
-
-
 def _name_words(name: str, rules: LabelRules) -> list[str]:
     stem = name[: -len(rules.suffix)] if rules.suffix and name.endswith(rules.suffix) else name
     return [w for w in stem.lower().split("_") if w]
@@ -92,7 +87,7 @@ def _name_words(name: str, rules: LabelRules) -> list[str]:
 
 def check_not_only_stop_words(name: str, rules: LabelRules) -> list[str]:
     words = _name_words(name, rules)
-    if any(w not in _NAME_STOP for w in words):
+    if any(w not in NAME_STOP_WORDS for w in words):
         return []
     return [f"`{name}` is made only of stop words; name the check and what it inspects, e.g. `cross_section_consistency_checking_capability`"]
 
@@ -100,7 +95,7 @@ def check_not_only_stop_words(name: str, rules: LabelRules) -> list[str]:
 def check_generic_virtue(name: str, rules: LabelRules) -> list[str]:
     """A name needs specific words, not only generic virtues (`accuracy`, `quality`, `overall`, `good`)."""
     words = _name_words(name, rules)
-    content = [w for w in words if w not in _NAME_STOP]
+    content = [w for w in words if w not in NAME_STOP_WORDS]
     if not content:
         return []  # check_not_only_stop_words says it
     generic = set(rules.generic_words)
@@ -133,10 +128,6 @@ def check_label_count(labels: list[str], rules: LabelRules) -> list[str]:
 
 
 # ---- rationale form -----------------------------------------------------------------
-_STOP = frozenset(
-    "the a an of to and or in on for with is are be by that this it as at from its their all any "
-    "each has have must should not no".split()
-)
 # Kana and Han characters carry no spaces between words: each character counts as one word.
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W_{_CJK}]+(?:[.,][0-9]+)*")
@@ -148,20 +139,6 @@ _SINGLE_QUOTED = re.compile(r"(?<!\w)['‘]((?:[^'‘’\n]|(?<=\w)['’](?=\w))
 # Identifiers, file names, paths, dotted names: `results.csv`, `train_model`, `src/app.py`, `learningRate`.
 _IDENT = re.compile(r"[A-Za-z][\w-]*(?:[._/:][\w-]+)+|[a-z]+[A-Z]\w*")
 MIN_PHRASE_WORDS = 3
-
-# English function words: what the name validator and the rationale check already treat as
-# stop words, plus the auxiliaries, pronouns and quantifiers an offline name must not be made of.
-# Grammar, not a domain: the same list serves a medical, legal or code corpus written in English.
-FUNCTION_WORDS = _NAME_STOP | _STOP | frozenset(
-    "nor but if so was were been being it them they both either neither there here which who whom whose "
-    "what when where why how can could may might will would shall should do does did done had having also "
-    "only just such other same one two very more most least less many much own our your we you he she his her "
-    # prepositions and conjunctions of place, time and reason; not those that carry a check's sense
-    # ("against", "between", "without", "except", "over": a stance, a comparison, a negation, an exclusion)
-    "about above across after along among around before behind below beneath beside during inside near off out "
-    "outside since through toward towards under until up upon within while because although though whether unless".split()
-)
-
 
 def check_rationale_prefix(rationale: str, rules: LabelRules) -> list[str]:
     if rationale.strip().lower().startswith(rules.rationale_prefix):
@@ -175,7 +152,7 @@ def _words(text: str) -> list[str]:
 
 def _phrases(words: list[str], n: int) -> set[tuple[str, ...]]:
     """Every run of n consecutive words holding at least one word that is not a stop word."""
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1) if any(w not in _STOP for w in words[i:i + n])}
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1) if any(w not in PHRASE_STOP_WORDS for w in words[i:i + n])}
 
 
 def criterion_literals(criterion: str) -> set[str]:
@@ -216,7 +193,7 @@ def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the
         elif re.search(rf"(?<!\w){re.escape(literal)}(?!\w)", body, re.IGNORECASE):  # whole, not inside a longer word; case ignored, as for phrases
             return []
     runs = [tuple(crit_words[i:i + n]) for i in range(len(crit_words) - n + 1)]
-    example = next((r for r in runs if sum(w not in _STOP for w in r) >= 2), runs[0])
+    example = next((r for r in runs if sum(w not in PHRASE_STOP_WORDS for w in r) >= 2), runs[0])
     joiner = "" if all(re.fullmatch(f"[{_CJK}]", w) for w in example) else " "
     return [f'the rationale must quote the criterion verbatim: at least {MIN_PHRASE_WORDS} consecutive words of it '
             f'(e.g. "{joiner.join(example)}"), or a number, file name or term it puts in quotes of any kind, whole; shared loose words or a paraphrase do not count']
@@ -236,7 +213,7 @@ def stem_word(word: str) -> str:
 
 def label_gist(name: str, rules: LabelRules) -> tuple[str, ...]:
     """The content of a name regardless of word order and inflection."""
-    return tuple(sorted(stem_word(w) for w in _name_words(name, rules) if w not in _NAME_STOP))
+    return tuple(sorted(stem_word(w) for w in _name_words(name, rules) if w not in NAME_STOP_WORDS))
 
 
 def check_distinct_in_batch(labels: dict[int, list[str]], rules: LabelRules, category: str | None = None) -> list[Violation]:

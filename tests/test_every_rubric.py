@@ -18,7 +18,7 @@ from sklearn.metrics import normalized_mutual_info_score
 from typer.testing import CliRunner
 
 from taxonomy.cli import app
-from taxonomy.validate import FUNCTION_WORDS
+from taxonomy.text import FUNCTION_WORDS
 from tests.conftest import ROOT, write_pipeline
 
 FIXTURES = ROOT / "tests" / "fixtures" / "scripts"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from taxonomy.text import corpus_languages, function_words
-from taxonomy.validate import FUNCTION_WORDS
+from taxonomy.text import FUNCTION_WORDS, corpus_languages, function_words
 from tests.conftest import ROOT
 
 HELDOUT = ROOT / "benchmarks" / "heldout"

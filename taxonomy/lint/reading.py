@@ -15,8 +15,7 @@ from typing import Callable, Iterable
 
 import polars as pl
 
-from taxonomy.text import NEGATIONS, STEM_LETTERS, function_words, stem, words
-from taxonomy.validate import FUNCTION_WORDS
+from taxonomy.text import FUNCTION_WORDS, NEGATIONS, STEM_LETTERS, function_words, stem, words
 
 # "does not recommend" negates "recommends": the auxiliary carries no content of its own.
 AUXILIARIES = frozenset("do does did doing".split())
