@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import polars as pl
 
 from taxonomy.corpus.jsonio import decode
-from taxonomy.corpus.table import csv_problem
+from taxonomy.corpus.tablefile import csv_problem
 
 try:  # the corpus module owns file reading once it exists; until then a tiny fallback
     from taxonomy.corpus import read_json as _read_json

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from taxonomy.corpus.config import ColumnMap, CorpusError, show_path
+from taxonomy.corpus.jsonio import read_json, read_jsonl
+from taxonomy.corpus.tablefile import CORPUS_SUFFIXES, read_table
 
 # ColumnMap key -> the column names taken for it, in order of preference.
 COLUMN_NAMES: dict[str, tuple[str, ...]] = {
@@ -23,8 +25,6 @@ COLUMN_NAMES: dict[str, tuple[str, ...]] = {
     "brief": ("brief", "prompt"),
     "context": ("context",),
 }
-LINE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz", ".ndjson")
-CORPUS_SUFFIXES = LINE_SUFFIXES + (".json", ".json.gz", ".parquet")
 EXPECTED = ("a pipeline TOML (.toml), a corpus file (.csv, .tsv, .jsonl, .json or .parquet, optionally gzipped) "
             "or a corpus folder (PaperBench papers/, DevAI instances/, or one rubric-list .json per task)")
 
@@ -95,9 +95,6 @@ def folder_format(path: Path) -> str:
 
 def detect(path: Path) -> Detected:
     """The format and column map of a bare corpus file or folder; CorpusError when it is neither."""
-    from taxonomy.corpus.jsonio import read_jsonl, read_json
-    from taxonomy.corpus.table import read_table
-
     if not path.exists():
         raise CorpusError(show_path(path), None, "no such file or folder", "check the path (relative to the folder you run in)")
     if path.is_dir():

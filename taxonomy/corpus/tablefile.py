@@ -1,0 +1,97 @@
+"""A corpus file read as a raw table (.jsonl, .csv, .tsv, .parquet, a JSON list of objects), each row with
+where it is as messages name it: what the "table" format loads and what detection reads the columns of."""
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import polars as pl
+
+from taxonomy.corpus.config import CorpusError, show_path
+from taxonomy.corpus.jsonio import read_json, read_jsonl, read_text_file
+from taxonomy.corpus.records import extras_frame
+
+LINE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz", ".ndjson")
+CORPUS_SUFFIXES = LINE_SUFFIXES + (".json", ".json.gz", ".parquet")
+
+
+def _record_lines(text: str, separator: str) -> list[int]:
+    """The file line on which each data record of a CSV/TSV starts (quoted fields may span lines);
+    empty when the csv module reads the file otherwise than polars did (rows are then numbered instead)."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator)
+    starts, last = [], 0
+    try:
+        for _ in reader:
+            starts.append(last + 1)
+            last = reader.line_num
+    except csv.Error:
+        return []
+    return starts[1:]
+
+
+def csv_problem(text: str, separator: str) -> tuple[int, str] | None:
+    """(file line, what is wrong) of the first record polars could not parse, found again with the csv
+    module: polars names no line. None when the csv module sees nothing wrong either."""
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator, strict=True)
+    start, width = 1, None
+    try:
+        for fields in reader:
+            if fields and width is None:
+                width = len(fields)
+            elif fields and len(fields) != width:
+                return start, f"{len(fields)} fields where the header (line 1) has {width}"
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        if "end of data" in str(exc):
+            return start, "a quoted field starts on this line and its closing quote never comes"
+        return start, f"malformed ({exc})"
+    return None
+
+
+def read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
+    """The raw frame and where each row is, as messages name it (CorpusError's convention)."""
+    name, show = path.name.lower(), show_path(path)
+    if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
+        pairs = read_jsonl(path)
+        rows = [obj for _, obj in pairs]
+        frame = extras_frame(rows)
+        return frame, [f"line {lineno}" for lineno, _ in pairs]
+    if name.endswith((".json", ".json.gz")):
+        items = read_json(path)
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise CorpusError(show, None, "expected a JSON list of objects, one per criterion",
+                              'write [{"criterion": "...", "task": "...", "weight": 1}, ...], or use a .jsonl file')
+        return extras_frame(items), [f"at /{i}" for i in range(len(items))]
+    try:
+        if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
+            separator = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
+            text = read_text_file(path)
+            frame = pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema_length=None)
+            lines = _record_lines(text, separator)
+            if len(lines) == frame.height:
+                return frame, [f"line {n}" for n in lines]
+        elif name.endswith(".parquet"):
+            frame = pl.read_parquet(path)
+        else:
+            raise CorpusError(
+                show,
+                "-",
+                f"unknown table suffix in {path.name!r}",
+                f"use one of {', '.join(CORPUS_SUFFIXES)}, or set another format (paperbench, devai, rubric_list, tasks_jsonl, healthbench)",
+            )
+    except CorpusError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - polars/arrow parse errors
+        problem = csv_problem(text, separator) if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None
+        if problem is not None:
+            raise CorpusError(show, problem[0], problem[1],
+                              "make every row have as many fields as the header: quote a field that holds the separator "
+                              "or a line break with double quotes, and double a quote inside it (\"\")") from None
+        raise CorpusError(
+            show,
+            "-",
+            f"cannot parse the file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
+            "check that it is a well-formed CSV/TSV (header row, same number of fields per row) or Parquet file",
+        ) from None
+    return frame, [f"row {n}" for n in range(1, frame.height + 1)]
