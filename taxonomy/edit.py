@@ -1,7 +1,7 @@
 """`taxonomy edit RUN rename OLD NEW | merge A B | split A | describe A TEXT`: edits that propagate.
 
 An edit writes a new taxonomy.json (new content hash) and taxonomy.md, checks the merge
-constraints again (merge_rules.check_merge, as Stage 2c does), and brings the Stage 3 tags
+constraints again (merge.check.check_merge, as Stage 2c does), and brings the Stage 3 tags
 in line: a rename or a merge maps the tags exactly (a criterion tagged A or B is now tagged
 with the merged capability), a split re-tags only the criteria that carried the split
 capability, through the run's own backend. The taxonomy and tags it replaces are kept in
@@ -30,7 +30,8 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from taxonomy.config import LabelRules, MergeConfig
-from taxonomy.merge_rules import capability_similarity, check_merge, to_taxonomy_capabilities
+from taxonomy.merge.check import check_merge
+from taxonomy.merge.measures import capability_similarity, to_taxonomy_capabilities
 from taxonomy.run import RunError, now
 from taxonomy.schemas import CapabilityCard, MergedCapability, MicroCapability, Taxonomy
 from taxonomy.validate import Violation, label_problems
@@ -201,9 +202,9 @@ Namer = Callable[[CapabilityCard, list[list[MicroCapability]], list[str]], list[
 def split_groups(members: list[int], micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig,
                  rules: LabelRules) -> tuple[list[int], list[int]]:
     """Two groups of micro indices; the same two-way cut the merge repair makes."""
-    from taxonomy.merge_rules import _Solver  # the repair's bisection: one split rule for repair and edit
+    from taxonomy.merge.solver import Solver  # the repair's bisection: one split rule for repair and edit
 
-    parts = _Solver(micro, centroids, cfg, rules).bisect(members, need_min_share=True)
+    parts = Solver(micro, centroids, cfg, rules).bisect(members, need_min_share=True)
     if parts is None:
         raise EditError("the capability has a single micro-cluster, so there is nothing to split it along; "
                         "fix: split a capability with two or more members (see the report's hierarchy)")
@@ -229,13 +230,13 @@ def offline_names(card: CapabilityCard, parts: list[list[MicroCapability]], take
             shown = [{k: c[k] for k in ("title", "key_phrases", "phrase_weights")} for c in cards]
             return [CapabilityCard(**{k: c[k] for k in ("name", "description", "diagnostic_signal", "example_pattern")},
                                    non_examples=[]) for c in cards], shown
-    from taxonomy.merge_rules import _unique_valid_name
+    from taxonomy.merge.solver import unique_valid_name
 
     used = set(taken)
     out = []
     for members in parts:
         ranked = sorted(members, key=lambda m: (-m.n_criteria, m.name))
-        name = _unique_valid_name([m.name for m in ranked], used, rules)
+        name = unique_valid_name([m.name for m in ranked], used, rules)
         used.add(name)
         lead = ranked[0]
         covers = ", ".join(m.name.removesuffix(rules.suffix).replace("_", " ") for m in ranked[:6])
@@ -338,11 +339,11 @@ def constraint_violations(taxonomy: Taxonomy, micro: list[MicroCapability], cent
 def add_boundaries(taxonomy: Taxonomy, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig,
                    rules: LabelRules) -> list[str]:
     """Confusable pairs get boundary sentences naming each other, as the merge repair adds them."""
-    from taxonomy.merge_rules import _Solver
+    from taxonomy.merge.solver import Solver
 
     proposal = [MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
                 for c in taxonomy.capabilities]
-    solver = _Solver(micro, centroids, cfg, rules)
+    solver = Solver(micro, centroids, cfg, rules)
     solver.add_boundaries(proposal)
     for cap, p in zip(taxonomy.capabilities, proposal):
         cap.non_examples = list(p.non_examples)

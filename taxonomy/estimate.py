@@ -190,7 +190,7 @@ def _boundaries_job(capabilities: list, cfg: PipelineConfig):
     from taxonomy.llm.jobs import Job
     from taxonomy.prompts import render
     from taxonomy.schemas import BoundaryAnswer
-    from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS
+    from taxonomy.merge.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS
 
     names = [c.name for c in capabilities]
     caps = [{"name": c.name, "description": c.description, "diagnostic_signal": c.diagnostic_signal, "previous": [], "violations": [],
@@ -291,7 +291,7 @@ def _canonicalize_stage(criteria: pl.DataFrame, cfg: PipelineConfig, unique: int
 def _merge_stage(micro: list, cfg: PipelineConfig, label_chars: int):
     """Membership over the micro-capabilities, then one call for the boundaries against each capability's nearest siblings."""
     from taxonomy.schemas import TaxonomyCapability
-    from taxonomy.siblings import MAX_NON_EXAMPLES
+    from taxonomy.merge.siblings import MAX_NON_EXAMPLES
     from taxonomy.stages.merge import merge
 
     k = len(micro)

@@ -199,7 +199,7 @@ def micro_centroids(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
 
 def micro_co_labels(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
     """[i, j]: criteria whose Stage 1 labels fall in both micro[i] and micro[j] (sibling choice)."""
-    from taxonomy.siblings import co_label_counts
+    from taxonomy.merge.siblings import co_label_counts
 
     return co_label_counts(run.read_parquet("stage1_labels.parquet", "discover"), run.read_parquet("clusters.parquet", "cluster"),
                            {m.cluster_id: i for i, m in enumerate(micro)}, len(micro))
@@ -228,7 +228,7 @@ def step_merge(s: Session) -> dict[str, Any]:
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     from taxonomy.analysis.shares import primary_shares, summary_markdown
-    from taxonomy.siblings import unbounded_cotagged
+    from taxonomy.merge.siblings import unbounded_cotagged
     from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 
     source = Path(taxonomy_path or s.run.need("taxonomy.json", "merge"))

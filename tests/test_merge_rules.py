@@ -8,7 +8,9 @@ import numpy as np
 import pytest
 
 from taxonomy.config import LabelRules, MergeConfig
-from taxonomy.merge_rules import capability_similarity, check_merge, solve_merge, to_taxonomy_capabilities
+from taxonomy.merge.check import check_merge
+from taxonomy.merge.measures import capability_similarity, to_taxonomy_capabilities
+from taxonomy.merge.solver import solve_merge
 from taxonomy.schemas import MergedCapability, MicroCapability
 
 CFG = MergeConfig()
@@ -250,7 +252,7 @@ def test_input_checks_and_whole_name_boundaries():
 
 
 def test_hard_violations_name_each_broken_constraint():
-    from taxonomy.merge_rules import hard_violations
+    from taxonomy.merge.check import hard_violations
 
     micro, cents = make_micro()
     text = "\n".join(hard_violations(bad_proposal(micro), micro, CFG))

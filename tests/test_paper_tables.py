@@ -14,7 +14,7 @@ import pytest
 
 from taxonomy.analysis.shares import FAILED_ROW, UNTAGGED_ROW, primary_shares
 from taxonomy.schemas import Taxonomy
-from taxonomy.siblings import choose_siblings, named_siblings, non_example_problems
+from taxonomy.merge.siblings import choose_siblings, named_siblings, non_example_problems
 from tests import responders
 from tests.conftest import ROOT, invoke, offline_devai_run, write_pipeline
 
@@ -214,12 +214,13 @@ def _offline(offline_env):
 
 
 def test_offline_boundaries_against_nearest_siblings_and_unknown_principles(offline_run, _offline):
-    from taxonomy.merge_rules import capability_similarity, check_merge
+    from taxonomy.merge.check import check_merge
+    from taxonomy.merge.measures import capability_similarity
     from taxonomy.pipeline import micro_centroids, micro_co_labels
     from taxonomy.run import RunDir
     from taxonomy.schemas import MergedCapability, MicroCapability
     from taxonomy.config import LabelRules, MergeConfig
-    from taxonomy.siblings import capability_co_counts
+    from taxonomy.merge.siblings import capability_co_counts
 
     taxonomy = load_taxonomy_json(offline_run)
     assert_boundaries(taxonomy)
@@ -346,7 +347,7 @@ def test_offline_guidance_order_keeps_unknown_p3(offline_run, _offline):
 
 
 def test_stage3_co_tagging_without_a_boundary_is_reported():
-    from taxonomy.siblings import unbounded_cotagged
+    from taxonomy.merge.siblings import unbounded_cotagged
 
     names = ["a_b_c_capability", "d_e_f_capability", "g_h_i_capability"]
     tags = pl.DataFrame({"tags": [[names[0], names[1]]] * 4 + [[names[2], names[0]]], "status": ["ok"] * 5})

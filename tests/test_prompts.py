@@ -101,7 +101,7 @@ def test_every_call_kind_renders_with_its_rules(template, context):
 
 # ---- every template, with and without its optional parts -------------------------------------
 from taxonomy.schemas import MicroCapability, TaxonomyCapability  # noqa: E402
-from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS  # noqa: E402
+from taxonomy.merge.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS  # noqa: E402
 
 RULES = LabelRules()
 

@@ -9,7 +9,8 @@ import polars as pl
 import pytest
 
 from taxonomy.config import LabelRules, MergeConfig
-from taxonomy.merge_rules import capability_similarity, check_merge
+from taxonomy.merge.check import check_merge
+from taxonomy.merge.measures import capability_similarity
 from taxonomy.schemas import MergedCapability, MicroCapability, Taxonomy
 from tests import responders
 from tests.conftest import invoke, write_pipeline
@@ -31,7 +32,7 @@ def load_run(run_dir):
 def assert_taxonomy_passes_every_check(run_dir):
     from taxonomy.pipeline import micro_centroids, micro_co_labels
     from taxonomy.run import RunDir
-    from taxonomy.siblings import capability_co_counts
+    from taxonomy.merge.siblings import capability_co_counts
 
     taxonomy, micro = load_run(run_dir)
     centroids = micro_centroids(RunDir(run_dir), micro)

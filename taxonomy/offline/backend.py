@@ -92,10 +92,11 @@ class OfflineBackend:
         return micro_capabilities(inputs, cards, criterion_clusters.height), []
 
     def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
-        from taxonomy.merge_rules import share_violations, solve_merge
+        from taxonomy.merge.check import share_violations
+        from taxonomy.merge.solver import solve_merge
         from taxonomy.offline.cards import describe_offline
         from taxonomy.offline.tag import fit_tagger
-        from taxonomy.siblings import merge_siblings
+        from taxonomy.merge.siblings import merge_siblings
         from taxonomy.stages.merge import assemble
 
         proposal, notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=_ward_start(micro, centroids, cfg),

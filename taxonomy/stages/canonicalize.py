@@ -20,7 +20,7 @@ from taxonomy.config import LabelRules, PipelineConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render
 from taxonomy.schemas import CapabilityCard, MicroCapability
-from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, choose_siblings, pair_counts
+from taxonomy.merge.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, choose_siblings, pair_counts
 from taxonomy.stages.common import shared_prefix
 from taxonomy.validate import Violation, label_problems
 

@@ -22,16 +22,16 @@ import numpy as np
 
 from taxonomy.config import PipelineConfig
 from taxonomy.llm.runner import Answer, Job, Runner
-from taxonomy.merge_rules import (
-    _boundary, capability_similarity, card_problems, check_merge, hard_violations, solve_merge, to_taxonomy_capabilities,
-)
+from taxonomy.merge.check import card_problems, check_merge, hard_violations
+from taxonomy.merge.measures import capability_similarity, to_taxonomy_capabilities
+from taxonomy.merge.solver import boundary_sentence, solve_merge
 from taxonomy.run import RunError
 from taxonomy.prompts import render
 from taxonomy.schemas import (
     BoundaryAnswer, CardFixAnswer, DesignPrinciples, MembershipAnswer, MembershipCapability, MergedCapability, MicroCapability, RegroupAnswer,
     Taxonomy,
 )
-from taxonomy.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, boundary_problems, capability_co_counts, choose_siblings
+from taxonomy.merge.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, boundary_problems, capability_co_counts, choose_siblings
 from taxonomy.validate import Violation
 
 
@@ -274,7 +274,7 @@ def draw_boundaries(proposal: list[MergedCapability], micro, centroids, cfg: Pip
         if cap.name in done:
             cap.non_examples = done[cap.name]
         else:
-            cap.non_examples = [_boundary(proposal[j]) for j in near[i][:2]]
+            cap.non_examples = [boundary_sentence(proposal[j]) for j in near[i][:2]]
             repairs.append(f"`{cap.name}`: no valid boundaries from the model after {cfg.llm.reask_attempts + 1} attempt(s) "
                            f"({'; '.join(previous.get(cap.name, ([], ['no answer']))[1][:2])}); the program wrote them against "
                            + ", ".join(f"`{proposal[j].name}`" for j in near[i][:2]))

@@ -17,6 +17,9 @@ from typing import Sequence
 import numpy as np
 import polars as pl
 
+from taxonomy.merge.measures import capability_similarity
+from taxonomy.schemas import MergedCapability
+
 MIN_NON_EXAMPLES = 1
 MAX_NON_EXAMPLES = 3
 MIN_BOUNDARY_WORDS = 4  # beside the sibling's name: "if <pattern>, prefer `x`" says where the line is
@@ -183,8 +186,6 @@ def unbounded_cotagged(tags: pl.DataFrame, names: Sequence[str], non_examples: S
 def merge_siblings(taxonomy, micro: Sequence, centroids: np.ndarray, co_micro: np.ndarray | None) -> list[list[int]]:
     """Each capability's nearest siblings exactly as the merge check ranks them (label-embedding
     centroids of its members, and co-labelling), for a taxonomy whose members are settled."""
-    from taxonomy.merge_rules import capability_similarity
-    from taxonomy.schemas import MergedCapability
 
     proposal = [MergedCapability(name=c.name, description="", diagnostic_signal="", example_pattern="", non_examples=[],
                                  member_input_names=list(c.members)) for c in taxonomy.capabilities]

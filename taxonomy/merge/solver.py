@@ -1,263 +1,55 @@
-"""Stage 2c merge constraints: one checker and one deterministic repair solver.
+"""The deterministic repair solver: a merge proposal (the model's, or none) made to pass `check_merge`.
 
-Both paths share them: the LLM path checks the model's merge, re-asks with the
-violations and, as a last resort, repairs its best answer with `solve_merge`; the
-offline path calls `solve_merge` without a start and agglomerates from scratch.
-
-Shares are always computed here from the mapping and `micro[i].n_criteria` (the number
-of criteria whose dominant micro-cluster is i); numbers a model states are ignored.
-When no micro-capability has criteria (all zero) each counts as one, so shares stay defined.
-`centroids` rows are aligned with `micro` (row i belongs to micro[i]).
-"""
+The LLM path repairs its best answer with `solve_merge` as a last resort; the offline path calls it
+without a start and agglomerates from scratch. `edit.py` splits with the same `Solver.bisect`."""
 from __future__ import annotations
 
 import itertools
 import string
-from collections import Counter
 from dataclasses import dataclass
 
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
 from taxonomy.config import LabelRules, MergeConfig
-from taxonomy.schemas import MergedCapability, MicroCapability, TaxonomyCapability
-from taxonomy.siblings import MAX_NON_EXAMPLES, capability_co_counts, choose_siblings, named_siblings, non_example_problems
-from taxonomy.validate import Violation, label_problems
-
-_EPS = 1e-9
-_CARD_FIELDS = {
-    "description": "write 1-2 sentences on what the verifier checks",
-    "diagnostic_signal": "write one sentence on the cue in a criterion that calls for it",
-    "example_pattern": "write a 1-2 sentence example criterion",
-}
+from taxonomy.merge.check import CARD_FIELDS
+from taxonomy.merge.measures import (
+    EPS, capability_similarity, checked_centroids, micro_index, micro_weights, pct, weighted_centroid,
+)
+from taxonomy.merge.siblings import MAX_NON_EXAMPLES, capability_co_counts, choose_siblings, named_siblings
+from taxonomy.schemas import MergedCapability, MicroCapability
+from taxonomy.validate import label_problems
 
 
-# ---- shared helpers --------------------------------------------------------------
-def _weights(micro: list[MicroCapability]) -> np.ndarray:
-    w = np.array([max(m.n_criteria, 0) for m in micro], dtype=np.float64)
-    return w if w.sum() > 0 else np.ones(len(micro))
-
-
-def _pct(x: float) -> str:
-    return f"{x * 100:.1f}".rstrip("0").rstrip(".") + "%"
-
-
-def _first_owner_members(proposal: list[MergedCapability], index: dict[str, int]) -> list[list[int]]:
-    """Known members per capability; a micro listed more than once counts where it appears first."""
-    taken: set[int] = set()
-    out = []
-    for cap in proposal:
-        mine = []
-        for name in cap.member_input_names:
-            i = index.get(name)
-            if i is not None and i not in taken:
-                taken.add(i)
-                mine.append(i)
-        out.append(mine)
-    return out
-
-
-def _centroid(members: list[int], w: np.ndarray, centroids: np.ndarray) -> np.ndarray:
-    if not members:
-        return np.zeros(centroids.shape[1])
-    ww = w[members] if w[members].sum() > 0 else np.ones(len(members))
-    c = (ww[:, None] * centroids[members]).sum(axis=0)
-    norm = np.linalg.norm(c)
-    return c / norm if norm > 0 else c
-
-
-def _index(micro: list[MicroCapability]) -> dict[str, int]:
-    index = {m.name: i for i, m in enumerate(micro)}
-    if len(index) != len(micro):
-        dupes = sorted(n for n, c in Counter(m.name for m in micro).items() if c > 1)
-        raise ValueError(f"micro-capability names must be unique (Stage 2b guarantees it); repeated: {', '.join(dupes)}")
-    return index
-
-
-def _check_centroids(micro: list[MicroCapability], centroids: np.ndarray) -> np.ndarray:
-    centroids = np.asarray(centroids, dtype=np.float64)
-    if centroids.ndim != 2 or len(centroids) != len(micro):
-        raise ValueError(
-            f"centroids must have one row per micro-capability ({len(micro)}), got shape {centroids.shape}; "
-            "pass cluster_centroids(...)[[m.cluster_id for m in micro]]"
-        )
-    return centroids
-
-
-def capability_similarity(
-    proposal: list[MergedCapability], micro: list[MicroCapability], centroids: np.ndarray
-) -> np.ndarray:
-    """Cosine similarity between capabilities; each capability's centroid is the share-weighted,
-    normalised mean of its members' micro centroids. A capability without known members is 0 to all."""
-    centroids = _check_centroids(micro, centroids)
-    index = _index(micro)
-    w = _weights(micro)
-    vecs = []
-    for cap in proposal:
-        members = list(dict.fromkeys(index[n] for n in cap.member_input_names if n in index))
-        vecs.append(_centroid(members, w, centroids))
-    c = np.array(vecs).reshape(len(proposal), centroids.shape[1])
-    return c @ c.T
-
-
-# ---- the checker -------------------------------------------------------------------
-def check_merge(
-    proposal: list[MergedCapability],
-    micro: list[MicroCapability],
-    cfg: MergeConfig,
-    rules: LabelRules,
-    similarity: np.ndarray | None,
-    co_counts: np.ndarray | None = None,
-    cards: bool = True,
-) -> list[Violation]:
-    """Every broken merge rule as a message that says what to change (empty when all hold).
-    `cards=False` leaves out the rules about one capability's own card (its name's form, empty fields,
-    a name used twice): the LLM merge asks about those in a focused follow-up (`card_problems`).
-
-    `similarity` is `capability_similarity(proposal, micro, centroids)`; with None the
-    non-example rule is skipped and the min-share message names no neighbour. `co_counts`
-    (capabilities x capabilities, criteria labelled into both) joins the choice of siblings.
-    """
-    out: list[str] = []
-    index = _index(micro)
-    w = _weights(micro)
-    members = _first_owner_members(proposal, index)
-    shares = [w[m].sum() / max(w.sum(), _EPS) for m in members]
-    by_share = sorted(range(len(proposal)), key=lambda c: (-shares[c], c))
-    n = len(proposal)
-    if similarity is not None and np.shape(similarity) != (n, n):
-        raise ValueError(f"similarity must be {n}x{n} (one row per capability), got {np.shape(similarity)}")
-
-    out += _count_problems(proposal, by_share, cfg)
-    out += _mapping_problems(proposal, micro, index)
-
-    for c, cap in enumerate(proposal):
-        if shares[c] > cfg.max_share + _EPS:
-            parts = ", ".join(micro[i].name for i in sorted(members[c], key=lambda i: (-w[i], i)))
-            out.append(f"`{cap.name}` holds {shares[c]:.1%} of criteria (max {_pct(cfg.max_share)}); split it along its members: {parts}")
-        elif not members[c]:
-            out.append(f"`{cap.name}` has no valid members; give it input names or drop it")
-        elif shares[c] < cfg.min_share - _EPS:
-            hint = ""
-            if similarity is not None and n > 1:
-                row = [(similarity[c, d], -d) for d in range(n) if d != c]
-                hint = f" (nearest: `{proposal[-max(row)[1]].name}`)"
-            out.append(f"`{cap.name}` holds {shares[c]:.1%} of criteria (min {_pct(cfg.min_share)}); merge it into its nearest neighbour{hint}")
-
-    if cards:
-        for cap in proposal:
-            out += card_problems(cap, rules)
-        for name, count in Counter(c.name for c in proposal).items():
-            if count > 1:
-                out.append(f"the name `{name}` is used by {count} capabilities; give each capability a distinct name")
-
-    if similarity is not None:
-        # Every capability draws boundaries against its nearest siblings (siblings.py), no cosine cut-off.
-        out += non_example_problems([c.name for c in proposal], [c.non_examples for c in proposal], choose_siblings(similarity, co_counts))
-    return [Violation(None, msg) for msg in out]
-
-
-def _count_problems(proposal: list[MergedCapability], by_share: list[int], cfg: MergeConfig) -> list[str]:
-    """Too few or too many capabilities, with which to split or merge."""
-    n, span = len(proposal), f"{cfg.min_caps}-{cfg.max_caps}"
-    if n < cfg.min_caps:
-        broad = ", ".join(f"`{proposal[c].name}`" for c in by_share[:2])
-        fix = f"split the broadest ({broad}) along their members" if broad else "map the input names into capabilities"
-        return [f"you gave {n} capabilities; give {span}: {fix}"]
-    if n > cfg.max_caps:
-        small = ", ".join(f"`{proposal[c].name}`" for c in by_share[cfg.max_caps:][::-1])
-        return [f"you gave {n} capabilities; give {span}: merge the smallest ({small}) into their nearest neighbours"]
-    return []
-
-
-def card_problems(cap, rules: LabelRules) -> list[str]:
-    """One capability's own card: its name's form and no empty field."""
-    out = label_problems(cap.name, rules)
-    for field, fix in _CARD_FIELDS.items():
-        if not getattr(cap, field).strip():
-            out.append(f"`{cap.name}` has an empty {field}; {fix}")
-    return out
-
-
-def hard_violations(proposal: list[MergedCapability], micro: list[MicroCapability], cfg: MergeConfig) -> list[str]:
-    """The hard constraints a taxonomy must meet to be served, each broken one as
-    "<constraint>: <what>": capability count, max share, min share, every micro-cluster once."""
-    index = _index(micro)
-    w = _weights(micro)
-    members = _first_owner_members(proposal, index)
-    shares = [w[m].sum() / max(w.sum(), _EPS) for m in members]
-    out = []
-    if not cfg.min_caps <= len(proposal) <= cfg.max_caps:
-        out.append(f"capability count {cfg.min_caps}-{cfg.max_caps}: the taxonomy has {len(proposal)}")
-    out += share_violations([cap.name for cap in proposal], shares, cfg)
-    out += [f"each micro-cluster mapped once: {p}" for p in _mapping_problems(proposal, micro, index)]
-    return out
-
-
-def share_violations(names: list[str], shares: list[float], cfg: MergeConfig) -> list[str]:
-    """The hard share bounds, as "<constraint>: <what>"; the offline backend checks the shares its
-    phrase model settled with the same words."""
-    out = []
-    for name, share in zip(names, shares):
-        if share > cfg.max_share + _EPS:
-            out.append(f"max share {_pct(cfg.max_share)}: `{name}` holds {share:.1%} of criteria")
-        elif share < cfg.min_share - _EPS:
-            out.append(f"min share {_pct(cfg.min_share)}: `{name}` holds {share:.1%} of criteria")
-    return out
-
-
-def _mapping_problems(proposal: list[MergedCapability], micro: list[MicroCapability], index: dict[str, int]) -> list[str]:
-    out = []
-    places: dict[int, list[str]] = {}
-    for cap in proposal:
-        unknown = [n for n in cap.member_input_names if n not in index]
-        if unknown:
-            listed = ", ".join(f"`{u}`" for u in unknown)
-            out.append(f"`{cap.name}` lists unknown member(s) {listed}; use only the input names exactly as given")
-        for name in cap.member_input_names:
-            if name in index:
-                places.setdefault(index[name], []).append(cap.name)
-    for i, caps in sorted(places.items()):
-        if len(caps) > 1:
-            where = ", ".join(f"`{c}`" for c in caps)
-            out.append(f"`{micro[i].name}` is mapped {len(caps)} times ({where}); keep it in exactly one capability")
-    unmapped = [m.name for i, m in enumerate(micro) if i not in places]
-    if unmapped:
-        listed = ", ".join(f"`{u}`" for u in unmapped)
-        out.append(f"{len(unmapped)} input name(s) are not mapped: {listed}; add each to exactly one capability's member_input_names")
-    return out
-
-
-# ---- the solver --------------------------------------------------------------------
 @dataclass
-class _Group:
+class Group:
     members: list[int]  # micro indices
     card: MergedCapability | None = None  # the model's card while the group is still the model's
     name: str = ""  # without a card: the name the solver gave it when it cut it off, kept by every later note
 
 
-class _Solver:
+class Solver:
     def __init__(self, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules,
                  co_micro: np.ndarray | None = None):
         self.micro, self.cfg, self.rules, self.co_micro = micro, cfg, rules, co_micro
-        self.centroids = _check_centroids(micro, centroids)
-        self.index = _index(micro)
-        self.w = _weights(micro)
+        self.centroids = checked_centroids(micro, centroids)
+        self.index = micro_index(micro)
+        self.w = micro_weights(micro)
         self.total = self.w.sum()
         self.repairs: list[str] = []
         self._reported: set[tuple] = set()
 
     # -- measures
-    def share(self, g: _Group) -> float:
+    def share(self, g: Group) -> float:
         return self.w[g.members].sum() / self.total
 
-    def centroid(self, g: _Group) -> np.ndarray:
-        return _centroid(g.members, self.w, self.centroids)
+    def centroid(self, g: Group) -> np.ndarray:
+        return weighted_centroid(g.members, self.w, self.centroids)
 
     def ranked(self, members: list[int]) -> list[int]:
         return sorted(members, key=lambda i: (-self.w[i], i))
 
-    def label(self, g: _Group) -> str:
+    def label(self, g: Group) -> str:
         return g.card.name if g.card else g.name or self.micro[self.ranked(g.members)[0]].name
 
     def note_once(self, key: tuple, message: str) -> None:
@@ -265,16 +57,16 @@ class _Solver:
             self._reported.add(key)
             self.repairs.append(message)
 
-    def nearest(self, target: np.ndarray, groups: list[_Group], extra: float, skip: _Group | None = None) -> _Group | None:
+    def nearest(self, target: np.ndarray, groups: list[Group], extra: float, skip: Group | None = None) -> Group | None:
         """Most similar group that can absorb `extra` share and stay within max_share."""
         order = sorted(
             (g for g in groups if g is not skip),
             key=lambda g: (-float(self.centroid(g) @ target), groups.index(g)),
         )
-        return next((g for g in order if self.share(g) + extra <= self.cfg.max_share + _EPS), None)
+        return next((g for g in order if self.share(g) + extra <= self.cfg.max_share + EPS), None)
 
     # -- starting points
-    def from_start(self, start: list[MergedCapability]) -> list[_Group]:
+    def from_start(self, start: list[MergedCapability]) -> list[Group]:
         owner: dict[int, str] = {}
         groups = []
         for cap in start:
@@ -289,7 +81,7 @@ class _Solver:
                     owner[i] = cap.name
                     members.append(i)
             if members:
-                groups.append(_Group(members, cap.model_copy(deep=True)))
+                groups.append(Group(members, cap.model_copy(deep=True)))
             else:
                 self.repairs.append(f"dropped `{cap.name}`: it has no valid, unclaimed member")
         if not groups:
@@ -304,9 +96,9 @@ class _Solver:
                 g.members.append(i)
         return groups
 
-    def from_scratch(self) -> list[_Group]:
+    def from_scratch(self) -> list[Group]:
         """Weighted ward agglomeration of the micro centroids, never past max_share, down to max_caps groups."""
-        groups = [_Group([i]) for i in range(len(self.micro))]
+        groups = [Group([i]) for i in range(len(self.micro))]
         floor = self.total * 1e-6  # keeps zero-criteria micro-clusters ordered by distance
         while len(groups) > self.cfg.max_caps:
             c = np.array([self.centroid(g) for g in groups])
@@ -317,28 +109,28 @@ class _Solver:
             # Ward's merge cost favours close pairs and small groups, so no early giant forms.
             cost = size[:, None] * size[None, :] / (size[:, None] + size[None, :]) * dist
             cost[np.tril_indices(len(groups))] = np.inf
-            cost[share[:, None] + share[None, :] > self.cfg.max_share + _EPS] = np.inf
+            cost[share[:, None] + share[None, :] > self.cfg.max_share + EPS] = np.inf
             a, b = np.unravel_index(np.argmin(cost), cost.shape)  # first minimum: deterministic ties
             if not np.isfinite(cost[a, b]):
                 break
             groups[a].members += groups.pop(b).members
         self.repairs.append(
             f"no usable start: agglomerated {len(self.micro)} micro-capabilities into {len(groups)} groups "
-            f"by weighted centroid distance, none above {_pct(self.cfg.max_share)}"
+            f"by weighted centroid distance, none above {pct(self.cfg.max_share)}"
         )
         return groups
 
     # -- repair steps
-    def repair(self, groups: list[_Group]) -> list[_Group]:
+    def repair(self, groups: list[Group]) -> list[Group]:
         cfg = self.cfg
         max_steps = 4 * len(self.micro) + 20  # each step splits or folds; the loop cannot cycle, this is a guard
         for _ in range(max_steps):
-            over = [g for g in groups if self.share(g) > cfg.max_share + _EPS]
+            over = [g for g in groups if self.share(g) > cfg.max_share + EPS]
             for g in over:
                 if len(g.members) == 1:
                     self.note_once(("alone", g.members[0]), (
                         f"infeasible: `{self.label(g)}` alone holds {self.share(g):.1%} of criteria "
-                        f"(max {_pct(cfg.max_share)}); one micro-cluster cannot be split, re-cluster with a larger k"
+                        f"(max {pct(cfg.max_share)}); one micro-cluster cannot be split, re-cluster with a larger k"
                     ))
             splittable = [g for g in over if len(g.members) > 1]
             if splittable:
@@ -352,13 +144,13 @@ class _Solver:
                     continue
                 self.repairs.append(
                     f"infeasible: {len(groups)} capabilities and no group splits into two parts of at least "
-                    f"{_pct(cfg.min_share)} each; min_caps={cfg.min_caps} not reached"
+                    f"{pct(cfg.min_share)} each; min_caps={cfg.min_caps} not reached"
                 )
             return groups
         self.repairs.append(f"stopped after {max_steps} repair steps; returned the best proposal so far")
         return groups
 
-    def fold(self, groups: list[_Group]) -> bool:
+    def fold(self, groups: list[Group]) -> bool:
         """Fold the smallest group that must go into its nearest neighbour that stays within max_share."""
         too_many = len(groups) > self.cfg.max_caps
         cents = np.array([self.centroid(g) for g in groups])
@@ -368,34 +160,34 @@ class _Solver:
         # Smallest first; among equal shares the one with the closest neighbour, a natural merge.
         order = sorted(range(len(groups)), key=lambda j: (round(self.share(groups[j]), 12), -closeness[j], j))
         for g in [groups[j] for j in order]:
-            small = self.share(g) < self.cfg.min_share - _EPS
+            small = self.share(g) < self.cfg.min_share - EPS
             if not (small or too_many):
                 continue
             target = self.nearest(self.centroid(g), groups, self.share(g), skip=g)
             if target is None:
                 self.note_once(("stuck", tuple(sorted(g.members))), (
                     f"could not fold `{self.label(g)}` ({self.share(g):.1%}) into any group without exceeding "
-                    f"{_pct(self.cfg.max_share)}; left it"
+                    f"{pct(self.cfg.max_share)}; left it"
                 ))
                 continue
-            why = f"below the {_pct(self.cfg.min_share)} minimum" if small else f"more than {self.cfg.max_caps} capabilities"
+            why = f"below the {pct(self.cfg.min_share)} minimum" if small else f"more than {self.cfg.max_caps} capabilities"
             self.repairs.append(f"folded `{self.label(g)}` ({self.share(g):.1%}, {why}) into its nearest neighbour `{self.label(target)}`")
             target.members += g.members
             groups.remove(g)
             return True
         return False
 
-    def split(self, groups: list[_Group], g: _Group, need_min_share: bool) -> bool:
+    def split(self, groups: list[Group], g: Group, need_min_share: bool) -> bool:
         parts = self.bisect(g.members, need_min_share)
         if parts is None:
             return False
         big, small = sorted(parts, key=lambda p: (-self.w[p].sum(), min(p)))
-        a = _Group(big, g.card, g.name)
+        a = Group(big, g.card, g.name)
         # The half without the card is named once, here: its largest micro-cluster's name, or the next one no other
         # group goes by (the card may hold that name), so no note names two groups alike and cards() keeps it.
         taken = {self.label(x) for x in groups if x is not g} | {self.label(a)}
-        b = _Group(small, name=_unique_valid_name([self.micro[i].name for i in self.ranked(small)], taken, self.rules))
-        why = f"above the {_pct(self.cfg.max_share)} maximum" if not need_min_share else f"fewer than {self.cfg.min_caps} capabilities"
+        b = Group(small, name=unique_valid_name([self.micro[i].name for i in self.ranked(small)], taken, self.rules))
+        why = f"above the {pct(self.cfg.max_share)} maximum" if not need_min_share else f"fewer than {self.cfg.min_caps} capabilities"
         self.repairs.append(
             f"split `{self.label(g)}` ({self.share(g):.1%}, {why}) along its micro-clusters into "
             f"`{self.label(a)}` ({self.share(a):.1%}) and `{self.label(b)}` ({self.share(b):.1%})"
@@ -416,7 +208,7 @@ class _Solver:
         else:
             side = AgglomerativeClustering(n_clusters=2, linkage="ward").fit_predict(x)
             ward = ([i for i, s in zip(m, side) if s == 0], [i for i, s in zip(m, side) if s == 1])
-        ok = lambda p: min(self.w[p[0]].sum(), self.w[p[1]].sum()) / self.total >= self.cfg.min_share - _EPS
+        ok = lambda p: min(self.w[p[0]].sum(), self.w[p[1]].sum()) / self.total >= self.cfg.min_share - EPS
         if ok(ward):
             return ward
         centred = x - np.average(x, axis=0, weights=self.w[m] if self.w[m].sum() > 0 else None)
@@ -429,7 +221,7 @@ class _Solver:
         return None if need_min_share else ward
 
     # -- cards
-    def fix_names(self, groups: list[_Group]) -> None:
+    def fix_names(self, groups: list[Group]) -> None:
         """Invalid or repeated names become the largest valid member's name, made unique; the
         first holder of a repeated name keeps it. Done early so repair messages are unambiguous."""
         used: set[str] = set()
@@ -438,13 +230,13 @@ class _Solver:
                 continue
             problems = label_problems(g.card.name, self.rules)
             if problems or g.card.name in used:
-                new = _unique_valid_name([self.micro[i].name for i in self.ranked(g.members)], used, self.rules)
+                new = unique_valid_name([self.micro[i].name for i in self.ranked(g.members)], used, self.rules)
                 why = problems[0] if problems else "the name was already taken by another capability"
                 self.repairs.append(f"renamed `{g.card.name}` to `{new}` ({why})")
                 g.card.name = new
             used.add(g.card.name)
 
-    def cards(self, groups: list[_Group]) -> list[MergedCapability]:
+    def cards(self, groups: list[Group]) -> list[MergedCapability]:
         """One card per group; names are settled in the model's order (first holder keeps a
         duplicated name), the result is listed by descending share."""
         used: set[str] = set()
@@ -458,19 +250,19 @@ class _Solver:
                 # the solver formed never had a name to rename: it keeps the one it was cut off with, else takes its
                 # first member name no card holds.
                 card = MergedCapability(
-                    name=_unique_valid_name([g.name] * bool(g.name) + [self.micro[i].name for i in ranked], used | carded, self.rules),
+                    name=unique_valid_name([g.name] * bool(g.name) + [self.micro[i].name for i in ranked], used | carded, self.rules),
                     description=top.description, diagnostic_signal=top.diagnostic_signal,
                     example_pattern=top.example_pattern, non_examples=[], member_input_names=[],
                 )
             else:
                 card = g.card.model_copy(deep=True)
-                for field in _CARD_FIELDS:
+                for field in CARD_FIELDS:
                     if not getattr(card, field).strip():
                         setattr(card, field, getattr(top, field))
                         self.repairs.append(f"filled the empty {field} of `{card.name}` from its largest member `{top.name}`")
             problems = label_problems(card.name, self.rules)
             if problems or card.name in used:
-                new = _unique_valid_name([self.micro[i].name for i in ranked], used, self.rules)
+                new = unique_valid_name([self.micro[i].name for i in ranked], used, self.rules)
                 why = problems[0] if problems else "the name was already taken by another capability"
                 self.repairs.append(f"renamed `{card.name}` to `{new}` ({why})")
                 card.name = new
@@ -481,7 +273,7 @@ class _Solver:
 
     def add_boundaries(self, proposal: list[MergedCapability]) -> None:
         """Each capability keeps the non-examples that name one capability still in the taxonomy (at
-        most MAX_NON_EXAMPLES) and gains boundaries against its nearest siblings (siblings.py) until
+        most MAX_NON_EXAMPLES) and gains boundaries against its nearest siblings (merge/siblings.py) until
         it names two of them (or all there are); micro-level non-examples name micro-clusters, not
         capabilities, so they go."""
         names = [c.name for c in proposal]
@@ -498,7 +290,7 @@ class _Solver:
                 if len(named & set(near)) >= want or len(kept) >= MAX_NON_EXAMPLES:
                     break
                 if names[j] not in named:
-                    kept.append(_boundary(proposal[j]))
+                    kept.append(boundary_sentence(proposal[j]))
                     named.add(names[j])
                     added.append(f"`{cap.name}` -> `{names[j]}`")
             cap.non_examples = kept
@@ -509,7 +301,7 @@ class _Solver:
             self.repairs.append(f"added {len(added)} boundary sentence(s) against nearest siblings: {shown}")
 
 
-def _boundary(other: MergedCapability) -> str:
+def boundary_sentence(other: MergedCapability) -> str:
     gist = other.description.strip().split(". ")[0].rstrip(".").strip()
     words = gist.split()
     gist = " ".join(words[:25]) if words else other.name.replace("_", " ")
@@ -524,7 +316,7 @@ def _variant_words():
             yield "variant" + "".join(letters)
 
 
-def _unique_valid_name(candidates: list[str], used: set[str], rules: LabelRules) -> str:
+def unique_valid_name(candidates: list[str], used: set[str], rules: LabelRules) -> str:
     """The first valid unused candidate (largest member first); else a valid one made distinct by a word."""
     for name in candidates:
         if name not in used and not label_problems(name, rules):
@@ -556,7 +348,7 @@ def solve_merge(
     callers re-check with `check_merge` for the exact residual violations."""
     if not micro:
         return [], ["infeasible: no micro-capabilities to merge"]
-    solver = _Solver(micro, centroids, cfg, rules, co_micro)
+    solver = Solver(micro, centroids, cfg, rules, co_micro)
     groups = solver.from_start(start) if start else []
     if not groups:
         groups = solver.from_scratch()
@@ -565,17 +357,3 @@ def solve_merge(
     if boundaries:
         solver.add_boundaries(proposal)
     return proposal, solver.repairs
-
-
-def to_taxonomy_capabilities(proposal: list[MergedCapability], micro: list[MicroCapability]) -> list[TaxonomyCapability]:
-    """Artifact form: members are the known input names (first mapping wins), share computed from n_criteria."""
-    index = _index(micro)
-    w = _weights(micro)
-    out = []
-    for cap, members in zip(proposal, _first_owner_members(proposal, index)):
-        out.append(TaxonomyCapability(
-            name=cap.name, description=cap.description, diagnostic_signal=cap.diagnostic_signal,
-            example_pattern=cap.example_pattern, non_examples=list(cap.non_examples),
-            members=[micro[i].name for i in members], share=round(float(w[members].sum() / w.sum()), 6),
-        ))
-    return out
