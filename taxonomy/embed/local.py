@@ -1,7 +1,7 @@
 """Offline CPU embedder: TF-IDF over words and character n-grams, reduced by truncated SVD.
 
-No model download and no GPU: a fair baseline for short snake_case capability labels
-(see /work/shared/FACTS.md). Character n-grams let `recompute_totals` and
+No model download and no GPU: a fair baseline for short snake_case capability labels.
+Character n-grams let `recompute_totals` and
 `recomputing_total` land close together; words keep whole-token matches sharp.
 """
 from __future__ import annotations

@@ -27,7 +27,7 @@ from typing import Any
 
 from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema
 from taxonomy.llm.jobs import Answer, Conversation, Job, Usage
-from taxonomy.llm.providers import ProviderError
+from taxonomy.llm.providers import ProviderError, gemini_completion
 from taxonomy.secrets import redact
 
 # `runner` below is a taxonomy.llm.runner.Runner: this module uses its public methods (request_key,
@@ -309,13 +309,7 @@ def _completion(response, error: dict | None) -> Completion | _ItemError:
     if response is None:
         error = error or {}
         return _ItemError(f"batch item error {error.get('code', '')}: {redact(str(error.get('message', '')))[:200]}")
-    usage = response.usage_metadata
-    return Completion(
-        text=response.text or "",
-        prompt_tokens=(usage.prompt_token_count or 0) if usage else 0,
-        output_tokens=(usage.candidates_token_count or 0) if usage else 0,
-        cached_tokens=(usage.cached_content_token_count or 0) if usage else 0,
-    )
+    return gemini_completion(response)
 
 
 def _rest_request(turns: list[Turn], job: Job, temperature: float) -> dict:

@@ -188,13 +188,18 @@ class GeminiProvider:
             if mapped is None:
                 raise
             raise mapped from None
-        usage = response.usage_metadata
-        return Completion(
-            text=response.text or "",
-            prompt_tokens=(usage.prompt_token_count or 0) if usage else 0,
-            output_tokens=(usage.candidates_token_count or 0) if usage else 0,
-            cached_tokens=(usage.cached_content_token_count or 0) if usage else 0,
-        )
+        return gemini_completion(response)
+
+
+def gemini_completion(response) -> Completion:
+    """A Gemini GenerateContentResponse (online, or one item of a batch) as the runner reads it."""
+    usage = response.usage_metadata
+    return Completion(
+        text=response.text or "",
+        prompt_tokens=(usage.prompt_token_count or 0) if usage else 0,
+        output_tokens=(usage.candidates_token_count or 0) if usage else 0,
+        cached_tokens=(usage.cached_content_token_count or 0) if usage else 0,
+    )
 
 
 class OpenAICompatibleProvider:

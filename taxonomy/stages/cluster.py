@@ -1,7 +1,7 @@
 """Stage 2a: unique Stage 1 labels -> embeddings -> k micro-clusters; criterion -> dominant cluster.
 
-Exact agglomerative clustering costs O(n^2) time and memory (see /work/shared/FACTS.md:
-30,000 labels take ~4 min and ~7 GB). Above `cfg.exact_max` unique labels we first
+Exact agglomerative clustering costs O(n^2) time and memory (30,000 labels take ~4 min
+and ~7 GB). Above `cfg.exact_max` unique labels we first
 compress them to `cfg.centroids` mini-batch k-means centroids and cluster those. Above
 KMEANS_FIT_MAX labels the centroids are fitted on a deterministic sample and every label is
 then assigned to its nearest one: on 300,000 labels that gave the same within-cluster spread
