@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev,openjudge]"
 	touch $(STAMP)
 
-.PHONY: install demo test bench
+.PHONY: install demo test lint bench
 install: $(STAMP)
 
 demo: $(STAMP)
@@ -18,6 +18,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The structure's guards, as .ci/run runs them (both in about a second): ruff's rules ([tool.ruff]) and the
+# layers contract ([tool.importlinter]). taxonomy/ joins the ruff check once it is formatted (issue 44).
+lint: $(STAMP)
+	$(BIN)/ruff check tests benchmarks notebooks .ci prompts
+	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/stage1_throughput.py
