@@ -10,25 +10,24 @@ guidance` drafted it); when that is missing, or was drafted from other inputs, i
 """
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from taxonomy.guidance import principles
+from taxonomy.guidance import gandalf, jsonl, openjudge, vally
 from taxonomy.guidance.draft import generate_guidance, read_notes
-from taxonomy.guidance.files import write_guidance
 from taxonomy.guidance.inputs import judge_view
-from taxonomy.guidance.jsonl import build_routing
 from taxonomy.guidance.model import GuidanceDrafts
-from taxonomy.guidance.openjudge import build_graders
-from taxonomy.guidance.routes import ExportError, load_tasks
+from taxonomy.guidance.routes import ExportError, ExportInputs, Written, load_tasks
 from taxonomy.guidance.stored import inputs_fingerprint, load_drafts
-from taxonomy.guidance.vally import build_eval, eval_yaml
-from taxonomy.run import RunDir, record_use, taxonomy_in_use
+from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, record_use, taxonomy_in_use
 
-FORMATS = ("vally", "openjudge", "gandalf", "jsonl")
+# One writer per format, each in its own module; the order is the one `--to all` writes and lists them in.
+WRITERS: dict[str, Callable[[ExportInputs, RunDir], Written]] = {
+    "vally": vally.write, "openjudge": openjudge.write, "gandalf": gandalf.write, "jsonl": jsonl.write,
+}
+FORMATS = tuple(WRITERS)
 DEFAULT_FOLDER = "export"
 
 
@@ -72,10 +71,6 @@ def _drafts(session: Any, fingerprint: str, notes_path: Path | None) -> tuple[Gu
     return drafts, "drafted"
 
 
-def _jsonl(rows: list[dict]) -> str:
-    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-
-
 def export_run(session: Any, formats: list[str], out: Path | None = None, notes_path: Path | None = None) -> ExportResult:
     """Write the asked formats under `out` (default RUN/export/) and record them in the run's manifest."""
     from taxonomy.taxonomy_io import load_taxonomy
@@ -83,43 +78,21 @@ def export_run(session: Any, formats: list[str], out: Path | None = None, notes_
     run: RunDir = session.run
     cfg = session.cfg.export
     used = taxonomy_in_use(run, "export")  # refuses tags made with another taxonomy than taxonomy.json
-    taxonomy = load_taxonomy(run.need("taxonomy.json", "merge"), session.cfg.labels)
-    criteria = run.read_parquet("criteria.parquet", "discover")
-    tags = run.read_parquet("stage3_tags.parquet", "tag")
+    taxonomy = load_taxonomy(run.need(TAXONOMY, "merge"), session.cfg.labels)
+    criteria = run.read_parquet(CRITERIA, "discover")
+    tags = run.read_parquet(TAGS, "tag")
     tasks = load_tasks(taxonomy, criteria, tags)  # checked before any guidance is (re)drafted
     drafts, how = _drafts(session, inputs_fingerprint(taxonomy, criteria, tags), notes_path)
-    taxonomy = judge_view(taxonomy)
+    inputs = ExportInputs(run.path.name, used, tasks, judge_view(taxonomy), drafts, criteria, tags, cfg,
+                          cfg.judge_model or session.cfg.llm.model)
     target = RunDir(Path(out) if out is not None else run.path / DEFAULT_FOLDER)
     result = ExportResult(target.path, guidance=how)
-    header = (f"vally eval written by rubric-taxonomy (`taxonomy export`) from run {run.path.name}, "
-              f"taxonomy {used} (taxonomy.json's content hash): {len(tasks)} tasks, {criteria.height} criteria.\n"
-              f"{principles.summary(taxonomy.capabilities)}")
-
     for fmt in formats:
-        start = time.perf_counter()
-        if fmt == "vally":
-            doc = build_eval(tasks, taxonomy, drafts, cfg)
-            target.write_text("vally/eval.yaml", eval_yaml(doc, header))
-            result.files[fmt] = [target.path / "vally/eval.yaml"]
-            result.counts[fmt] = {"stimuli": len(doc["stimuli"]), "graders": sum(len(s["graders"]) for s in doc["stimuli"])}
-        elif fmt == "openjudge":
-            graders, lines = build_graders(tasks, taxonomy, drafts, cfg.judge_model or session.cfg.llm.model)
-            target.write_text("openjudge/graders.json", json.dumps(graders, indent=2, ensure_ascii=False) + "\n")
-            target.write_text("openjudge/inputs.jsonl", _jsonl(lines))
-            result.files[fmt] = [target.path / "openjudge/graders.json", target.path / "openjudge/inputs.jsonl"]
-            result.counts[fmt] = {"graders": len(graders), "inputs": len(lines)}
-        elif fmt == "gandalf":
-            files = write_guidance(target, taxonomy, criteria, tags, drafts, folder="gandalf")
-            result.files[fmt] = [files.routing, *files.capability_files.values(), *files.task_files.values()]
-            result.counts[fmt] = {"capability_files": len(files.capability_files), "task_files": len(files.task_files)}
-        elif fmt == "jsonl":
-            routing, sections = build_routing(tasks, taxonomy, drafts)
-            target.write_text("routing.jsonl", _jsonl(routing))
-            target.write_text("guidance_sections.jsonl", _jsonl(sections))
-            result.files[fmt] = [target.path / "routing.jsonl", target.path / "guidance_sections.jsonl"]
-            result.counts[fmt] = {"criteria": len(routing), "sections": len(sections)}
-        else:
+        if fmt not in WRITERS:
             raise ExportError(f"--to {fmt}: unknown export format; fix: use one of {', '.join(FORMATS)}")
+        start = time.perf_counter()
+        written = WRITERS[fmt](inputs, target)
+        result.files[fmt], result.counts[fmt] = written.files, written.counts
         result.seconds[fmt] = round(time.perf_counter() - start, 3)
     run.record("export", result.as_dict())
     record_use(run, "export", used)

@@ -19,7 +19,8 @@ from typing import Any
 from taxonomy.guidance.files import title
 from taxonomy.guidance.model import GuidanceAnswer
 from taxonomy.guidance.principles import FIELDS, any_of, fields
-from taxonomy.guidance.routes import Task, guidance_text
+from taxonomy.guidance.routes import ExportInputs, Task, Written, guidance_text, jsonl_text
+from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy
 
 
@@ -47,3 +48,12 @@ def build_routing(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, Guida
         **fields(cap), **_drafted(drafts[cap.name]), "markdown": guidance_text(cap, drafts[cap.name]),
     } for cap in taxonomy.capabilities]
     return routing, sections
+
+
+def write(inputs: ExportInputs, target: RunDir) -> Written:
+    """DIR/routing.jsonl (one line per criterion) and guidance_sections.jsonl, for any other verifier."""
+    routing, sections = build_routing(inputs.tasks, inputs.taxonomy, inputs.drafts)
+    target.write_text("routing.jsonl", jsonl_text(routing))
+    target.write_text("guidance_sections.jsonl", jsonl_text(sections))
+    return Written([target.path / "routing.jsonl", target.path / "guidance_sections.jsonl"],
+                   {"criteria": len(routing), "sections": len(sections)})

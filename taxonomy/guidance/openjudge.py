@@ -16,12 +16,14 @@ response=...)`. OpenJudge fills placeholders with str.format, so braces in the g
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from taxonomy.guidance.files import title
 from taxonomy.guidance.model import GuidanceAnswer
 from taxonomy.guidance.principles import FIELDS, WORD
-from taxonomy.guidance.routes import BINARY, RULES, UNTAGGED, Task, criteria_block, guidance_text
+from taxonomy.guidance.routes import BINARY, RULES, UNTAGGED, ExportInputs, Task, Written, criteria_block, guidance_text, jsonl_text
+from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 
 PLACEHOLDERS = ("task", "criteria", "response")
@@ -76,3 +78,12 @@ def build_graders(tasks: list[Task], taxonomy: Taxonomy, drafts: dict[str, Guida
         graders.append(grader_config(UNTAGGED, "Criteria that Stage 3 gave no capability; judged from their text alone.",
                                      "no capability tag", guidance_text(None, None), model))
     return graders, lines
+
+
+def write(inputs: ExportInputs, target: RunDir) -> Written:
+    """DIR/openjudge/graders.json (one LLMGrader config per capability) and inputs.jsonl."""
+    graders, lines = build_graders(inputs.tasks, inputs.taxonomy, inputs.drafts, inputs.judge_model)
+    target.write_text("openjudge/graders.json", json.dumps(graders, indent=2, ensure_ascii=False) + "\n")
+    target.write_text("openjudge/inputs.jsonl", jsonl_text(lines))
+    return Written([target.path / "openjudge/graders.json", target.path / "openjudge/inputs.jsonl"],
+                   {"graders": len(graders), "inputs": len(lines)})

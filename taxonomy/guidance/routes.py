@@ -2,12 +2,15 @@
 grouped by the capabilities they need, and the text a judge gets for one group."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import polars as pl
 
+from taxonomy.config import ExportConfig
 from taxonomy.guidance.files import guidance_body
-from taxonomy.guidance.model import GuidanceAnswer, GuidanceError
+from taxonomy.guidance.model import GuidanceAnswer, GuidanceDrafts, GuidanceError
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 
 UNTAGGED = "untagged"  # the group of a task's criteria that Stage 3 gave no capability
@@ -97,3 +100,29 @@ def guidance_text(cap: TaxonomyCapability | None, draft: GuidanceAnswer | None) 
     if cap is None:
         return "No capability guidance applies to these criteria (Stage 3 gave them no capability); judge them from the criterion text alone."
     return "\n".join(guidance_body(cap, draft, "###")).strip()
+
+
+# ---- what a format writes from, and what it wrote ---------------------------------------
+@dataclass(frozen=True)
+class ExportInputs:
+    """What every export format writes from: the run's tasks with their routed criteria, the judge's view
+    of the taxonomy, the drafted guidance, and the run and taxonomy it came from (for headers)."""
+    run_name: str
+    taxonomy_hash: str
+    tasks: list[Task]
+    taxonomy: Taxonomy
+    drafts: GuidanceDrafts
+    criteria: pl.DataFrame
+    tags: pl.DataFrame
+    cfg: ExportConfig
+    judge_model: str
+
+
+@dataclass
+class Written:
+    files: list[Path]
+    counts: dict[str, int]
+
+
+def jsonl_text(rows: list[dict]) -> str:
+    return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)

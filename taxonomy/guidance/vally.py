@@ -18,7 +18,11 @@ import yaml
 from taxonomy.config import ExportConfig
 from taxonomy.guidance.files import title
 from taxonomy.guidance.model import GuidanceAnswer
-from taxonomy.guidance.routes import BINARY, RULES, UNTAGGED, Criterion, ExportError, Task, criteria_block, criterion_line, guidance_text
+from taxonomy.guidance import principles
+from taxonomy.guidance.routes import (
+    BINARY, RULES, UNTAGGED, Criterion, ExportError, ExportInputs, Task, Written, criteria_block, criterion_line, guidance_text,
+)
+from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy
 
 SCHEMA_PATH = Path(__file__).parent / "schemas" / "vally_eval.schema.json"
@@ -117,3 +121,14 @@ def eval_yaml(doc: dict[str, Any], header: str) -> str:
     if problems:
         raise ExportError(f"vally: the eval.yaml built does not match {SCHEMA_PATH.name}: {problems[0]}; fix: report this as a bug")
     return text
+
+
+def write(inputs: ExportInputs, target: RunDir) -> Written:
+    """DIR/vally/eval.yaml: one stimulus per task, one prompt grader per capability it needs."""
+    doc = build_eval(inputs.tasks, inputs.taxonomy, inputs.drafts, inputs.cfg)
+    header = (f"vally eval written by rubric-taxonomy (`taxonomy export`) from run {inputs.run_name}, "
+              f"taxonomy {inputs.taxonomy_hash} (taxonomy.json's content hash): {len(inputs.tasks)} tasks, "
+              f"{inputs.criteria.height} criteria.\n{principles.summary(inputs.taxonomy.capabilities)}")
+    target.write_text("vally/eval.yaml", eval_yaml(doc, header))
+    return Written([target.path / "vally/eval.yaml"],
+                   {"stimuli": len(doc["stimuli"]), "graders": sum(len(s["graders"]) for s in doc["stimuli"])})
