@@ -1,6 +1,7 @@
 """The backend a session runs, chosen once when the session opens (`choose_backend`).
 
-Every stage asks the session's backend for its step; nothing else tests which backend runs.
+Every stage asks the session's backend for its step, and no stage tests which backend runs; the embedder
+for a backend is chosen in embed/choose.py.
 
     backend.discover(criteria, cfg)                                  -> Stage 1 labels table
     backend.label_embedder(criteria, stage1, cfg, default)           -> the embedder Stage 2a clusters with

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from taxonomy.run import STAGES
+from taxonomy.run import CRITERIA, LABELS, MANIFEST, PIPELINE_TOML, REPORT, STAGES, TAGS, TAXONOMY, TAXONOMY_MD
 from taxonomy.secrets import redact
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Induce a verifier-capability taxonomy from a rubric corpus and use it.")
@@ -76,7 +76,7 @@ def _guard(fn):
 
 
 def _is_run(target: Path) -> bool:
-    return target.is_dir() and ((target / "manifest.json").exists() or not _corpus_layout(target))
+    return target.is_dir() and ((target / MANIFEST).exists() or not _corpus_layout(target))
 
 
 def _corpus_layout(folder: Path) -> bool:
@@ -150,20 +150,20 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
 
 def _frozen_taxonomy(path: Path) -> Path:
     """`--taxonomy` takes a run directory, as report, export and edit do, or a taxonomy.json."""
-    return path / "taxonomy.json" if path.is_dir() else path
+    return path / TAXONOMY if path.is_dir() else path
 
 
 def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
     """A run over a bare corpus keeps the TOML it used, to repeat or tune the run (`taxonomy run RUN/pipeline.toml`)."""
     from taxonomy.pipeline_toml import render
 
-    path = s.run.path / "pipeline.toml"
+    path = s.run.path / PIPELINE_TOML
     cfg = s.cfg.model_copy(deep=True)
     cfg.corpus.limit = None  # --limit is a flag of one command, not part of the pipeline
     from taxonomy.corpus.config import show_path
     from taxonomy.pipeline_toml import small_corpus_note
 
-    s.run.write_text("pipeline.toml", render(cfg, found, path, n, pin_output=True))
+    s.run.write_text(PIPELINE_TOML, render(cfg, found, path, n, pin_output=True))
     shown = show_path(path)
     console.print(f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)", markup=False, highlight=False)
     if small_corpus_note(n):
@@ -207,8 +207,8 @@ def discover(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: O
 
     s = _session(pipeline, provider, run_dir, quiet, limit, batch=batch)
     _print_stage("discover", run_stage(s, "discover"))
-    _print_failures(s, "stage1_labels.parquet")
-    out.print(f"Stage 1 labels: {s.run.path / 'stage1_labels.parquet'}")
+    _print_failures(s, LABELS)
+    out.print(f"Stage 1 labels: {s.run.path / LABELS}")
 
 
 def _stage_command(stage: str, doc: str):
@@ -273,9 +273,9 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
     else:
         info = run_stage(s, "tag", taxonomy_path=taxonomy)
     _print_stage("tag", info)
-    _print_failures(s, "stage3_tags.parquet")
-    _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet"), s.run.read_parquet("criteria.parquet")))
-    out.print(f"Stage 3 tags: {s.run.path / 'stage3_tags.parquet'}")
+    _print_failures(s, TAGS)
+    _print_shares(primary_shares(s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA)))
+    out.print(f"Stage 3 tags: {s.run.path / TAGS}")
 
 
 def _print_shares(shares) -> None:
@@ -322,9 +322,9 @@ def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Option
     if accept_violations:
         _accept_violations(s)
     run_pipeline(s, force_from=force, on_stage=_print_stage)
-    _print_failures(s, "stage1_labels.parquet")
-    _print_failures(s, "stage3_tags.parquet")
-    _print_shares(primary_shares(s.run.read_parquet("stage3_tags.parquet"), s.run.read_parquet("criteria.parquet")))
+    _print_failures(s, LABELS)
+    _print_failures(s, TAGS)
+    _print_shares(primary_shares(s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA)))
     from taxonomy.lint import run_summary  # the rubric's own defects, offline, and the command that lists them
 
     found = run_summary(s.run.path)
@@ -340,9 +340,9 @@ def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Option
     s.run.manifest["totals"] = {"wall_seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak_mb, 1)}
     s.run.save_manifest()
     out.print(f"Done in {time.perf_counter() - start:.1f} s (peak memory {peak_mb:.0f} MB).")
-    out.print(f"Taxonomy: {s.run.path / 'taxonomy.md'}")
+    out.print(f"Taxonomy: {s.run.path / TAXONOMY_MD}")
     if report:
-        out.print(f"Report:   {s.run.path / 'report.html'}")
+        out.print(f"Report:   {s.run.path / REPORT}")
 
 
 def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int], batch: Optional[bool], as_json: bool = False) -> None:
@@ -419,15 +419,15 @@ def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Sta
     if boot < 0:
         raise ConfigError(f"--boot {boot}: must be 0 or more; fix: pass the number of bootstrap resamples (0: no confidence intervals)")
     run = RunDir(run_dir)
-    columns = run.read_parquet("criteria.parquet", "discover").columns
+    columns = run.read_parquet(CRITERIA, "discover").columns
     if by not in ("primary", "any") and by not in columns:
-        raise ConfigError(f"--by {by}: no such column in {run.path / 'criteria.parquet'}; fix: use primary, any, or one of {', '.join(columns)}")
+        raise ConfigError(f"--by {by}: no such column in {run.path / CRITERIA}; fix: use primary, any, or one of {', '.join(columns)}")
     used = taxonomy_in_use(run, "breakdown")
     if against is not None:
         if not against.is_dir():
             from taxonomy.run import RunError
 
-            raise RunError(f"{against}: no such run directory; fix: pass the run made by `taxonomy tag CORPUS --taxonomy {run_dir / 'taxonomy.json'}`")
+            raise RunError(f"{against}: no such run directory; fix: pass the run made by `taxonomy tag CORPUS --taxonomy {run_dir / TAXONOMY}`")
         result = run_against(run, RunDir(against), verdicts, reference=reference, by=by)
         out.print(result.markdown, markup=False, highlight=False)
         out.print(f"Table: {result.files[-1]}")
@@ -491,7 +491,7 @@ def edit(run_dir: Path = typer.Argument(..., help="a run directory with a taxono
         console.print(f"  [red]constraint:[/red] {escape(v)}", highlight=False)
     for why in result.stale:
         console.print(f"  [yellow]stale:[/yellow] {escape(why)}", highlight=False)
-    if (run_dir / "report.html").exists():
+    if (run_dir / REPORT).exists():
         out.print(f"Report: {_render_report(run_dir)}")
 
 

@@ -17,7 +17,7 @@ import polars as pl
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-from taxonomy.run import RunDir, RunError, taxonomy_in_use
+from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, RunError, taxonomy_in_use
 from taxonomy.taxonomy_io import load_taxonomy
 
 PART = 0.2          # a capability sends (split) or receives (merge) at least this share to count as a part
@@ -130,9 +130,9 @@ def load_side(run_dir: Path) -> Side:
     if run is None:
         raise DiffError(f"{run_dir}: not a run directory; fix: pass two run directories made by `taxonomy run`")
     taxonomy_in_use(run, "diff")  # tags made with another taxonomy would be compared under the wrong names
-    taxonomy = load_taxonomy(run.need("taxonomy.json", "merge"))
-    tags = run.read_parquet("stage3_tags.parquet", "tag")
-    criteria = run.read_parquet("criteria.parquet")
+    taxonomy = load_taxonomy(run.need(TAXONOMY, "merge"))
+    tags = run.read_parquet(TAGS, "tag")
+    criteria = run.read_parquet(CRITERIA)
     ok = tags.filter(pl.col("primary").is_not_null())
     if "status" in ok.columns:
         ok = ok.filter(pl.col("status") == "ok")

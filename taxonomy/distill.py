@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
-from taxonomy.run import RunDir, RunError, elapsed, now
+from taxonomy.run import CRITERIA, DISTILLED, LABELS, TAGS, TAGS_SUMMARY, TAXONOMY, RunDir, RunError, elapsed, now
 from taxonomy.schemas import Taxonomy
 from taxonomy.taxonomy_io import load_taxonomy
 
 if TYPE_CHECKING:
     from taxonomy.pipeline import Session
 
-MODEL_FILE = "distilled.joblib"
 REPORT_FILE = "distill_report.json"
 FORMAT = 1
 TARGET_AGREEMENT = 0.9  # default threshold: the lowest confidence that keeps held-out agreement at least this
@@ -147,12 +146,12 @@ class DistillReport:
 
 
 def _training_rows(run: RunDir, taxonomy: Taxonomy) -> pl.DataFrame:
-    criteria = run.read_parquet("criteria.parquet", "run")
-    tags = run.read_parquet("stage3_tags.parquet", "tag").filter((pl.col("status") == "ok") & pl.col("primary").is_not_null())
+    criteria = run.read_parquet(CRITERIA, "run")
+    tags = run.read_parquet(TAGS, "tag").filter((pl.col("status") == "ok") & pl.col("primary").is_not_null())
     unknown = sorted(set(tags["primary"].to_list()) - set(taxonomy.names()))
     if unknown:
         raise DistillError(
-            f"{run.path / 'stage3_tags.parquet'}: primary tags {', '.join(unknown[:3])} are not in {run.path / 'taxonomy.json'}; "
+            f"{run.path / TAGS}: primary tags {', '.join(unknown[:3])} are not in {run.path / TAXONOMY}; "
             "fix: re-run `taxonomy tag` with this taxonomy before distilling"
         )
     keep = [c for c in ("criterion_id", "task_id", "text", "category") if c in criteria.columns]
@@ -207,14 +206,14 @@ def _save_model(run: RunDir, model, taxonomy: Taxonomy, threshold: float, target
     import joblib
     import sklearn
 
-    model_path = run.path / MODEL_FILE
+    model_path = run.path / DISTILLED
     bundle = {
         "format": FORMAT, "model": model, "classes": [str(c) for c in model.classes_],
         "taxonomy_hash": taxonomy.content_hash, "taxonomy_names": taxonomy.names(),
         "threshold": threshold, "threshold_target": target, "holdout_agreement": agreement,
         "sklearn": sklearn.__version__, "trained_on": str(run.path), "created": now(),
     }
-    tmp = model_path.with_name(f".{MODEL_FILE}.tmp")
+    tmp = model_path.with_name(f".{DISTILLED}.tmp")
     joblib.dump(bundle, tmp)
     tmp.replace(model_path)
     return model_path
@@ -229,7 +228,7 @@ def train_distilled(
     if not 0 < holdout < 1:
         raise DistillError(f"holdout = {holdout}: must be between 0 and 1; fix: pass a share such as 0.2")
     start = time.perf_counter()
-    taxonomy = load_taxonomy(run.need("taxonomy.json", "merge"))
+    taxonomy = load_taxonomy(run.need(TAXONOMY, "merge"))
     recorded = (run.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
     if recorded and recorded != taxonomy.content_hash:
         raise DistillError(
@@ -335,8 +334,8 @@ def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path | None = N
     if not rest.height:
         return pl.DataFrame(schema=SCHEMA)
     stage1 = None
-    if s.run.has("stage1_labels.parquet"):
-        stage1 = s.run.read_parquet("stage1_labels.parquet").filter(pl.col("criterion_id").is_in(rest["criterion_id"].to_list()))
+    if s.run.has(LABELS):
+        stage1 = s.run.read_parquet(LABELS).filter(pl.col("criterion_id").is_in(rest["criterion_id"].to_list()))
         if stage1.height < rest.height:  # labels of another corpus: let the offline backend derive its own
             stage1 = None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
@@ -358,7 +357,7 @@ def tag_with_distilled(
 
     start = time.perf_counter()
     s = session
-    source = Path(taxonomy_path or s.run.need("taxonomy.json", "merge"))
+    source = Path(taxonomy_path or s.run.need(TAXONOMY, "merge"))
     taxonomy = load_taxonomy(source)
     bundle = load_distilled(model_path, taxonomy)
     threshold = float(bundle.get("threshold", FALLBACK_THRESHOLD) if threshold is None else threshold)
@@ -381,8 +380,8 @@ def tag_with_distilled(
 
     order = pl.DataFrame({"criterion_id": ids, "_row": list(range(len(ids)))})
     out = pl.concat([distilled, sent]).join(order, on="criterion_id", how="left").sort("_row").drop("_row")
-    s.run.write_parquet("stage3_tags.parquet", out)
-    s.run.write_text("stage3_summary.md", summary_markdown(primary_shares(out)))
+    s.run.write_parquet(TAGS, out)
+    s.run.write_text(TAGS_SUMMARY, summary_markdown(primary_shares(out)))
 
     n = criteria.height
     # One dict serves as the return value and as the manifest's "tag" record (the shape `run_stage` records).

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict
 from taxonomy.config import LabelRules, MergeConfig
 from taxonomy.merge.check import check_merge
 from taxonomy.merge.measures import capability_similarity, to_taxonomy_capabilities
-from taxonomy.run import RunError, now
+from taxonomy.run import CRITERIA, DISTILLED, LABELS, LABEL_EMBEDDINGS, MICRO, TAGGER, TAGS, TAGS_SUMMARY, TAXONOMY, TAXONOMY_MD, RunError, now
 from taxonomy.schemas import CapabilityCard, MergedCapability, MicroCapability, Taxonomy
 from taxonomy.validate import Violation, label_problems
 
@@ -40,7 +40,7 @@ OPS = ("rename", "merge", "split", "describe")
 USAGE = {"rename": "rename OLD NEW", "merge": "merge A B", "split": "split A", "describe": 'describe A "what it checks"'}
 MAX_CHECKS_CHARS = 300  # one sentence a reader takes in at a glance, not a second description
 # Outputs built from a run's taxonomy that the run's manifest does not track as a use (see run.stale_uses).
-DEPENDENTS = {"distilled.joblib": "distill"}
+DEPENDENTS = {DISTILLED: "distill"}
 
 
 class EditError(RunError):
@@ -216,11 +216,11 @@ def offline_names(card: CapabilityCard, parts: list[list[MicroCapability]], take
     """Each part titled, named and described from its own criteria (those whose Stage 1 label is one of its
     micro-capabilities'), as the offline merge names a capability, with its title and phrases; without the
     run's criteria on disk, after its largest micro-capability."""
-    if run is not None and cfg is not None and run.has("criteria.parquet") and run.has("stage1_labels.parquet"):
+    if run is not None and cfg is not None and run.has(CRITERIA) and run.has(LABELS):
         from taxonomy.offline.cards import describe_groups
 
-        criteria = run.read_parquet("criteria.parquet")
-        first = dict(zip(*run.read_parquet("stage1_labels.parquet").select(
+        criteria = run.read_parquet(CRITERIA)
+        first = dict(zip(*run.read_parquet(LABELS).select(
             "criterion_id", pl.col("labels").list.first()).to_dict(as_series=False).values()))
         own = [first.get(cid) for cid in criteria["criterion_id"].to_list()]
         labels = [sorted({lab for m in p for lab in m.member_labels}) for p in parts]
@@ -376,7 +376,7 @@ def backup(run_dir: Path, taxonomy_hash: str) -> Path:
     """The replaced taxonomy and tags as a run directory of their own, for `taxonomy diff`."""
     dest = run_dir / "edits" / taxonomy_hash[:16]
     dest.mkdir(parents=True, exist_ok=True)
-    for name in ("taxonomy.json", "taxonomy.md", "stage3_tags.parquet", "criteria.parquet", "tagger.npz"):
+    for name in (TAXONOMY, TAXONOMY_MD, TAGS, CRITERIA, TAGGER):
         if (run_dir / name).exists() and not (dest / name).exists():
             shutil.copy2(run_dir / name, dest / name)
     return dest
@@ -391,10 +391,10 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     run = s.run
     _check_args(op, args)
     taxonomy_in_use(run, "edit")  # the tags on disk must belong to this taxonomy before they are carried over
-    old = load_taxonomy(run.need("taxonomy.json", "merge"), s.cfg.labels)
-    tags = run.read_parquet("stage3_tags.parquet", "tag")
-    micro = [MicroCapability.model_validate(m) for m in run.read_json("micro_capabilities.json")] if run.has("micro_capabilities.json") else []
-    centroids = micro_centroids(run, micro) if micro and run.has("label_embeddings.npy") else None
+    old = load_taxonomy(run.need(TAXONOMY, "merge"), s.cfg.labels)
+    tags = run.read_parquet(TAGS, "tag")
+    micro = [MicroCapability.model_validate(m) for m in run.read_json(MICRO)] if run.has(MICRO) else []
+    centroids = micro_centroids(run, micro) if micro and run.has(LABEL_EMBEDDINGS) else None
     before = constraint_violations(old, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
     new, new_tags, retagged, notes = _changed(s, op, args, old, tags, micro, centroids)
     if op in ("merge", "split"):
@@ -404,7 +404,7 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
         notes.append("merge constraints not checked: this run has no micro_capabilities.json")
     introduced = [v for v in after if v not in before]
     if introduced and not allow_violations:
-        raise EditError(f"{run.path / 'taxonomy.json'}: the {op} breaks {len(introduced)} merge constraint(s): {introduced[0]}"
+        raise EditError(f"{run.path / TAXONOMY}: the {op} breaks {len(introduced)} merge constraint(s): {introduced[0]}"
                         f"{' (and more)' if len(introduced) > 1 else ''}; nothing was written; fix: edit differently, "
                         "or pass --allow-violations to keep it with the violations recorded")
     new.repairs = [r for r in old.repairs if not r.startswith("unresolved:")] + [f"edit: {op} {' '.join(args)} ({now()})"]
@@ -475,13 +475,13 @@ def _write(s, op: str, args: list[str], old: Taxonomy, new: Taxonomy, new_tags: 
     run = s.run
     saved = backup(run.path, old.content_hash)
     stale = dependents(run.path, old.content_hash)
-    run.write_json("taxonomy.json", new.model_dump())
+    run.write_json(TAXONOMY, new.model_dump())
     tagger = _edited_tagger(s, new)
     if tagger is not None:  # the key-less tagger follows the edit, so a frozen tag of the new taxonomy applies it
         tagger.save(run.path)
-    run.write_text("taxonomy.md", taxonomy_markdown(new, primary_shares(new_tags)))
-    run.write_parquet("stage3_tags.parquet", new_tags)
-    run.write_text("stage3_summary.md", summary_markdown(primary_shares(new_tags)))
+    run.write_text(TAXONOMY_MD, taxonomy_markdown(new, primary_shares(new_tags)))
+    run.write_parquet(TAGS, new_tags)
+    run.write_text(TAGS_SUMMARY, summary_markdown(primary_shares(new_tags)))
     record: dict[str, Any] = {"op": op, "args": args, "from_hash": old.content_hash, "to_hash": new.content_hash,
                               "retagged": retagged, "finished": now(), "backup": str(saved.relative_to(run.path))}
     run.manifest.setdefault("edits", []).append(record)
@@ -528,14 +528,14 @@ def _edited_tagger(s, taxonomy: Taxonomy):
 
 def _retag(s, taxonomy: Taxonomy, ids: pl.Series) -> pl.DataFrame:
     """Stage 3 over just these criteria, through the run's backend (offline: the run's tagger, bound to the edit)."""
-    criteria = s.run.read_parquet("criteria.parquet").filter(pl.col("criterion_id").is_in(ids.to_list()))
+    criteria = s.run.read_parquet(CRITERIA).filter(pl.col("criterion_id").is_in(ids.to_list()))
     tagger = _edited_tagger(s, taxonomy)
     if tagger is not None:
         from taxonomy.offline.backend import checked
         from taxonomy.offline.tag import tag_with
 
         return checked(tag_with(tagger, criteria, s.cfg.tag.max_tags), taxonomy.names(), s.cfg.tag)
-    stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
+    stage1 = s.run.read_parquet(LABELS) if s.run.has(LABELS) else None
     if stage1 is not None:
         stage1 = stage1.filter(pl.col("criterion_id").is_in(ids.to_list()))
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}

@@ -24,7 +24,7 @@ from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import resolve_provider_name
 from taxonomy.prompts import template_hash
 from taxonomy.provenance import STAGE_INPUTS, fingerprint, why_stale
-from taxonomy.run import PROMPTS, STAGES, USAGE_KEYS, RunDir, RunError, default_run_dir, elapsed, now, versions
+from taxonomy.run import CLUSTERS, CRITERIA, CRITERION_CLUSTERS, LABELS, LABEL_EMBEDDINGS, MICRO, PROMPTS, REJECTED, REJECTED_MD, STAGES, TAGS, TAGS_SUMMARY, TAXONOMY, TAXONOMY_MD, USAGE_KEYS, RunDir, RunError, default_run_dir, elapsed, now, versions
 from taxonomy.schemas import MicroCapability
 
 
@@ -112,15 +112,15 @@ def ensure_criteria(s: Session) -> pl.DataFrame:
             raise RunError(f"{where}: the corpus has no criteria left after filtering; fix: point [corpus] at a file with criteria, or relax papers/limit/on_empty")
         digest = frame_hash(corpus.frame)
         recorded = (s.run.manifest.get("corpus") or {}).get("content_hash")
-        if not s.run.has("criteria.parquet") or recorded != digest:
-            s.run.write_parquet("criteria.parquet", corpus.frame)
+        if not s.run.has(CRITERIA) or recorded != digest:
+            s.run.write_parquet(CRITERIA, corpus.frame)
             s.run.manifest["corpus"] = {
                 "n_criteria": corpus.frame.height, "n_tasks": corpus.frame["task_id"].n_unique(),
                 "warnings": corpus.warnings, "content_hash": digest,
             }
             s.run.save_manifest()
         s._corpus_checked = True
-    return s.run.read_parquet("criteria.parquet", "discover")
+    return s.run.read_parquet(CRITERIA, "discover")
 
 
 def stage_usage(s: Session, stage: str) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def stage_usage(s: Session, stage: str) -> dict[str, Any]:
 def step_discover(s: Session) -> dict[str, Any]:
     criteria = ensure_criteria(s)
     labels = s.engine.discover(criteria, s.cfg)
-    s.run.write_parquet("stage1_labels.parquet", labels)
+    s.run.write_parquet(LABELS, labels)
     failed = labels.filter(pl.col("status") == "failed")
     notes = s.engine.brief_notes(criteria, s.cfg)
     return {"criteria": labels.height, "failed": failed.height, "unique_labels": labels["labels"].explode().drop_nulls().n_unique(),
@@ -158,33 +158,33 @@ def step_discover(s: Session) -> dict[str, Any]:
 def step_cluster(s: Session) -> dict[str, Any]:
     from taxonomy.stages.cluster import cluster_labels
 
-    stage1 = s.run.read_parquet("stage1_labels.parquet", "discover")
+    stage1 = s.run.read_parquet(LABELS, "discover")
     embedder = s.embedder()
     if stage1["labels"].explode().drop_nulls().is_empty():
         raise RunError(
-            f"{s.run.path / 'stage1_labels.parquet'}: no criterion got a valid label ({stage1.height} failed), so there is nothing to cluster; "
+            f"{s.run.path / LABELS}: no criterion got a valid label ({stage1.height} failed), so there is nothing to cluster; "
             "fix: read the problems column, and check the [labels] settings and the model"
         )
     embedder = s.engine.label_embedder(ensure_criteria(s), stage1, s.cfg, embedder)
     # The offline backend's labels are already its fine kinds of check, one micro-cluster each.
     result = cluster_labels(stage1, embedder, s.cfg.cluster, scaled=s.engine.scales_k)
-    s.run.write_parquet("clusters.parquet", result.clusters)
-    s.run.write_parquet("criterion_clusters.parquet", result.criterion_clusters)
-    s.run.write_npy("label_embeddings.npy", result.embeddings)
+    s.run.write_parquet(CLUSTERS, result.clusters)
+    s.run.write_parquet(CRITERION_CLUSTERS, result.criterion_clusters)
+    s.run.write_npy(LABEL_EMBEDDINGS, result.embeddings)
     return {"unique_labels": result.clusters.height, "clusters": result.clusters["cluster_id"].n_unique(),
             "method": result.method, "embedder": embedder.name, "notes": [result.k_note]}
 
 
 def _micro(s: Session) -> list[MicroCapability]:
-    return [MicroCapability.model_validate(m) for m in s.run.read_json("micro_capabilities.json", "canonicalize")]
+    return [MicroCapability.model_validate(m) for m in s.run.read_json(MICRO, "canonicalize")]
 
 
 def step_canonicalize(s: Session) -> dict[str, Any]:
     micro, notes = s.engine.canonicalize(
-        s.run.read_parquet("clusters.parquet", "cluster"), s.run.read_parquet("criterion_clusters.parquet", "cluster"),
-        ensure_criteria(s), s.cfg, s.run.read_parquet("stage1_labels.parquet", "discover"), s.run.read_npy("label_embeddings.npy", "cluster"),
+        s.run.read_parquet(CLUSTERS, "cluster"), s.run.read_parquet(CRITERION_CLUSTERS, "cluster"),
+        ensure_criteria(s), s.cfg, s.run.read_parquet(LABELS, "discover"), s.run.read_npy(LABEL_EMBEDDINGS, "cluster"),
     )
-    s.run.write_json("micro_capabilities.json", [m.model_dump() for m in micro])
+    s.run.write_json(MICRO, [m.model_dump() for m in micro])
     return {"micro_capabilities": len(micro), "notes": notes}
 
 
@@ -192,8 +192,8 @@ def micro_centroids(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
     """Row i is the label-embedding centroid of micro[i]."""
     from taxonomy.stages.cluster import cluster_centroids
 
-    clusters = run.read_parquet("clusters.parquet", "cluster")
-    centroids = cluster_centroids(run.read_npy("label_embeddings.npy", "cluster"), clusters["cluster_id"].to_numpy())
+    clusters = run.read_parquet(CLUSTERS, "cluster")
+    centroids = cluster_centroids(run.read_npy(LABEL_EMBEDDINGS, "cluster"), clusters["cluster_id"].to_numpy())
     return np.stack([centroids[m.cluster_id] for m in micro])
 
 
@@ -201,7 +201,7 @@ def micro_co_labels(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
     """[i, j]: criteria whose Stage 1 labels fall in both micro[i] and micro[j] (sibling choice)."""
     from taxonomy.merge.siblings import co_label_counts
 
-    return co_label_counts(run.read_parquet("stage1_labels.parquet", "discover"), run.read_parquet("clusters.parquet", "cluster"),
+    return co_label_counts(run.read_parquet(LABELS, "discover"), run.read_parquet(CLUSTERS, "cluster"),
                            {m.cluster_id: i for i, m in enumerate(micro)}, len(micro))
 
 
@@ -212,16 +212,16 @@ def step_merge(s: Session) -> dict[str, Any]:
     micro = _micro(s)
     centroids, co_micro = micro_centroids(s.run, micro), micro_co_labels(s.run, micro)
     taxonomy = s.engine.merge(micro, centroids, s.cfg, s.cfg.name, co_micro, ensure_criteria(s),
-                              s.run.read_parquet("stage1_labels.parquet", "discover"))
+                              s.run.read_parquet(LABELS, "discover"))
     if taxonomy.violations and not s.cfg.merge.accept_violations:
         # Kept for inspection under a name no later stage reads; the stage fails.
-        s.run.write_json("taxonomy.rejected.json", taxonomy.model_dump())
-        s.run.write_text("taxonomy.rejected.md", taxonomy_markdown(taxonomy))
-        raise constraint_failure(taxonomy, str(s.run.path / "taxonomy.rejected.md"))
-    for stale in ("taxonomy.rejected.json", "taxonomy.rejected.md"):
+        s.run.write_json(REJECTED, taxonomy.model_dump())
+        s.run.write_text(REJECTED_MD, taxonomy_markdown(taxonomy))
+        raise constraint_failure(taxonomy, str(s.run.path / REJECTED_MD))
+    for stale in (REJECTED, REJECTED_MD):
         (s.run.path / stale).unlink(missing_ok=True)
-    s.run.write_json("taxonomy.json", taxonomy.model_dump())
-    s.run.write_text("taxonomy.md", taxonomy_markdown(taxonomy))
+    s.run.write_json(TAXONOMY, taxonomy.model_dump())
+    s.run.write_text(TAXONOMY_MD, taxonomy_markdown(taxonomy))
     return {"capabilities": len(taxonomy.capabilities), "content_hash": taxonomy.content_hash, "repairs": taxonomy.repairs,
             "violations": taxonomy.violations}
 
@@ -231,17 +231,17 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     from taxonomy.merge.siblings import unbounded_cotagged
     from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 
-    source = Path(taxonomy_path or s.run.need("taxonomy.json", "merge"))
+    source = Path(taxonomy_path or s.run.need(TAXONOMY, "merge"))
     taxonomy = load_taxonomy(source)
-    stage1 = s.run.read_parquet("stage1_labels.parquet") if s.run.has("stage1_labels.parquet") else None
+    stage1 = s.run.read_parquet(LABELS) if s.run.has(LABELS) else None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
     criteria = ensure_criteria(s)
     tags = s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels, folder=source.parent)  # the run that holds the taxonomy
-    s.run.write_parquet("stage3_tags.parquet", tags)
+    s.run.write_parquet(TAGS, tags)
     summary = primary_shares(tags, criteria)
-    s.run.write_text("stage3_summary.md", summary_markdown(summary))
-    if source.resolve() == (s.run.path / "taxonomy.json").resolve():  # the run's own taxonomy: its table gives the tags' shares
-        s.run.write_text("taxonomy.md", taxonomy_markdown(taxonomy, summary))
+    s.run.write_text(TAGS_SUMMARY, summary_markdown(summary))
+    if source.resolve() == (s.run.path / TAXONOMY).resolve():  # the run's own taxonomy: its table gives the tags' shares
+        s.run.write_text(TAXONOMY_MD, taxonomy_markdown(taxonomy, summary))
     notes = s.engine.brief_notes(criteria, s.cfg)
     # Stage 3 co-tagging is the other half of "nearest sibling": a pair tagged together often must have a boundary.
     notes += unbounded_cotagged(tags, taxonomy.names(), [c.non_examples for c in taxonomy.capabilities], s.cfg.tag.cotag_min_share)
@@ -258,7 +258,7 @@ STEPS: dict[str, Callable[[Session], dict[str, Any]]] = {
 def _tag_taxonomy_hash(s: Session, taxonomy_path: Path | None) -> str | None:
     from taxonomy.taxonomy_io import load_taxonomy
 
-    path = taxonomy_path or (s.run.path / "taxonomy.json")
+    path = taxonomy_path or (s.run.path / TAXONOMY)
     return load_taxonomy(path).content_hash if Path(path).is_file() else None
 
 

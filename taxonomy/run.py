@@ -39,6 +39,9 @@ TAGS = "stage3_tags.parquet"
 TAGS_SUMMARY = "stage3_summary.md"
 MANIFEST = "manifest.json"
 PIPELINE_TOML = "pipeline.toml"  # the TOML a run over a bare corpus file was made with
+TAGGER = "tagger.npz"  # the offline backend's tagger, fitted on the run's corpus
+DISTILLED = "distilled.joblib"  # `taxonomy distill`'s model
+REPORT = "report.html"
 # The files each stage writes: a stage with any of them missing is not done.
 STAGE_FILES = {
     "discover": (LABELS,),

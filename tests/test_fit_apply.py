@@ -13,7 +13,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from taxonomy.offline.model import TAGGER_FILE, Tagger
+from taxonomy.offline.model import Tagger
+from taxonomy.run import TAGGER
 from taxonomy.taxonomy_io import load_taxonomy
 from tests.conftest import ROOT, invoke, write_pipeline
 
@@ -54,7 +55,7 @@ def test_the_run_saves_the_tagger_it_tagged_with(offline_env, support_run):
     tagger = Tagger.load(support_run)
     taxonomy = load_taxonomy(support_run / "taxonomy.json")
     assert tagger is not None and tagger.fits(taxonomy) and tagger.names == taxonomy.names()
-    assert (support_run / TAGGER_FILE).stat().st_size < 5_000_000
+    assert (support_run / TAGGER).stat().st_size < 5_000_000
     texts = pl.read_parquet(support_run / "criteria.parquet")["text"].to_list()
     primary = [tagger.names[j] for j in tagger.scores(texts).argmax(axis=1)]
     assert dict(zip(texts, primary)) == _by_text(support_run)
@@ -96,7 +97,7 @@ def test_a_tagger_fitted_for_another_taxonomy_is_never_applied(offline_env, tmp_
     frozen = tmp_path / "frozen"
     shutil.copytree(support_run, frozen)
     other = _run(_rows(REPORT, 60, tmp_path, "report60.csv"), tmp_path / "other")
-    shutil.copy2(other / TAGGER_FILE, frozen / TAGGER_FILE)
+    shutil.copy2(other / TAGGER, frozen / TAGGER)
     tagged = _tag(_rows(SUPPORT, 40, tmp_path, "first40.csv"), frozen, tmp_path / "tagged")
     run = _by_text(support_run)
     assert sum(run[t] == p for t, p in tagged.items()) >= 0.95 * len(tagged)

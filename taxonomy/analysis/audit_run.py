@@ -8,6 +8,7 @@ import polars as pl
 from taxonomy.analysis.audit import AuditResult, audit_coverage
 from taxonomy.analysis.breakdown import write_csv
 from taxonomy.pipeline import Session, ensure_criteria, run_stage
+from taxonomy.run import TAGS
 from taxonomy.taxonomy_io import load_taxonomy
 
 
@@ -32,7 +33,7 @@ def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
     taxonomy = load_taxonomy(taxonomy_path, s.cfg.labels)
     run_stage(s, "tag", taxonomy_path=taxonomy_path)
     criteria = ensure_criteria(s)
-    tags = fit_scores(criteria, s.run.read_parquet("stage3_tags.parquet"), taxonomy, s.cfg, Path(taxonomy_path).parent)
+    tags = fit_scores(criteria, s.run.read_parquet(TAGS), taxonomy, s.cfg, Path(taxonomy_path).parent)
     a = s.cfg.audit
     result = audit_coverage(criteria, tags, taxonomy, none_threshold=a.none_threshold, missing_share=a.missing_share, dup_threshold=a.duplicate_similarity)
     for name in ("shares", "task_matrix", "missing", "unmapped", "duplicates", "bundled"):

@@ -11,7 +11,7 @@ from taxonomy.analysis.breakdown import (
     capability_breakdown, gap_table, join_report, join_verdicts, paired_test, side_by_side, to_markdown, two_corpora, write_csv,
 )
 from taxonomy.analysis.verdicts import VerdictError, load_verdicts
-from taxonomy.run import RunDir
+from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir
 
 
 @dataclass
@@ -24,8 +24,8 @@ class BreakdownResult:
 def run_breakdown(
     run: RunDir, specs: list[str], *, reference: str = "human", by: str = "primary", n_boot: int = 1000, seed: int = 0,
 ) -> BreakdownResult:
-    tags = run.read_parquet("stage3_tags.parquet", "tag").filter(pl.col("status") == "ok")
-    criteria = run.read_parquet("criteria.parquet")
+    tags = run.read_parquet(TAGS, "tag").filter(pl.col("status") == "ok")
+    criteria = run.read_parquet(CRITERIA)
     verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
     coverage = join_report(tags, verdicts, reference=reference, criteria=criteria)
     joined = join_verdicts(tags, verdicts, reference=reference, criteria=criteria, on_missing="ignore")
@@ -68,9 +68,9 @@ def native_inspection(run: RunDir) -> dict[str, bool | None] | None:
     """capability -> P2 from the run's taxonomy.json (None when the run has none)."""
     from taxonomy.taxonomy_io import load_taxonomy
 
-    if not run.has("taxonomy.json"):
+    if not run.has(TAXONOMY):
         return None
-    return {c.name: c.needs_native_inspection for c in load_taxonomy(run.path / "taxonomy.json").capabilities}
+    return {c.name: c.needs_native_inspection for c in load_taxonomy(run.path / TAXONOMY).capabilities}
 
 
 def run_against(run_a: RunDir, run_b: RunDir, specs: list[str], *, reference: str = "human", by: str = "primary",
@@ -85,14 +85,14 @@ def run_against(run_a: RunDir, run_b: RunDir, specs: list[str], *, reference: st
     tagged = (run_b.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
     if tagged != current:
         raise RunError(
-            f"{run_b.path / 'stage3_tags.parquet'}: tagged against taxonomy {tagged or '(unknown)'}, not {run_a.path.name}'s {current}; "
-            f"fix: tag the second corpus with the first's frozen taxonomy: `taxonomy tag <pipeline.toml> --taxonomy {run_a.path / 'taxonomy.json'}`"
+            f"{run_b.path / TAGS}: tagged against taxonomy {tagged or '(unknown)'}, not {run_a.path.name}'s {current}; "
+            f"fix: tag the second corpus with the first's frozen taxonomy: `taxonomy tag <pipeline.toml> --taxonomy {run_a.path / TAXONOMY}`"
         )
-    names = load_taxonomy(run_a.path / "taxonomy.json").names()
+    names = load_taxonomy(run_a.path / TAXONOMY).names()
     verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
     frames, counts, lines = [], [], []
     for run in (run_a, run_b):
-        tags = run.read_parquet("stage3_tags.parquet", "tag")
+        tags = run.read_parquet(TAGS, "tag")
         ok = tags.filter(pl.col("status") == "ok")
         counts.append(dict(ok.group_by("primary").len().iter_rows()))
         mine = verdicts.filter(pl.col("criterion_id").is_in(tags["criterion_id"].implode()))
@@ -100,7 +100,7 @@ def run_against(run_a: RunDir, run_b: RunDir, specs: list[str], *, reference: st
             frames.append(None)
             lines.append(f"{_label(run)}: no `{reference}` verdicts with another verifier's on its criteria; criteria counts only")
             continue
-        criteria = run.read_parquet("criteria.parquet")
+        criteria = run.read_parquet(CRITERIA)
         joined = join_verdicts(ok, mine, reference=reference, criteria=criteria, on_missing="ignore")
         frames.append(capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed) if not joined.is_empty() else None)
         lines.append(f"{_label(run)}: {join_report(ok, mine, reference=reference, criteria=criteria)}")

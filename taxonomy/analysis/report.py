@@ -29,6 +29,7 @@ from matplotlib.figure import Figure
 from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.guidance.principles import WORD
+from taxonomy.run import CLUSTERS, CRITERIA, LABELS, LABEL_EMBEDDINGS, MANIFEST, MICRO, REPORT, TAGS, TAXONOMY
 from taxonomy.schemas import STATED, Taxonomy
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -43,7 +44,7 @@ PRINCIPLES = {"p2": "needs_native_inspection", "p3": "needs_domain_conventions"}
 def render_report(run_dir: Path, out: Path | None = None, diff_markdown: str | None = None) -> Path:
     """`diff_markdown` (from `taxonomy diff`) adds a section comparing this run with another."""
     run_dir = Path(run_dir)
-    out = Path(out) if out is not None else run_dir / "report.html"
+    out = Path(out) if out is not None else run_dir / REPORT
     context = build_context(run_dir)
     context["diff"] = _diff_section(diff_markdown)
     html = _environment().get_template("report.html.j2").render(**context)
@@ -56,19 +57,19 @@ def build_context(run_dir: Path) -> dict[str, Any]:
     from taxonomy.run import RunDir, stale_uses
 
     stale = stale_uses(RunDir(run_dir))  # sections made with another taxonomy are left out, never shown as current
-    criteria = pl.read_parquet(run_dir / "criteria.parquet")
-    raw_taxonomy = json.loads((run_dir / "taxonomy.json").read_text(encoding="utf-8"))
+    criteria = pl.read_parquet(run_dir / CRITERIA)
+    raw_taxonomy = json.loads((run_dir / TAXONOMY).read_text(encoding="utf-8"))
     known = set(Taxonomy.model_fields)  # fields other stages add (e.g. recorded violations) are read raw
     taxonomy = Taxonomy.model_validate({k: v for k, v in raw_taxonomy.items() if k in known})
-    manifest = _read_json(run_dir / "manifest.json") or {}
-    tags = _read_parquet(run_dir / "stage3_tags.parquet")
+    manifest = _read_json(run_dir / MANIFEST) or {}
+    tags = _read_parquet(run_dir / TAGS)
     joined = join_tags(criteria, tags) if tags is not None else None
     names = taxonomy.names()
     colors = _capability_colors(names)
-    micro = _read_json(run_dir / "micro_capabilities.json") or []
-    clusters = _read_parquet(run_dir / "clusters.parquet")
-    embeddings = np.load(run_dir / "label_embeddings.npy") if (run_dir / "label_embeddings.npy").is_file() else None
-    stage1 = _read_parquet(run_dir / "stage1_labels.parquet")
+    micro = _read_json(run_dir / MICRO) or []
+    clusters = _read_parquet(run_dir / CLUSTERS)
+    embeddings = np.load(run_dir / LABEL_EMBEDDINGS) if (run_dir / LABEL_EMBEDDINGS).is_file() else None
+    stage1 = _read_parquet(run_dir / LABELS)
     label_micro, label_caps = (rc.label_capabilities(clusters["cluster_id"].to_list(), micro, taxonomy, UNMAPPED)
                                if clusters is not None else (None, None))
     table = rc.tagged(criteria, tags)
@@ -312,7 +313,7 @@ def _cost(manifest: dict) -> dict[str, Any]:
 
 def _failures(run_dir: Path, n_criteria: int) -> list[dict[str, Any]]:
     out = []
-    for stage, file in (("Stage 1 (discover)", "stage1_labels.parquet"), ("Stage 3 (tag)", "stage3_tags.parquet")):
+    for stage, file in (("Stage 1 (discover)", LABELS), ("Stage 3 (tag)", TAGS)):
         df = _read_parquet(run_dir / file)
         if df is None:
             out.append({"stage": stage, "missing": True})

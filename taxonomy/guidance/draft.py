@@ -15,7 +15,7 @@ from taxonomy.guidance.notes import notes_for_prompt
 from taxonomy.guidance.stored import inputs_fingerprint, save_drafts
 from taxonomy.llm.jobs import Answer, Job
 from taxonomy.prompts import render, template_hash
-from taxonomy.run import RunDir
+from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir
 from taxonomy.schemas import Taxonomy
 
 log = logging.getLogger("taxonomy.guidance")
@@ -90,9 +90,9 @@ def generate_guidance(session: Any, notes_path: Path | None = None, examples_per
 
     notes = read_notes(notes_path)
     run: RunDir = session.run
-    criteria = run.read_parquet("criteria.parquet", "discover")
-    taxonomy = load_taxonomy(run.need("taxonomy.json", "merge"), session.cfg.labels)
-    tags = run.read_parquet("stage3_tags.parquet", "tag")
+    criteria = run.read_parquet(CRITERIA, "discover")
+    taxonomy = load_taxonomy(run.need(TAXONOMY, "merge"), session.cfg.labels)
+    tags = run.read_parquet(TAGS, "tag")
     shown = judge_view(taxonomy)
     drafts = draft_guidance(shown, criteria, tags, notes, session.engine.ask, examples_per_cap)
     files = write_guidance(run, shown, criteria, tags, drafts, examples_per_cap)

@@ -13,6 +13,7 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig
 from taxonomy.corpus.config import show_path
+from taxonomy.run import CRITERIA, MANIFEST, TAGS
 
 _SOURCE = re.compile(r"^(?P<file>.*?)(?::(?P<line>\d+))?(?:#(?P<pointer>.*))?$")
 
@@ -56,7 +57,7 @@ def load_target(target: Path) -> Target:
     """A run directory (it has manifest.json), a pipeline TOML, or a corpus file or folder (detected)."""
     from taxonomy.corpus import load_corpus
 
-    if target.is_dir() and (target / "manifest.json").exists():
+    if target.is_dir() and (target / MANIFEST).exists():
         return _from_run(target)
     if target.suffix.lower() == ".toml":
         from taxonomy.config import load_config
@@ -75,8 +76,8 @@ def _from_run(run_dir: Path) -> Target:
 
     run = RunDir(run_dir)
     cfg = config_from_run(run_dir)
-    frame = run.read_parquet("criteria.parquet", "run")
-    tags = run.read_parquet("stage3_tags.parquet", "tag") if run.has("stage3_tags.parquet") else None
+    frame = run.read_parquet(CRITERIA, "run")
+    tags = run.read_parquet(TAGS, "tag") if run.has(TAGS) else None
     return Target(frame, cfg, run_dir, primary_capability(tags))
 
 

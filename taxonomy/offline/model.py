@@ -25,12 +25,12 @@ from sklearn.preprocessing import normalize
 
 from taxonomy.config import MergeConfig
 from taxonomy.offline.features import CriterionSpace
+from taxonomy.run import TAGGER
 from taxonomy.schemas import Taxonomy
 from taxonomy.text import tokens
 
-__all__ = ["Tagger", "TAGGER_FILE", "FORMAT"]
+__all__ = ["Tagger", "FORMAT"]
 
-TAGGER_FILE = "tagger.npz"
 FORMAT = 1
 # The cosine to a capability's centroid counts as much as the best to one of its prototypes: prototypes follow
 # the fine kinds a capability is made of, the centroid what they share (held-out NMI +0.002 to +0.005 against 0).
@@ -178,7 +178,7 @@ class Tagger:
 
     # ---- save / load ------------------------------------------------------------------
     def save(self, folder: Path) -> Path:
-        path = Path(folder) / TAGGER_FILE
+        path = Path(folder) / TAGGER
         tmp = path.with_suffix(".tmp.npz")
         meta = {"vocabulary": self.vocabulary, "labels": self.labels, "names": self.names,
                 "predicate_words": self.predicate_words, "fitted_for": self.fitted_for}
@@ -191,7 +191,7 @@ class Tagger:
     @classmethod
     def load(cls, folder: Path) -> "Tagger | None":
         """The saved model, or None when there is none or it is of another format."""
-        path = Path(folder) / TAGGER_FILE
+        path = Path(folder) / TAGGER
         if not path.is_file():
             return None
         with np.load(path, allow_pickle=False) as z:

@@ -20,6 +20,7 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from taxonomy.config import MergeConfig, OfflineConfig
 from taxonomy.offline.features import CriterionSpace
+from taxonomy.run import CRITERIA, LABELS
 from taxonomy.schemas import Taxonomy
 from taxonomy.text import words
 
@@ -159,12 +160,12 @@ def tagger_for(folder: Path, taxonomy: Taxonomy, micro_labels, opts: OfflineConf
         and tagger.fitted_for.get("offline") == opts.model_dump()
     if current:
         return tagger
-    if not (run.has("criteria.parquet") and run.has("stage1_labels.parquet")):
+    if not (run.has(CRITERIA) and run.has(LABELS)):
         return tagger if tagger is not None and tagger.fits(taxonomy) else None
-    stage1 = run.read_parquet("stage1_labels.parquet")
+    stage1 = run.read_parquet(LABELS)
     if "status" in stage1.columns:
         stage1 = stage1.filter(pl.col("status") == "ok")
-    tagger = fit_tagger(run.read_parquet("criteria.parquet"), stage1, taxonomy, micro_labels, opts, bounds, corpus)
+    tagger = fit_tagger(run.read_parquet(CRITERIA), stage1, taxonomy, micro_labels, opts, bounds, corpus)
     try:
         tagger.save(folder)
     except OSError:  # a frozen run shipped read-only: the fit is the same each time, so applying it unsaved is right
