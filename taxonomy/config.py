@@ -228,8 +228,9 @@ class MergeConfig(Section):
     max_caps: int = Field(10, ge=1)
     max_share: float = Field(0.40, gt=0, le=1)
     min_share: float = Field(0.02, ge=0, lt=1)
-    # Unused since boundaries go to each capability's nearest siblings by rank (siblings.py), not to
-    # pairs above a cosine cut-off; kept so configs and run manifests that set it still load.
+    # Not read: boundaries go to each capability's nearest siblings by rank (merge/siblings.py), not to pairs
+    # above a cosine cut-off. Kept so configs and run manifests that set it still load, and recorded runs keep
+    # their merge fingerprint (it hashes the whole section).
     confusable_similarity: float = Field(0.80, ge=-1, le=1)
     # A taxonomy that still breaks a hard constraint after repair fails the run unless this is
     # true (`--accept-violations`); then it is kept with its violations listed.

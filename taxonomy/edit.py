@@ -14,7 +14,7 @@ centroids, as the merge repair does). The LLM path names the parts through the r
 the offline path names each part after its largest micro-capability.
 
 A describe sets what a capability checks in a person's own sentence (`checks`), which taxonomy.md,
-the report, the exports and the prompts carry as theirs; the tags and the placement list stay.
+the report, the exports and the prompts carry as theirs; the tags stay.
 """
 from __future__ import annotations
 
@@ -119,9 +119,6 @@ def rename_capability(taxonomy: Taxonomy, old: str, new: str, rules: LabelRules)
     cap.diagnostic_signal = _swap_name_in_prose(cap.diagnostic_signal, old, new, rules)
     for other in out.capabilities:  # boundaries that named the old capability now name the new one
         other.non_examples = [_swap_name_in_prose(ne, old, new, rules) for ne in other.non_examples]
-    for rule in out.placement:  # a rename leaves every tag in place, so the placement list still holds
-        if rule.capability == old:
-            rule.capability = new
     return out
 
 
@@ -140,7 +137,7 @@ def describe_capability(taxonomy: Taxonomy, name: str, text: str) -> Taxonomy:
 
 
 def merge_capabilities(taxonomy: Taxonomy, a: str, b: str, labels_of: dict[str, list[str]]) -> Taxonomy:
-    """B folds into A: A keeps its name and card, takes B's members, labels, phrases and placement lines,
+    """B folds into A: A keeps its name and card, takes B's members, labels and phrases,
     so whatever placed a criterion in B (tags, a frozen-taxonomy audit) now places it in A; boundaries to B
     now point at A."""
     ia, ib = _find(taxonomy, a), _find(taxonomy, b)
@@ -156,8 +153,6 @@ def merge_capabilities(taxonomy: Taxonomy, a: str, b: str, labels_of: dict[str, 
     keep.description = f"{keep.description.rstrip()} Merged into it: {gone.description.strip()}"
     _merge_phrases(keep, gone)
     out.capabilities.pop(ib)
-    if getattr(out, "placement", None):
-        out.placement = _merged_placement(out.placement, a, b)
     for cap in out.capabilities:  # no text names a capability that is gone
         cap.description = _swap_name_in_text(cap.description, b, a)
         cap.diagnostic_signal = _swap_name_in_text(cap.diagnostic_signal, b, a)
@@ -176,23 +171,6 @@ def _merge_phrases(keep, gone) -> None:
         weights[phrase] = max(w, weights.get(phrase, w))
     keep.key_phrases, keep.phrase_weights = list(weights), list(weights.values())
     keep.score_offset = max(keep.score_offset, gone.score_offset)
-
-
-def _merged_placement(rules: list, a: str, b: str) -> list:
-    """The placement list with B's lines sending criteria to A: the same criteria are caught, so the counts
-    hold; the two capabilities' `unlisted` steps become one."""
-    out, unlisted = [], None
-    for rule in rules:
-        rule = rule.model_copy(update={"capability": a if rule.capability == b else rule.capability})
-        if rule.kind == "unlisted" and rule.capability == a:
-            if unlisted is not None:  # the quoted criterion of the larger part stands for both
-                big = max(unlisted, rule, key=lambda r: r.caught)
-                out[out.index(unlisted)] = unlisted = big.model_copy(update={"caught": unlisted.caught + rule.caught,
-                                                                              "right": unlisted.right + rule.right})
-                continue
-            unlisted = rule
-        out.append(rule)
-    return out
 
 
 # ---- split -------------------------------------------------------------------------------
@@ -323,7 +301,6 @@ def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability]
     for other in out.capabilities:
         other.non_examples = [ne.replace(f"`{name}`", both) for ne in other.non_examples]
     out.capabilities[i:i + 1] = new_caps
-    out.placement = []  # its counts were measured on the tags before the split
     return out, notes
 
 
@@ -413,8 +390,6 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     else:
         new.repairs += [f"unresolved: {v}" for v in after]
     new.content_hash = new.compute_hash()
-    if new.placement:  # only a rename or a describe keeps it: the tags did not move
-        new.placement_hash = new.content_hash
     if new.content_hash == old.content_hash:
         raise EditError(f"edit {op} {' '.join(args)}: the taxonomy would not change; fix: nothing to do")
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -163,24 +162,6 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
         return self.model_copy(update={"description": self.described()}) if self.checks else self
 
 
-class PlacementRule(BaseModel):
-    """One step of the offline backend's placement list: a criterion that opens with (or uses) `text`
-    goes to `capability`, and the offline tags follow the list, so of the `caught` criteria it caught in
-    the corpus it was learned on (after the rules before it), all `right` were tagged so. After the lines
-    may come a `rest` step (no text): the capability most of the criteria no line caught are tagged with;
-    and last a `penalties` step (no text): the `caught` negative-weight criteria are spread over the
-    capabilities, at most `right` of them in `capability`. Then an `unlisted` step per capability that holds
-    criteria no line fits: `caught` (= `right`) of them, and `text` quotes the most typical one, so a reader
-    places such a criterion by likeness. None of these steps is a line a reader matches."""
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["opens", "uses", "rest", "penalties", "unlisted"]
-    text: str
-    capability: str
-    caught: int
-    right: int
-
-
 class Taxonomy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -196,10 +177,6 @@ class Taxonomy(BaseModel):
     written_by: str = ""
     # The offline backend's: the languages whose function words name nothing (English always, others as detected).
     function_words_of: list[str] = []
-    # The offline backend's ordered rules for placing a criterion by hand; empty once an edit changed the tags.
-    placement: list[PlacementRule] = []
-    # The content hash the placement counts were taken under: a taxonomy edited by hand since no longer places so.
-    placement_hash: str = ""
     content_hash: str = ""
 
     def compute_hash(self) -> str:

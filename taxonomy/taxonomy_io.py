@@ -13,6 +13,10 @@ from taxonomy.schemas import STATED, Taxonomy
 from taxonomy.validate import label_problems
 
 
+# Keys a taxonomy.json written by an older rubric-taxonomy may hold, dropped when it is loaded.
+OLD_KEYS = ("placement", "placement_hash")
+
+
 class TaxonomyError(ValueError):
     """A malformed taxonomy file, on one line naming the file, the place and the fix."""
 
@@ -27,6 +31,9 @@ def load_taxonomy(path: str | Path, rules: LabelRules | None = None) -> Taxonomy
         raise TaxonomyError(f"{path}: line {exc.lineno}: invalid JSON ({exc.msg}); fix: correct the edit at that line") from None
     except UnicodeDecodeError as exc:
         raise TaxonomyError(f"{path}: not {exc.encoding.upper()} text (byte {exc.start}); fix: save the edited taxonomy as UTF-8") from None
+    if isinstance(raw, dict):  # older files: the offline backend's placement list, no longer written or read
+        for key in OLD_KEYS:
+            raw.pop(key, None)
     try:
         taxonomy = Taxonomy.model_validate(raw)
     except ValidationError as exc:
@@ -46,14 +53,6 @@ def load_taxonomy(path: str | Path, rules: LabelRules | None = None) -> Taxonomy
         seen.add(cap.name)
     # A hand edit changes the content; the hash then names the edited taxonomy, not the generated one.
     taxonomy.content_hash = taxonomy.compute_hash()
-    if taxonomy.placement and taxonomy.placement_hash != taxonomy.content_hash:
-        # edited by hand since its lines were counted: they would state counts of another taxonomy's tags
-        taxonomy.placement, taxonomy.placement_hash = [], ""
-        taxonomy.repairs.append("placement list dropped: the taxonomy was edited after its lines were counted")
-    for i, rule in enumerate(taxonomy.placement):
-        if rule.capability not in seen:
-            raise TaxonomyError(f"{path}: placement.{i}.capability: no capability `{rule.capability}`; "
-                                "fix: name an existing capability there, or delete the placement list")
     return taxonomy
 
 

@@ -78,7 +78,6 @@ def build_context(run_dir: Path) -> dict[str, Any]:
     return {
         "header": _header(manifest, taxonomy, criteria),
         "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
-        "placement": None,  # the key-less backend no longer writes a placement list
         "has_stage3": joined is not None,
         "shares_svg": _shares_chart(taxonomy, joined),
         "examples": rc.capability_examples(table, fit, names) if tags is not None else None,

@@ -154,7 +154,6 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, primary: np.nda
     out.capabilities = caps
     out.written_by = "offline"
     out.function_words_of = ["English"] + [language_name(code) for code in corpus_languages(texts) if code != "en"]
-    out.placement, out.placement_hash = [], ""
     out.repairs = _renamed(list(taxonomy.repairs), {a.name: b.name for a, b in zip(taxonomy.capabilities, caps)})
     out.content_hash = out.compute_hash()
     return out
