@@ -1,7 +1,7 @@
 """The backend a session runs, chosen once when the session opens (`choose_backend`).
 
-Every stage asks the session's backend for its step, and no stage tests which backend runs; the embedder
-for a backend is chosen in embed/choose.py.
+Every stage asks the session's backend for its step, and so do edit and distill, which re-tag outside the
+stages; the embedder for a backend is chosen in embed/choose.py.
 
     backend.discover(criteria, cfg)                                  -> Stage 1 labels table
     backend.label_embedder(criteria, stage1, cfg, default)           -> the embedder Stage 2a clusters with
@@ -10,6 +10,8 @@ for a backend is chosen in embed/choose.py.
     backend.tag(criteria, taxonomy, cfg, stage1, micro_labels, folder) -> Stage 3 tags table (folder: the run holding the taxonomy)
     backend.ask(stage, jobs, title)                                  -> a model's answers, or None where no model runs
     backend.brief_notes(criteria, cfg)                               -> notes on briefs cut for the prompts
+    backend.fitted_tagger(folder)                                    -> the tagger a run fitted, or None
+    backend.tag_source                                               -> the word the manifest uses for who tagged
 
 `LLMBackend` holds the one runner; `taxonomy.offline.backend.OfflineBackend` runs without a model.
 """
@@ -33,6 +35,7 @@ class Backend(Protocol):
     usage: dict[str, Usage]
     cache: Cache | None
     scales_k: bool  # whether Stage 2a scales its number of micro-clusters with the labels (cluster.k = "auto")
+    tag_source: str  # who tagged, as the manifest says it: "llm" or "offline"
 
     def notice(self, cfg: PipelineConfig) -> str: ...
     def identity(self, cfg: PipelineConfig) -> dict[str, Any]: ...
@@ -46,6 +49,7 @@ class Backend(Protocol):
     def tag(self, criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, stage1: pl.DataFrame | None,
             micro_labels: dict[str, list[str]], folder: Any = None) -> pl.DataFrame: ...
     def brief_notes(self, criteria: pl.DataFrame, cfg: PipelineConfig) -> list[str]: ...
+    def fitted_tagger(self, folder: Any) -> Any: ...
 
 
 @dataclass
@@ -55,6 +59,7 @@ class LLMBackend:
     runner: Runner
     cache: Cache
     scales_k = True
+    tag_source = "llm"
 
     @property
     def model(self) -> str:
@@ -104,6 +109,9 @@ class LLMBackend:
         from taxonomy.stages.common import long_briefs
 
         return long_briefs(criteria, cfg.discover.brief_max_chars)
+
+    def fitted_tagger(self, folder):  # a model reads the taxonomy itself: nothing is fitted
+        return None
 
 
 def choose_backend(cfg: PipelineConfig, name: str, *, credentials: Any = None, show_progress: bool = True,

@@ -373,7 +373,7 @@ def tag_with_distilled(
     ], schema=SCHEMA).with_columns(source=pl.lit("distilled"))
 
     rest = criteria.filter(pl.Series(~confident))
-    fallback = "offline" if s.engine.name == "offline" else "llm"  # the manifest's word for who tagged the rest
+    fallback = s.engine.tag_source  # the manifest's word for who tagged the rest
     calls_before = _tag_calls(s)
     sent = _tag_rest(s, rest, taxonomy, source.parent).with_columns(source=pl.lit(fallback))
     calls = _tag_calls(s) - calls_before

@@ -493,9 +493,7 @@ def _edited_tagger(s, taxonomy: Taxonomy):
     """The run's key-less tagger with its capabilities those of the edited taxonomy: the same fit (transform,
     prototypes, offsets), each prototype owned by the capability that now holds its label; None for a run
     without one."""
-    from taxonomy.offline.model import Tagger
-
-    tagger = Tagger.load(s.run.path) if getattr(s.engine, "name", "") == "offline" else None
+    tagger = s.engine.fitted_tagger(s.run.path)
     if tagger is None:
         return None
     return tagger.bind(taxonomy, {member: cap.labels for cap in taxonomy.capabilities for member in cap.members})

@@ -27,6 +27,7 @@ class OfflineBackend:
     model = "none"
     cache = None
     scales_k = False  # its Stage 1 labels are already its fine kinds, one cluster each
+    tag_source = "offline"
 
     def __init__(self) -> None:
         self.usage: dict = {}  # no paid calls
@@ -43,6 +44,12 @@ class OfflineBackend:
 
     def ask(self, stage, jobs, title) -> None:
         return None
+
+    def fitted_tagger(self, folder):
+        """The tagger Stage 3 fitted and saved in the run `folder`, or None where none was saved."""
+        from taxonomy.offline.model import Tagger
+
+        return Tagger.load(folder)
 
     def brief_notes(self, criteria, cfg) -> list[str]:
         return []  # no prompt carries the briefs, so none is cut
