@@ -7,7 +7,8 @@ stages; the embedder for a backend is chosen in embed/choose.py.
     backend.label_embedder(criteria, stage1, cfg, default)           -> the embedder Stage 2a clusters with
     backend.canonicalize(clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings) -> (micro, notes)
     backend.merge(micro, centroids, cfg, corpus, co_micro, criteria, stage1) -> Taxonomy
-    backend.tag(criteria, taxonomy, cfg, stage1, micro_labels, folder) -> Stage 3 tags table (folder: the run holding the taxonomy)
+    backend.tag(criteria, taxonomy, cfg, stage1, micro_labels, folder) -> Stage 3 tags table
+                                                                        (folder: the run holding the taxonomy)
     backend.ask(stage, jobs, title)                                  -> a model's answers, or None where no model runs
     backend.brief_notes(criteria, cfg)                               -> notes on briefs cut for the prompts
     backend.fitted_tagger(folder)                                    -> the tagger a run fitted, or None
@@ -15,6 +16,7 @@ stages; the embedder for a backend is chosen in embed/choose.py.
 
 `LLMBackend` holds the one runner; `taxonomy.offline.backend.OfflineBackend` runs without a model.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -41,13 +43,37 @@ class Backend(Protocol):
     def identity(self, cfg: PipelineConfig) -> dict[str, Any]: ...
     def ask(self, stage: str, jobs: Sequence[Job], title: str) -> list[Answer] | None: ...
     def discover(self, criteria: pl.DataFrame, cfg: PipelineConfig) -> pl.DataFrame: ...
-    def label_embedder(self, criteria: pl.DataFrame, stage1: pl.DataFrame, cfg: PipelineConfig, default: Any) -> Any: ...
-    def canonicalize(self, clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, criteria: pl.DataFrame, cfg: PipelineConfig,
-                     stage1: pl.DataFrame, label_embeddings: np.ndarray) -> tuple[list[MicroCapability], list[str]]: ...
-    def merge(self, micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig, corpus: str, co_micro: np.ndarray,
-              criteria: pl.DataFrame, stage1: pl.DataFrame) -> Taxonomy: ...
-    def tag(self, criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, stage1: pl.DataFrame | None,
-            micro_labels: dict[str, list[str]], folder: Any = None) -> pl.DataFrame: ...
+    def label_embedder(
+        self, criteria: pl.DataFrame, stage1: pl.DataFrame, cfg: PipelineConfig, default: Any
+    ) -> Any: ...
+    def canonicalize(
+        self,
+        clusters: pl.DataFrame,
+        criterion_clusters: pl.DataFrame,
+        criteria: pl.DataFrame,
+        cfg: PipelineConfig,
+        stage1: pl.DataFrame,
+        label_embeddings: np.ndarray,
+    ) -> tuple[list[MicroCapability], list[str]]: ...
+    def merge(
+        self,
+        micro: list[MicroCapability],
+        centroids: np.ndarray,
+        cfg: PipelineConfig,
+        corpus: str,
+        co_micro: np.ndarray,
+        criteria: pl.DataFrame,
+        stage1: pl.DataFrame,
+    ) -> Taxonomy: ...
+    def tag(
+        self,
+        criteria: pl.DataFrame,
+        taxonomy: Taxonomy,
+        cfg: PipelineConfig,
+        stage1: pl.DataFrame | None,
+        micro_labels: dict[str, list[str]],
+        folder: Any = None,
+    ) -> pl.DataFrame: ...
     def brief_notes(self, criteria: pl.DataFrame, cfg: PipelineConfig) -> list[str]: ...
     def fitted_tagger(self, folder: Any) -> Any: ...
 
@@ -55,6 +81,7 @@ class Backend(Protocol):
 @dataclass
 class LLMBackend:
     """Gemini, Vertex or an OpenAI-compatible server, every call through the one runner."""
+
     name: str
     runner: Runner
     cache: Cache
@@ -74,7 +101,12 @@ class LLMBackend:
 
     def identity(self, cfg: PipelineConfig) -> dict[str, Any]:
         llm = cfg.llm
-        ident = {"backend": self.name, "model": llm.model, "temperature": llm.temperature, "reask_attempts": llm.reask_attempts}
+        ident = {
+            "backend": self.name,
+            "model": llm.model,
+            "temperature": llm.temperature,
+            "reask_attempts": llm.reask_attempts,
+        }
         if self.name == "openai":
             ident["base_url"] = llm.base_url
         return ident
@@ -93,7 +125,9 @@ class LLMBackend:
     def canonicalize(self, clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings):
         from taxonomy.stages.canonicalize import canonicalize
 
-        return canonicalize(clusters, criterion_clusters, criteria, cfg, self.runner, stage1=stage1, label_embeddings=label_embeddings)
+        return canonicalize(
+            clusters, criterion_clusters, criteria, cfg, self.runner, stage1=stage1, label_embeddings=label_embeddings
+        )
 
     def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
         from taxonomy.stages.merge import merge
@@ -114,8 +148,15 @@ class LLMBackend:
         return None
 
 
-def choose_backend(cfg: PipelineConfig, name: str, *, credentials: Any = None, show_progress: bool = True,
-                   batch_dir: Any = None, on_paid: Any = None) -> Backend:
+def choose_backend(
+    cfg: PipelineConfig,
+    name: str,
+    *,
+    credentials: Any = None,
+    show_progress: bool = True,
+    batch_dir: Any = None,
+    on_paid: Any = None,
+) -> Backend:
     """The one place that decides what answers the stages: a model through the runner, or none."""
     if name == "offline":
         from taxonomy.offline.backend import OfflineBackend

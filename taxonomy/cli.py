@@ -1,4 +1,5 @@
 """The `taxonomy` command. Thin: parse, call the library, print."""
+
 from __future__ import annotations
 
 import logging
@@ -12,18 +13,40 @@ from rich.table import Table
 from taxonomy.run import CRITERIA, LABELS, MANIFEST, PIPELINE_TOML, REPORT, STAGES, TAGS, TAXONOMY, TAXONOMY_MD
 from taxonomy.secrets import redact
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Induce a verifier-capability taxonomy from a rubric corpus and use it.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Induce a verifier-capability taxonomy from a rubric corpus and use it.",
+)
 console = Console(stderr=True, soft_wrap=True)
 # Markdown tables and paths must never be wrapped, or they break when piped to a file.
 out = Console(soft_wrap=True)
 
 # Choices are written with spaces around "|" so the help panel wraps between them instead of cutting one off.
-ProviderOpt = typer.Option(None, "--provider", "-p", help="auto | gemini | vertex | openai | offline (default: the config's llm.provider; auto = gemini with a key, else offline)")
-RunDirOpt = typer.Option(None, "--run-dir", help="run directory (default: one per pipeline, backend and model, under the output dir, so the same command resumes)")
+ProviderOpt = typer.Option(
+    None,
+    "--provider",
+    "-p",
+    help="auto | gemini | vertex | openai | offline (default: the "
+    "config's llm.provider; auto = gemini with a key, else offline)",
+)
+RunDirOpt = typer.Option(
+    None,
+    "--run-dir",
+    help="run directory (default: one per pipeline, backend and "
+    "model, under the output dir, so the same command resumes)",
+)
 QuietOpt = typer.Option(False, "--quiet", "-q", help="no progress bars")
-TARGET_HELP = ("a pipeline TOML, or a corpus file (.csv, .tsv, .jsonl, .json, .parquet) whose columns are detected: "
-               "criterion/text/requirement/rubric, task/task_id/prompt_id, weight/points/score, category, brief/prompt")
-BatchOpt = typer.Option(None, "--batch/--online", help="Gemini Batch API: half the price, hours of latency; the job is recorded in the run directory, so the same command resumes it (default: the config's llm.mode)")
+TARGET_HELP = (
+    "a pipeline TOML, or a corpus file (.csv, .tsv, .jsonl, .json, .parquet) whose columns are detected: "
+    "criterion/text/requirement/rubric, task/task_id/prompt_id, weight/points/score, category, brief/prompt"
+)
+BatchOpt = typer.Option(
+    None,
+    "--batch/--online",
+    help="Gemini Batch API: half the price, hours of latency; the job is recorded in the "
+    "run directory, so the same command resumes it (default: the config's llm.mode)",
+)
 
 
 def _version(value: bool) -> None:
@@ -38,8 +61,11 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _main(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                            help="print the installed version and exit")) -> None:
+def _main(
+    show_version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="print the installed version and exit"
+    ),
+) -> None:
     """Induce a verifier-capability taxonomy from a rubric corpus and use it."""
 
 
@@ -61,7 +87,8 @@ def _guard(fn):
             return fn(*args, **kwargs)
         except USER_ERRORS as exc:
             _fail(exc)
-        except OSError as exc:  # a write refused outside the run's own atomic writes (a report, a backup, the answer cache)
+        # a write refused outside the run's own atomic writes (a report, a backup, the answer cache)
+        except OSError as exc:
             from taxonomy.run import unwritable
 
             refused = unwritable(exc)
@@ -91,8 +118,8 @@ def _corpus_layout(folder: Path) -> bool:
 
 
 def _config_for(target: Path, limit: Optional[int] = None, batch: Optional[bool] = None):
-    """(config, what was detected or None, its number of criteria or None): a pipeline TOML as written, a bare corpus file or folder through
-    detection (its columns printed), a run directory with its recorded settings."""
+    """(config, what was detected or None, its number of criteria or None): a pipeline TOML as written, a bare
+    corpus file or folder through detection (its columns printed), a run directory with its recorded settings."""
     from taxonomy.config import load_config
     from taxonomy.run import config_from_run
 
@@ -125,9 +152,17 @@ def _check_provider(provider: Optional[str]) -> None:
         raise ConfigError(f"--provider {provider}: unknown provider; fix: use one of {', '.join(known)}")
 
 
-def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], quiet: bool, limit: Optional[int] = None,
-             frozen: Optional[Path] = None, batch: Optional[bool] = None):
-    """A pipeline TOML or a corpus opens (or resumes) its default run; a run directory reopens with its recorded settings."""
+def _session(
+    target: Path,
+    provider: Optional[str],
+    run_dir: Optional[Path],
+    quiet: bool,
+    limit: Optional[int] = None,
+    frozen: Optional[Path] = None,
+    batch: Optional[bool] = None,
+):
+    """A pipeline TOML or a corpus opens (or resumes) its default run; a run directory reopens with its recorded
+    settings."""
     from taxonomy.pipeline import open_session
     from taxonomy.run import RunDir
     from taxonomy.taxonomy_io import load_taxonomy
@@ -140,7 +175,15 @@ def _session(target: Path, provider: Optional[str], run_dir: Optional[Path], qui
         run_dir = target
     # A corpus tagged against a frozen taxonomy gets its own run, never the pipeline's own run's place.
     suffix = f"-taxonomy-{load_taxonomy(frozen).content_hash[:8]}" if frozen is not None else ""
-    s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=not quiet, run_suffix=suffix, from_source=not is_run, load_now=not is_run)
+    s = open_session(
+        cfg,
+        provider=provider,
+        run_dir=run_dir,
+        show_progress=not quiet,
+        run_suffix=suffix,
+        from_source=not is_run,
+        load_now=not is_run,
+    )
     console.print(s.notice(), highlight=False)
     if found is not None:
         # Against a frozen taxonomy nothing is merged, so the merge bounds' note says nothing to act on.
@@ -165,7 +208,11 @@ def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
 
     s.run.write_text(PIPELINE_TOML, render(cfg, found, path, n, pin_output=True))
     shown = show_path(path)
-    console.print(f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)", markup=False, highlight=False)
+    console.print(
+        f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)",
+        markup=False,
+        highlight=False,
+    )
     if small_corpus_note(n):
         console.print(small_corpus_note(n), markup=False, highlight=False)
 
@@ -177,7 +224,25 @@ def _print_stage(stage: str, info: dict) -> None:
     if info.get("stale"):
         console.print(f"{stage}: recomputing (with every later stage): {info['stale']}", markup=False, highlight=False)
         return
-    keys = ("criteria", "failed", "unique_labels", "clusters", "micro_capabilities", "capabilities", "calls", "new_calls", "batch_calls", "embed_calls", "cache_hits", "retries", "reasks", "prompt_tokens", "output_tokens", "cost_usd", "seconds")
+    keys = (
+        "criteria",
+        "failed",
+        "unique_labels",
+        "clusters",
+        "micro_capabilities",
+        "capabilities",
+        "calls",
+        "new_calls",
+        "batch_calls",
+        "embed_calls",
+        "cache_hits",
+        "retries",
+        "reasks",
+        "prompt_tokens",
+        "output_tokens",
+        "cost_usd",
+        "seconds",
+    )
     parts = [f"{k}={info[k]}" for k in keys if k in info]
     console.print(f"[green]{stage}[/green]: " + ", ".join(parts), highlight=False)
     for note in (info.get("repairs") or []) + (info.get("notes") or []):
@@ -192,16 +257,23 @@ def _print_failures(s, artifact: str, limit: int = 5) -> None:
     frame = s.run.read_parquet(artifact)
     failed = frame.filter(pl.col("status") == "failed")
     if failed.height:
-        console.print(f"[yellow]{failed.height} criteria failed validation after re-asks (kept as failed in {artifact}):[/yellow]")
+        console.print(
+            f"[yellow]{failed.height} criteria failed validation after re-asks (kept as failed in {artifact}):[/yellow]"
+        )
         for r in failed.head(limit).iter_rows(named=True):
             console.print(f"  {r['criterion_id']}: {'; '.join(r['problems'])[:200]}", markup=False, highlight=False)
 
 
 @app.command()
 @_guard
-def discover(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Optional[str] = ProviderOpt,
-             run_dir: Optional[Path] = RunDirOpt, limit: Optional[int] = typer.Option(None, help="only the first N criteria"),
-             quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt) -> None:
+def discover(
+    pipeline: Path = typer.Argument(..., help=TARGET_HELP),
+    provider: Optional[str] = ProviderOpt,
+    run_dir: Optional[Path] = RunDirOpt,
+    limit: Optional[int] = typer.Option(None, help="only the first N criteria"),
+    quiet: bool = QuietOpt,
+    batch: Optional[bool] = BatchOpt,
+) -> None:
     """Stage 1: tag every criterion with 1-3 validated free-text capability labels."""
     from taxonomy.pipeline import run_stage
 
@@ -212,8 +284,12 @@ def discover(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: O
 
 
 def _stage_command(stage: str, doc: str):
-    def command(run_dir: Path = typer.Argument(..., help="run directory"), provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt,
-                batch: Optional[bool] = BatchOpt) -> None:
+    def command(
+        run_dir: Path = typer.Argument(..., help="run directory"),
+        provider: Optional[str] = ProviderOpt,
+        quiet: bool = QuietOpt,
+        batch: Optional[bool] = BatchOpt,
+    ) -> None:
         from taxonomy.pipeline import run_stage
 
         s = _session(run_dir, provider, None, quiet, batch=batch)
@@ -225,9 +301,13 @@ def _stage_command(stage: str, doc: str):
 
 _stage_command("cluster", "Stage 2a: embed the unique labels and cluster them into micro-clusters.")
 _stage_command("canonicalize", "Stage 2b: name each micro-cluster (name, description, signal, example, non-examples).")
-AcceptOpt = typer.Option(False, "--accept-violations",
-                         help="keep a taxonomy that still breaks a hard merge constraint (count, shares, mapping, or a name or boundary rule) after repair, "
-                              "with the violations listed, instead of failing")
+AcceptOpt = typer.Option(
+    False,
+    "--accept-violations",
+    help="keep a taxonomy that still breaks a hard merge constraint (count, "
+    "shares, mapping, or a name or boundary rule) after repair, "
+    "with the violations listed, instead of failing",
+)
 
 
 def _accept_violations(s) -> None:
@@ -238,8 +318,13 @@ def _accept_violations(s) -> None:
 
 @app.command(name="merge")
 @_guard
-def merge_command(run_dir: Path = typer.Argument(..., help="run directory"), provider: Optional[str] = ProviderOpt,
-                  quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt, accept_violations: bool = AcceptOpt) -> None:
+def merge_command(
+    run_dir: Path = typer.Argument(..., help="run directory"),
+    provider: Optional[str] = ProviderOpt,
+    quiet: bool = QuietOpt,
+    batch: Optional[bool] = BatchOpt,
+    accept_violations: bool = AcceptOpt,
+) -> None:
     """Stage 2c: merge micro-capabilities into the final taxonomy, constraints checked and repaired in code.
 
     Exits 2 with one line naming the constraint when the repaired taxonomy still breaks one
@@ -254,12 +339,27 @@ def merge_command(run_dir: Path = typer.Argument(..., help="run directory"), pro
 
 @app.command()
 @_guard
-def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TOML / corpus to tag against --taxonomy"),
-        taxonomy: Optional[Path] = typer.Option(None, "--taxonomy", help="a frozen taxonomy to tag against: a run directory or its taxonomy.json"),
-        distilled: Optional[Path] = typer.Option(None, "--distilled", help="a model from `taxonomy distill`: tag cheaply, send only low-confidence criteria to the run's backend (the LLM, or offline without a key)"),
-        threshold: Optional[float] = typer.Option(None, help="with --distilled: confidence below which a criterion goes to the run's backend (default: the one saved at training)"),
-        provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt,
-        batch: Optional[bool] = BatchOpt) -> None:
+def tag(
+    target: Path = typer.Argument(..., help="run directory, or a pipeline TOML / corpus to tag against --taxonomy"),
+    taxonomy: Optional[Path] = typer.Option(
+        None, "--taxonomy", help="a frozen taxonomy to tag against: a run directory or its taxonomy.json"
+    ),
+    distilled: Optional[Path] = typer.Option(
+        None,
+        "--distilled",
+        help="a model from `taxonomy distill`: tag cheaply, send only low-confidence "
+        "criteria to the run's backend (the LLM, or offline without a key)",
+    ),
+    threshold: Optional[float] = typer.Option(
+        None,
+        help="with --distilled: confidence below which a criterion goes "
+        "to the run's backend (default: the one saved at training)",
+    ),
+    provider: Optional[str] = ProviderOpt,
+    run_dir: Optional[Path] = RunDirOpt,
+    quiet: bool = QuietOpt,
+    batch: Optional[bool] = BatchOpt,
+) -> None:
     """Stage 3: tag every criterion with 1-3 taxonomy capabilities, most confident first."""
     from taxonomy.analysis.shares import primary_shares
     from taxonomy.pipeline import run_stage
@@ -279,8 +379,15 @@ def tag(target: Path = typer.Argument(..., help="run directory, or a pipeline TO
 
 
 def _print_shares(shares) -> None:
-    rows = [(r["capability"], str(r["n"]), f"{100 * r['share']:.1f}%",
-             "–" if r["share_of_tagged"] is None else f"{100 * r['share_of_tagged']:.1f}%") for r in shares.iter_rows(named=True)]
+    rows = [
+        (
+            r["capability"],
+            str(r["n"]),
+            f"{100 * r['share']:.1f}%",
+            "–" if r["share_of_tagged"] is None else f"{100 * r['share_of_tagged']:.1f}%",
+        )
+        for r in shares.iter_rows(named=True)
+    ]
     header = ("capability", "criteria", "share of all", "share of tagged")
     if not out.is_terminal:
         # Piped or captured: a markdown table, never cut to a terminal width nobody has.
@@ -300,11 +407,22 @@ def _print_shares(shares) -> None:
 
 @app.command()
 @_guard
-def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Optional[str] = ProviderOpt,
-        run_dir: Optional[Path] = RunDirOpt, force: Optional[str] = typer.Option(None, help="re-run from this stage on: " + " | ".join(STAGES)),
-        limit: Optional[int] = typer.Option(None, help="only the first N criteria"), report: bool = typer.Option(True, help="write report.html at the end"),
-        quiet: bool = QuietOpt, batch: Optional[bool] = BatchOpt, accept_violations: bool = AcceptOpt,
-        dry_run: bool = typer.Option(False, "--dry-run", help="print what each stage would cost (`taxonomy estimate`) and stop; nothing is sent or written")) -> None:
+def run(
+    pipeline: Path = typer.Argument(..., help=TARGET_HELP),
+    provider: Optional[str] = ProviderOpt,
+    run_dir: Optional[Path] = RunDirOpt,
+    force: Optional[str] = typer.Option(None, help="re-run from this stage on: " + " | ".join(STAGES)),
+    limit: Optional[int] = typer.Option(None, help="only the first N criteria"),
+    report: bool = typer.Option(True, help="write report.html at the end"),
+    quiet: bool = QuietOpt,
+    batch: Optional[bool] = BatchOpt,
+    accept_violations: bool = AcceptOpt,
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="print what each stage would cost (`taxonomy estimate`) and stop; nothing is sent or written",
+    ),
+) -> None:
     """All stages, resuming from what is on disk; ends with the taxonomy and report paths."""
     import resource
     import time
@@ -330,8 +448,13 @@ def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Option
     found = run_summary(s.run.path)
     if not found.startswith("Lint: 0 errors, 0 warnings"):
         # A run that exits 0 printing "N errors" reads as a failed run unless the line says whose errors they are.
-        out.print("note: the run went through; the lint line below counts defects of the rubric itself (its criteria as written), "
-                  "not errors of this run", markup=False, highlight=False)
+        out.print(
+            "note: the run went through; the lint line below counts "
+            "defects of the rubric itself (its criteria as written), "
+            "not errors of this run",
+            markup=False,
+            highlight=False,
+        )
     out.print(found, markup=False, highlight=False)
     if report:
         s.run.check_readable()
@@ -345,7 +468,9 @@ def run(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Option
         out.print(f"Report:   {s.run.path / REPORT}")
 
 
-def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int], batch: Optional[bool], as_json: bool = False) -> None:
+def _print_estimate(
+    pipeline: Path, provider: Optional[str], limit: Optional[int], batch: Optional[bool], as_json: bool = False
+) -> None:
     from taxonomy.estimate import estimate as estimate_cost
     from taxonomy.llm.providers import ProviderError, make_provider, resolve_provider_name
     from taxonomy.embed.choose import embedding_choice
@@ -367,18 +492,26 @@ def _print_estimate(pipeline: Path, provider: Optional[str], limit: Optional[int
         figures["run_would_stop"] = stop
         typer.echo(json.dumps(figures, indent=1))
         return
-    out.print(f"Estimate for {cfg.name} ({result.n_criteria} criteria), before anything is paid:", markup=False, highlight=False)
+    out.print(
+        f"Estimate for {cfg.name} ({result.n_criteria} criteria), before anything is paid:",
+        markup=False,
+        highlight=False,
+    )
     out.print(result.markdown(), markup=False, highlight=False)
     if stop is not None:
-        out.print(f"A run would stop before its first call, for lack of credentials: {stop}", markup=False, highlight=False)
+        out.print(
+            f"A run would stop before its first call, for lack of credentials: {stop}", markup=False, highlight=False
+        )
 
 
 @app.command()
 @_guard
-def init(corpus: Path = typer.Argument(..., help="a corpus file (.csv, .tsv, .jsonl, .json, .parquet) or folder"),
-         out_file: Optional[Path] = typer.Option(None, "--out", help="the TOML to write (default: ./<corpus name>.toml)"),
-         force: bool = typer.Option(False, "--force", help="replace an existing TOML")) -> None:
-    """Write the pipeline TOML `taxonomy run CORPUS` would use, without running: columns detected, every other key shown with its default."""
+def init(
+    corpus: Path = typer.Argument(..., help="a corpus file (.csv, .tsv, .jsonl, .json, .parquet) or folder"),
+    out_file: Optional[Path] = typer.Option(None, "--out", help="the TOML to write (default: ./<corpus name>.toml)"),
+    force: bool = typer.Option(False, "--force", help="replace an existing TOML"),
+) -> None:
+    """Write the pipeline TOML `taxonomy run CORPUS` would use, without running: columns detected, every other key shown with its default."""  # noqa: E501
     from taxonomy.pipeline_toml import init_pipeline
 
     path, found, n = init_pipeline(corpus, out_file, force)
@@ -388,10 +521,18 @@ def init(corpus: Path = typer.Argument(..., help="a corpus file (.csv, .tsv, .js
 
 @app.command()
 @_guard
-def estimate(pipeline: Path = typer.Argument(..., help=TARGET_HELP), provider: Optional[str] = ProviderOpt,
-             limit: Optional[int] = typer.Option(None, help="only the first N criteria"), batch: Optional[bool] = BatchOpt,
-             as_json: bool = typer.Option(False, "--json", help="print the same figures as JSON (per stage and total: calls, tokens, online and batch cost USD)")) -> None:
-    """Per stage: the calls, tokens and cost a run would pay, from the prompts it would send and the configured prices."""
+def estimate(
+    pipeline: Path = typer.Argument(..., help=TARGET_HELP),
+    provider: Optional[str] = ProviderOpt,
+    limit: Optional[int] = typer.Option(None, help="only the first N criteria"),
+    batch: Optional[bool] = BatchOpt,
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="print the same figures as JSON (per stage and total: calls, tokens, online and batch cost USD)",
+    ),
+) -> None:
+    """Per stage: the calls, tokens and cost a run would pay, from the prompts it would send and the configured prices."""  # noqa: E501
     _print_estimate(pipeline, provider, limit, batch, as_json)
 
 
@@ -399,35 +540,58 @@ def _positive_limit(limit: int) -> int:
     from taxonomy.config import ConfigError
 
     if limit < 1:
-        raise ConfigError(f"--limit {limit}: must be 1 or more; fix: pass the number of criteria to keep, or leave --limit out for all")
+        raise ConfigError(
+            f"--limit {limit}: must be 1 or more; fix: pass the "
+            "number of criteria to keep, or leave --limit out for all"
+        )
     return limit
 
 
 @app.command()
 @_guard
-def breakdown(run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
-              verdicts: list[str] = typer.Option(..., "--verdicts", help="devai:PATH, paperbench:PATH, a CSV/JSONL/parquet with criterion_id, verifier, verdict[, system], or VERIFIER=FILE for a file of one verifier's verdicts without a verifier column; repeatable"),
-              reference: str = typer.Option("human", help="the verifier whose verdicts are the ground truth"),
-              by: str = typer.Option("primary", help="primary | any | a criteria column"),
-              boot: int = typer.Option(1000, help="bootstrap resamples of tasks for the 95% CI (0: none)"),
-              against: Optional[Path] = typer.Option(None, "--against", help="a second run tagged with this run's taxonomy (`taxonomy tag CORPUS --taxonomy RUN_DIR/taxonomy.json`): one table, a block per corpus")) -> None:
+def breakdown(
+    run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
+    verdicts: list[str] = typer.Option(
+        ...,
+        "--verdicts",
+        help="devai:PATH, paperbench:PATH, a CSV/JSONL/parquet with criterion_id, verifier, verdict[, system], "
+        "or VERIFIER=FILE for a file of one verifier's verdicts without a verifier column; repeatable",
+    ),
+    reference: str = typer.Option("human", help="the verifier whose verdicts are the ground truth"),
+    by: str = typer.Option("primary", help="primary | any | a criteria column"),
+    boot: int = typer.Option(1000, help="bootstrap resamples of tasks for the 95% CI (0: none)"),
+    against: Optional[Path] = typer.Option(
+        None,
+        "--against",
+        help="a second run tagged with this run's taxonomy (`taxonomy tag CORPUS "
+        "--taxonomy RUN_DIR/taxonomy.json`): one table, a block per corpus",
+    ),
+) -> None:
     """Per-capability verifier error rate, FP, FN, F1 (unmet), CIs and paired tests against human labels."""
     from taxonomy.analysis.breakdown_files import run_against, run_breakdown
     from taxonomy.config import ConfigError
     from taxonomy.run import RunDir, record_use, taxonomy_in_use
 
     if boot < 0:
-        raise ConfigError(f"--boot {boot}: must be 0 or more; fix: pass the number of bootstrap resamples (0: no confidence intervals)")
+        raise ConfigError(
+            f"--boot {boot}: must be 0 or more; fix: pass the number "
+            "of bootstrap resamples (0: no confidence intervals)"
+        )
     run = RunDir(run_dir)
     columns = run.read_parquet(CRITERIA, "discover").columns
     if by not in ("primary", "any") and by not in columns:
-        raise ConfigError(f"--by {by}: no such column in {run.path / CRITERIA}; fix: use primary, any, or one of {', '.join(columns)}")
+        raise ConfigError(
+            f"--by {by}: no such column in {run.path / CRITERIA}; fix: use primary, any, or one of {', '.join(columns)}"
+        )
     used = taxonomy_in_use(run, "breakdown")
     if against is not None:
         if not against.is_dir():
             from taxonomy.run import RunError
 
-            raise RunError(f"{against}: no such run directory; fix: pass the run made by `taxonomy tag CORPUS --taxonomy {run_dir / TAXONOMY}`")
+            raise RunError(
+                f"{against}: no such run directory; fix: pass the run made "
+                f"by `taxonomy tag CORPUS --taxonomy {run_dir / TAXONOMY}`"
+            )
         result = run_against(run, RunDir(against), verdicts, reference=reference, by=by)
         out.print(result.markdown, markup=False, highlight=False)
         out.print(f"Table: {result.files[-1]}")
@@ -451,8 +615,12 @@ def _render_report(run_dir: Path, **kwargs: Any) -> Path:
 
 @app.command()
 @_guard
-def report(run_dir: Path = typer.Argument(..., help="a run directory"),
-           against: Optional[Path] = typer.Option(None, "--against", help="another run directory (the baseline) to add a `taxonomy diff` section against")) -> None:
+def report(
+    run_dir: Path = typer.Argument(..., help="a run directory"),
+    against: Optional[Path] = typer.Option(
+        None, "--against", help="another run directory (the baseline) to add a `taxonomy diff` section against"
+    ),
+) -> None:
     """One self-contained HTML page for a run (criteria, tags, label map, hierarchy, charts); opens offline."""
     from taxonomy.run import RunDir, taxonomy_in_use
 
@@ -471,18 +639,32 @@ def report(run_dir: Path = typer.Argument(..., help="a run directory"),
 
 @app.command()
 @_guard
-def edit(run_dir: Path = typer.Argument(..., help="a run directory with a taxonomy and Stage 3 tags"),
-         op: str = typer.Argument(..., help="rename | merge | split | describe"),
-         names: list[str] = typer.Argument(..., help='rename OLD NEW | merge A B (B folds into A) | split A | describe A "what it checks, in one sentence"', show_default=False),
-         allow_violations: bool = typer.Option(False, "--allow-violations", help="keep an edit that breaks a merge constraint, recording the violations in taxonomy.json"),
-         provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
-    """Edit the taxonomy (rename, merge, split, or describe what a capability checks) and propagate it: new hash, constraints re-checked, tags updated, report redrawn."""
+def edit(
+    run_dir: Path = typer.Argument(..., help="a run directory with a taxonomy and Stage 3 tags"),
+    op: str = typer.Argument(..., help="rename | merge | split | describe"),
+    names: list[str] = typer.Argument(
+        ...,
+        help='rename OLD NEW | merge A B (B folds into A) | split A | describe A "what it checks, in one sentence"',
+        show_default=False,
+    ),
+    allow_violations: bool = typer.Option(
+        False,
+        "--allow-violations",
+        help="keep an edit that breaks a merge constraint, recording the violations in taxonomy.json",
+    ),
+    provider: Optional[str] = ProviderOpt,
+    quiet: bool = QuietOpt,
+) -> None:
+    """Edit the taxonomy (rename, merge, split, or describe what a capability checks) and propagate it: new hash, constraints re-checked, tags updated, report redrawn."""  # noqa: E501
     from taxonomy.edit import apply_edit
 
     s = _session(run_dir, provider, None, quiet)
     result = apply_edit(s, op, names, allow_violations=allow_violations)
-    out.print(f"Taxonomy {result.old_hash} -> {result.new_hash}: {len(result.taxonomy.capabilities)} capabilities; "
-              f"{result.retagged} criteria re-tagged. Before the edit: {result.backup}", highlight=False)
+    out.print(
+        f"Taxonomy {result.old_hash} -> {result.new_hash}: {len(result.taxonomy.capabilities)} capabilities; "
+        f"{result.retagged} criteria re-tagged. Before the edit: {result.backup}",
+        highlight=False,
+    )
     from rich.markup import escape  # names and messages are printed as they are, never read as markup
 
     for note in result.notes:
@@ -497,10 +679,14 @@ def edit(run_dir: Path = typer.Argument(..., help="a run directory with a taxono
 
 @app.command()
 @_guard
-def diff(run_a: Path = typer.Argument(..., help="the first run directory (the baseline)"),
-         run_b: Path = typer.Argument(..., help="the second run directory"),
-         out_file: Optional[Path] = typer.Option(None, "--out", help="markdown file to write (default: RUN_B/diff/HASH_A-vs-HASH_B.md)")) -> None:
-    """Compare two taxonomies by the criteria they tag: one-to-one matches, renames, splits, merges, moved criteria, ARI and NMI."""
+def diff(
+    run_a: Path = typer.Argument(..., help="the first run directory (the baseline)"),
+    run_b: Path = typer.Argument(..., help="the second run directory"),
+    out_file: Optional[Path] = typer.Option(
+        None, "--out", help="markdown file to write (default: RUN_B/diff/HASH_A-vs-HASH_B.md)"
+    ),
+) -> None:
+    """Compare two taxonomies by the criteria they tag: one-to-one matches, renames, splits, merges, moved criteria, ARI and NMI."""  # noqa: E501
     from taxonomy.diff import diff_runs, write_diff
 
     d = diff_runs(run_a, run_b)
@@ -510,9 +696,15 @@ def diff(run_a: Path = typer.Argument(..., help="the first run directory (the ba
 
 @app.command()
 @_guard
-def audit(target: Path = typer.Argument(..., help="the new corpus: a pipeline TOML or a corpus file"),
-          taxonomy: Path = typer.Option(..., "--taxonomy", help="the frozen taxonomy to audit against: a run directory or its taxonomy.json"),
-          provider: Optional[str] = ProviderOpt, run_dir: Optional[Path] = RunDirOpt, quiet: bool = QuietOpt) -> None:
+def audit(
+    target: Path = typer.Argument(..., help="the new corpus: a pipeline TOML or a corpus file"),
+    taxonomy: Path = typer.Option(
+        ..., "--taxonomy", help="the frozen taxonomy to audit against: a run directory or its taxonomy.json"
+    ),
+    provider: Optional[str] = ProviderOpt,
+    run_dir: Optional[Path] = RunDirOpt,
+    quiet: bool = QuietOpt,
+) -> None:
     """Coverage audit of a new corpus against a frozen taxonomy: shares, gaps, unmapped, duplicates, bundles."""
     from taxonomy.analysis.audit_run import run_audit
     from taxonomy.run import record_use
@@ -527,9 +719,12 @@ def audit(target: Path = typer.Argument(..., help="the new corpus: a pipeline TO
 
 @app.command()
 @_guard
-def guidance(run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
-             notes: Optional[Path] = typer.Option(None, "--notes", help="domain notes (markdown) to weave into the guidance"),
-             provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
+def guidance(
+    run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
+    notes: Optional[Path] = typer.Option(None, "--notes", help="domain notes (markdown) to weave into the guidance"),
+    provider: Optional[str] = ProviderOpt,
+    quiet: bool = QuietOpt,
+) -> None:
     """One guidance file per capability, a criterion -> guidance routing table, and one judge-guidance file per task."""
     from taxonomy.guidance import generate_guidance
     from taxonomy.run import record_use, taxonomy_in_use
@@ -539,17 +734,29 @@ def guidance(run_dir: Path = typer.Argument(..., help="a run directory with Stag
     info = generate_guidance(s, notes)
     s.run.record("guidance", info)
     record_use(s.run, "guidance", used)
-    out.print(f"{info['capabilities']} capability files, {info['tasks']} task files, routing for {info['routed_criteria']} criteria: {info['folder']}")
+    out.print(
+        f"{info['capabilities']} capability files, {info['tasks']} task files, "
+        f"routing for {info['routed_criteria']} criteria: {info['folder']}"
+    )
 
 
 @app.command()
 @_guard
-def export(run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
-           to: list[str] = typer.Option(["all"], "--to", help="vally | openjudge | gandalf | jsonl | all; repeatable or comma-separated"),
-           out_dir: Optional[Path] = typer.Option(None, "--out", help="output folder (default: RUN_DIR/export/), one subfolder per format"),
-           notes: Optional[Path] = typer.Option(None, "--notes", help="domain notes for the guidance; drafts it again if it was drafted with other notes"),
-           provider: Optional[str] = ProviderOpt, quiet: bool = QuietOpt) -> None:
-    """The guidance and routing as grader configs: vally eval.yaml, OpenJudge graders.json, Gandalf markdown, routing.jsonl."""
+def export(
+    run_dir: Path = typer.Argument(..., help="a run directory with Stage 3 tags"),
+    to: list[str] = typer.Option(
+        ["all"], "--to", help="vally | openjudge | gandalf | jsonl | all; repeatable or comma-separated"
+    ),
+    out_dir: Optional[Path] = typer.Option(
+        None, "--out", help="output folder (default: RUN_DIR/export/), one subfolder per format"
+    ),
+    notes: Optional[Path] = typer.Option(
+        None, "--notes", help="domain notes for the guidance; drafts it again if it was drafted with other notes"
+    ),
+    provider: Optional[str] = ProviderOpt,
+    quiet: bool = QuietOpt,
+) -> None:
+    """The guidance and routing as grader configs: vally eval.yaml, OpenJudge graders.json, Gandalf markdown, routing.jsonl."""  # noqa: E501
     from taxonomy.guidance.export import export_run, parse_formats
 
     formats = parse_formats(to)
@@ -559,15 +766,20 @@ def export(run_dir: Path = typer.Argument(..., help="a run directory with Stage 
         console.print("guidance: drafted for this export (no current guidance/drafts.json in the run)", highlight=False)
     for fmt in result.files:
         counts = ", ".join(f"{k}={v}" for k, v in result.counts[fmt].items())
-        out.print(f"{fmt}: {result.files[fmt][0]} ({counts}; {len(result.files[fmt])} files, "
-                  f"{result.bytes(fmt) / 1024:.0f} KiB, {result.seconds[fmt]:.2f} s)", highlight=False)
+        out.print(
+            f"{fmt}: {result.files[fmt][0]} ({counts}; {len(result.files[fmt])} files, "
+            f"{result.bytes(fmt) / 1024:.0f} KiB, {result.seconds[fmt]:.2f} s)",
+            highlight=False,
+        )
 
 
 @app.command()
 @_guard
-def distill(run_dir: Path = typer.Argument(..., help="a run directory with a finished Stage 3"),
-            holdout: float = typer.Option(0.2, help="share of tasks held out to measure agreement"),
-            seed: int = typer.Option(0)) -> None:
+def distill(
+    run_dir: Path = typer.Argument(..., help="a run directory with a finished Stage 3"),
+    holdout: float = typer.Option(0.2, help="share of tasks held out to measure agreement"),
+    seed: int = typer.Option(0),
+) -> None:
     """Train a cheap classifier on the Stage 3 tags (held-out agreement by task) for `taxonomy tag --distilled`."""
     from taxonomy.distill import train_distilled
     from taxonomy.run import RunDir

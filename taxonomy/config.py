@@ -3,6 +3,7 @@
 The numbers the paper fixes (80 micro-clusters, 8-10 capabilities, 40% / 2% shares,
 1-3 labels, 4-8 words) live here as defaults, never as literals in the stages.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -25,7 +26,9 @@ def _min_max(section, *pairs: tuple[str, str]):
     """Settings that contradict each other are refused, naming both keys."""
     for low, high in pairs:
         if getattr(section, low) > getattr(section, high):
-            raise ValueError(f"{low} = {getattr(section, low)} is above {high} = {getattr(section, high)}; make {low} <= {high}")
+            raise ValueError(
+                f"{low} = {getattr(section, low)} is above {high} = {getattr(section, high)}; make {low} <= {high}"
+            )
     return section
 
 
@@ -45,8 +48,10 @@ class Prices(Section):
     cache_storage: float = 1.00
 
     def batch(self) -> tuple[float, float]:
-        return (self.input / 2 if self.batch_input is None else self.batch_input,
-                self.output / 2 if self.batch_output is None else self.batch_output)
+        return (
+            self.input / 2 if self.batch_input is None else self.batch_input,
+            self.output / 2 if self.batch_output is None else self.batch_output,
+        )
 
     def cached(self) -> float:
         return self.input / 10 if self.cached_input is None else self.cached_input
@@ -60,10 +65,17 @@ class Prices(Section):
         cached_online = g("cached_prompt_tokens") - cached_batch
         online_in = g("prompt_tokens") - g("batch_prompt_tokens") - cached_online
         online_out = g("output_tokens") - g("batch_output_tokens")
-        return (online_in * self.input + online_out * self.output + cached_online * self.cached()
-                + (g("batch_prompt_tokens") - cached_batch) * batch_in + g("batch_output_tokens") * batch_out
-                + cached_batch * self.cached() / 2 + g("embed_tokens") * self.embedding + g("cache_tokens") * self.input
-                + g("cache_token_seconds") / 3600 * self.cache_storage) / 1e6
+        return (
+            online_in * self.input
+            + online_out * self.output
+            + cached_online * self.cached()
+            + (g("batch_prompt_tokens") - cached_batch) * batch_in
+            + g("batch_output_tokens") * batch_out
+            + cached_batch * self.cached() / 2
+            + g("embed_tokens") * self.embedding
+            + g("cache_tokens") * self.input
+            + g("cache_token_seconds") / 3600 * self.cache_storage
+        ) / 1e6
 
 
 class BatchConfig(Section):
@@ -138,28 +150,107 @@ class LabelRules(Section):
     suffix: str = "_capability"
     rationale_prefix: str = "the verifier needs to"
     agent_verbs: list[str] = [
-        "build", "construct", "produce", "create", "design", "develop", "write", "draft",
-        "generate", "populate", "deliver", "prepare", "assemble", "compile", "render", "output",
-        "implement", "make",
+        "build",
+        "construct",
+        "produce",
+        "create",
+        "design",
+        "develop",
+        "write",
+        "draft",
+        "generate",
+        "populate",
+        "deliver",
+        "prepare",
+        "assemble",
+        "compile",
+        "render",
+        "output",
+        "implement",
+        "make",
     ]
     forbidden_tokens: list[str] = [
-        "excel", "xlsx", "pptx", "pdf", "openpyxl", "pandas", "python", "jinja", "json", "csv",
-        "mcp", "sec", "edgar", "sql", "api", "pytorch", "torch", "numpy", "docx", "html",
+        "excel",
+        "xlsx",
+        "pptx",
+        "pdf",
+        "openpyxl",
+        "pandas",
+        "python",
+        "jinja",
+        "json",
+        "csv",
+        "mcp",
+        "sec",
+        "edgar",
+        "sql",
+        "api",
+        "pytorch",
+        "torch",
+        "numpy",
+        "docx",
+        "html",
     ]
     # Forbidden tokens match anywhere inside a word of the name (`pdfs`, `sqlite`), except inside
     # these ordinary English stems that happen to contain one (`section` holds `sec`, `capital` `api`).
     token_safe_stems: list[str] = [
-        "section", "second", "sector", "secur", "secret", "secant", "consecut", "insect", "bisect",
-        "persecut", "prosecut", "capital", "capillar", "rapid", "therapist", "apiece", "apical", "papill",
-        "excellen", "torchlight",
+        "section",
+        "second",
+        "sector",
+        "secur",
+        "secret",
+        "secant",
+        "consecut",
+        "insect",
+        "bisect",
+        "persecut",
+        "prosecut",
+        "capital",
+        "capillar",
+        "rapid",
+        "therapist",
+        "apiece",
+        "apical",
+        "papill",
+        "excellen",
+        "torchlight",
     ]
     # Generic virtues and vague modifiers: they never make a name specific. A name needs at least
     # `min_specific_words` words outside this list and outside stop words (before the suffix).
     generic_words: list[str] = [
-        "quality", "good", "overall", "general", "generic", "accuracy", "accurate", "correctness", "correct",
-        "proper", "properly", "appropriate", "adequate", "adequacy", "sufficient", "basic", "various",
-        "misc", "miscellaneous", "holistic", "nice", "great", "excellent", "better", "best", "thorough",
-        "careful", "everything", "anything", "stuff", "thing", "things", "broad",
+        "quality",
+        "good",
+        "overall",
+        "general",
+        "generic",
+        "accuracy",
+        "accurate",
+        "correctness",
+        "correct",
+        "proper",
+        "properly",
+        "appropriate",
+        "adequate",
+        "adequacy",
+        "sufficient",
+        "basic",
+        "various",
+        "misc",
+        "miscellaneous",
+        "holistic",
+        "nice",
+        "great",
+        "excellent",
+        "better",
+        "best",
+        "thorough",
+        "careful",
+        "everything",
+        "anything",
+        "stuff",
+        "thing",
+        "things",
+        "broad",
     ]
     min_specific_words: int = 2
 
@@ -192,7 +283,7 @@ class ClusterConfig(Section):
     @classmethod
     def _two_or_more(cls, k):
         if isinstance(k, int) and k < 2:
-            raise ValueError(f"k = {k} is below 2; use a number of micro-clusters of at least 2, or \"auto\"")
+            raise ValueError(f'k = {k} is below 2; use a number of micro-clusters of at least 2, or "auto"')
         return k
 
     def k_for(self, unique_labels: int, scaled: bool = True) -> tuple[int, str]:
@@ -206,16 +297,24 @@ class ClusterConfig(Section):
         offline backend's are) keeps the paper's 80."""
         if self.k != "auto":
             if self.k > unique_labels:
-                return unique_labels, (f"k = {unique_labels}, not the pipeline config's cluster.k = {self.k}: "
-                                       f"Stage 1 gave only {unique_labels} unique labels, and a cluster holds one at least")
+                return unique_labels, (
+                    f"k = {unique_labels}, not the pipeline config's cluster.k = {self.k}: "
+                    f"Stage 1 gave only {unique_labels} unique labels, and a cluster holds one at least"
+                )
             return self.k, f"k = {self.k}: cluster.k = {self.k} in the pipeline config"
         if not scaled:
             k = min(PAPER_K, unique_labels)
-            why = f"the paper's {PAPER_K}" if k == PAPER_K else f"one per label: {unique_labels} labels, under the paper's {PAPER_K}"
-            return k, f"k = {k}: {why} (cluster.k = \"auto\")"
+            why = (
+                f"the paper's {PAPER_K}"
+                if k == PAPER_K
+                else f"one per label: {unique_labels} labels, under the paper's {PAPER_K}"
+            )
+            return k, f'k = {k}: {why} (cluster.k = "auto")'
         k = min(PAPER_K, max(MIN_AUTO_K, round(unique_labels / LABELS_PER_CLUSTER)), unique_labels)
-        return k, (f"k = {k}: scaled with {unique_labels} unique labels, about {LABELS_PER_CLUSTER} a cluster, "
-                   f"between {MIN_AUTO_K} and the paper's {PAPER_K} (cluster.k = \"auto\"; set cluster.k to choose)")
+        return k, (
+            f"k = {k}: scaled with {unique_labels} unique labels, about {LABELS_PER_CLUSTER} a cluster, "
+            f'between {MIN_AUTO_K} and the paper\'s {PAPER_K} (cluster.k = "auto"; set cluster.k to choose)'
+        )
 
 
 class CanonicalizeConfig(Section):
@@ -291,7 +390,8 @@ class OfflineConfig(Section):
     ward_exact_max: int = Field(6_000, ge=100)
     # ...this many of them (about a dozen per fine kind; k-means time grows with it).
     ward_centroids: int = Field(1_000, ge=10)
-    # Stage 3 ranks capabilities by the cosine to their centroids plus this much for the one holding the criterion's label.
+    # Stage 3 ranks capabilities by the cosine to their centroids plus this much for the one holding the
+    # criterion's label.
     label_weight: float = Field(0.2, ge=0)
     # Phrases in a capability's title, and criteria quoted to show it.
     title_phrases: int = Field(3, ge=1)
@@ -311,7 +411,12 @@ class PipelineConfig(Section):
     @classmethod
     def _name_from_corpus(cls, raw):
         # Only [corpus] is needed: the pipeline is named after its corpus file ("support.csv" -> "support").
-        if isinstance(raw, dict) and "name" not in raw and isinstance(raw.get("corpus"), dict) and raw["corpus"].get("path"):
+        if (
+            isinstance(raw, dict)
+            and "name" not in raw
+            and isinstance(raw.get("corpus"), dict)
+            and raw["corpus"].get("path")
+        ):
             from taxonomy.corpus.config import corpus_stem
 
             raw = {**raw, "name": corpus_stem(raw["corpus"]["path"])}
@@ -322,8 +427,11 @@ class PipelineConfig(Section):
     def _plain_name(cls, name: str) -> str:
         # The name becomes a folder under output.dir: it must not climb out of it or be empty.
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name or "") or ".." in name:
-            raise ValueError(f"{name!r} is not a plain folder name; use letters, digits, '.', '_' or '-' (e.g. \"paperbench\")")
+            raise ValueError(
+                f"{name!r} is not a plain folder name; use letters, digits, '.', '_' or '-' (e.g. \"paperbench\")"
+            )
         return name
+
     corpus: CorpusConfig
     llm: LLMConfig = LLMConfig()
     embedding: EmbeddingConfig = EmbeddingConfig()
@@ -394,12 +502,19 @@ def describe_error(path: str | Path, exc: ValidationError) -> str:
         where = f"[{section}]" if section else "the top level"
         if close:
             right = ".".join([*loc[:-1], close[0]])
-            return (f"{path}: key {key}: not a setting; did you mean {right}? "
-                    f"fix: rename {loc[-1]} to {close[0]} (an example: {EXAMPLE})")
-        return (f"{path}: key {key}: not a setting in {where} (its keys: {', '.join(valid)}); "
-                f"fix: remove it or use one of those (an example: {EXAMPLE})")
+            return (
+                f"{path}: key {key}: not a setting; did you mean {right}? "
+                f"fix: rename {loc[-1]} to {close[0]} (an example: {EXAMPLE})"
+            )
+        return (
+            f"{path}: key {key}: not a setting in {where} (its keys: {', '.join(valid)}); "
+            f"fix: remove it or use one of those (an example: {EXAMPLE})"
+        )
     if err["type"] == "missing":
-        return f"{path}: key {key}: required and missing; fix: add {loc[-1]} = ... under {_section(loc)} (an example: {EXAMPLE})"
+        return (
+            f"{path}: key {key}: required and missing; fix: add {loc[-1]} "
+            f"= ... under {_section(loc)} (an example: {EXAMPLE})"
+        )
     msg = str(err["msg"]).removeprefix("Value error, ")
     return f"{path}: key {key}: {msg}; fix: correct or remove {key} (an example: {EXAMPLE})"
 

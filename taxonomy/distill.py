@@ -5,6 +5,7 @@ offline), measures held-out agreement on tasks it never saw, and saves `distille
 `tag_with_distilled(session, model)` tags a corpus with it and sends only the criteria the model
 is unsure of to the real Stage 3 (the LLM, or the offline backend when there is none).
 """
+
 from __future__ import annotations
 
 import time
@@ -68,12 +69,16 @@ def make_model(seed: int = 0):
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import FeatureUnion, Pipeline
 
-    words = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, lowercase=True, token_pattern=r"(?u)\b\w+\b", min_df=1)
+    words = TfidfVectorizer(
+        ngram_range=(1, 2), sublinear_tf=True, lowercase=True, token_pattern=r"(?u)\b\w+\b", min_df=1
+    )
     chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, lowercase=True, min_df=2)
-    return Pipeline([
-        ("features", FeatureUnion([("words", words), ("chars", chars)])),
-        ("clf", LogisticRegression(C=10.0, solver="newton-cg", max_iter=1000, random_state=seed)),
-    ])
+    return Pipeline(
+        [
+            ("features", FeatureUnion([("words", words), ("chars", chars)])),
+            ("clf", LogisticRegression(C=10.0, solver="newton-cg", max_iter=1000, random_state=seed)),
+        ]
+    )
 
 
 def _fit(model, docs: list[str], y: np.ndarray):
@@ -85,7 +90,9 @@ def _fit(model, docs: list[str], y: np.ndarray):
     try:
         return model.fit(docs, y)
     except ValueError as exc:  # e.g. an all-empty vocabulary
-        raise DistillError(f"cannot fit the distilled tagger ({exc}); fix: check that criteria.parquet holds criterion text") from None
+        raise DistillError(
+            f"cannot fit the distilled tagger ({exc}); fix: check that criteria.parquet holds criterion text"
+        ) from None
 
 
 # ---- training ---------------------------------------------------------------------
@@ -123,23 +130,38 @@ class DistillReport:
     def markdown(self) -> str:
         pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}%"  # noqa: E731
         lines = [
-            "# Distilled Stage-3 tagger", "",
+            "# Distilled Stage-3 tagger",
+            "",
             f"Trained on {self.n_train} criteria ({len(self.train_tasks)} tasks); held out {self.n_holdout} criteria "
-            f"of {len(self.holdout_tasks)} tasks never seen in training (split by {self.split}, seed {self.seed}).", "",
+            f"of {len(self.holdout_tasks)} tasks never seen in training (split by {self.split}, seed {self.seed}).",
+            "",
             f"- **Held-out agreement with the Stage 3 primary tag:** {pct(self.agreement)} "
             f"(majority-class baseline {pct(self.majority_baseline)})",
             f"- **Macro-F1:** {self.macro_f1:.3f}",
             f"- **Predicted primary among the Stage 3 tags:** {pct(self.primary_in_tags)}",
-            f"- **Default threshold:** {self.threshold:.2f} — covers {pct(self.coverage_at_threshold)} of held-out criteria "
+            f"- **Default threshold:** {self.threshold:.2f} — covers "
+            f"{pct(self.coverage_at_threshold)} of held-out criteria "
             f"at {pct(self.agreement_at_threshold)} agreement; the rest go to the LLM"
             + ("" if self.target_met else f" (no threshold reached {pct(self.threshold_target)}; fallback)"),
-            f"- **Taxonomy hash:** `{self.taxonomy_hash}`", "",
-            "## Agreement by confidence", "", "| confidence | criteria | share | agreement |", "|---|---:|---:|---:|",
+            f"- **Taxonomy hash:** `{self.taxonomy_hash}`",
+            "",
+            "## Agreement by confidence",
+            "",
+            "| confidence | criteria | share | agreement |",
+            "|---|---:|---:|---:|",
         ]
         lines += [f"| {b['bucket']} | {b['n']} | {pct(b['share'])} | {pct(b['agreement'])} |" for b in self.buckets]
-        lines += ["", "## Coverage against agreement", "",
-                  "| threshold | tagged by the model | agreement on them | sent to the LLM |", "|---:|---:|---:|---:|"]
-        lines += [f"| {t['threshold']:.2f} | {pct(t['coverage'])} | {pct(t['agreement'])} | {pct(1 - t['coverage'])} |" for t in self.tradeoff]
+        lines += [
+            "",
+            "## Coverage against agreement",
+            "",
+            "| threshold | tagged by the model | agreement on them | sent to the LLM |",
+            "|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {t['threshold']:.2f} | {pct(t['coverage'])} | {pct(t['agreement'])} | {pct(1 - t['coverage'])} |"
+            for t in self.tradeoff
+        ]
         lines += ["", "## Per capability (held out)", "", "| capability | support | F1 |", "|---|---:|---:|"]
         lines += [f"| `{c['capability']}` | {c['support']} | {c['f1']:.3f} |" for c in self.per_class]
         return "\n".join(lines) + "\n"
@@ -157,7 +179,10 @@ def _training_rows(run: RunDir, taxonomy: Taxonomy) -> pl.DataFrame:
     keep = [c for c in ("criterion_id", "task_id", "text", "category") if c in criteria.columns]
     rows = criteria.select(keep).join(tags.select("criterion_id", "tags", "primary"), on="criterion_id", how="inner")
     if rows.height < 4:
-        raise DistillError(f"{run.path}: only {rows.height} criteria have an ok Stage 3 tag; fix: finish Stage 3 (`taxonomy tag {run.path}`) first")
+        raise DistillError(
+            f"{run.path}: only {rows.height} criteria have an ok Stage 3 "
+            f"tag; fix: finish Stage 3 (`taxonomy tag {run.path}`) first"
+        )
     return rows
 
 
@@ -168,7 +193,9 @@ def _split(rows: pl.DataFrame, holdout: float, seed: int) -> tuple[np.ndarray, n
     if len(set(groups.tolist())) >= 2:
         # Criteria of one task are near-duplicates of each other; splitting by criterion would let the
         # model see a task's siblings in training and inflate agreement.
-        train, test = next(GroupShuffleSplit(n_splits=1, test_size=holdout, random_state=seed).split(rows, groups=groups))
+        train, test = next(
+            GroupShuffleSplit(n_splits=1, test_size=holdout, random_state=seed).split(rows, groups=groups)
+        )
         return train, test, "task"
     train, test = next(ShuffleSplit(n_splits=1, test_size=holdout, random_state=seed).split(rows))
     return train, test, "criterion"
@@ -194,10 +221,25 @@ def _calibration(conf: np.ndarray, ok: np.ndarray) -> tuple[list[dict], list[dic
     buckets = []
     for lo, hi in zip(BUCKETS[:-1], BUCKETS[1:]):
         inside = (conf >= lo) & ((conf < hi) if hi < 1.0 else (conf <= hi))
-        buckets.append({"bucket": f"[{lo:.1f}, {hi:.1f}{']' if hi >= 1.0 else ')'}", "lo": lo, "hi": hi,
-                        "n": int(inside.sum()), "share": float(inside.mean()), "agreement": _agreement(ok[inside])})
-    tradeoff = [{"threshold": t, "coverage": float((conf >= t).mean()), "n": int((conf >= t).sum()),
-                 "agreement": _agreement(ok[conf >= t])} for t in TRADEOFF]
+        buckets.append(
+            {
+                "bucket": f"[{lo:.1f}, {hi:.1f}{']' if hi >= 1.0 else ')'}",
+                "lo": lo,
+                "hi": hi,
+                "n": int(inside.sum()),
+                "share": float(inside.mean()),
+                "agreement": _agreement(ok[inside]),
+            }
+        )
+    tradeoff = [
+        {
+            "threshold": t,
+            "coverage": float((conf >= t).mean()),
+            "n": int((conf >= t).sum()),
+            "agreement": _agreement(ok[conf >= t]),
+        }
+        for t in TRADEOFF
+    ]
     return buckets, tradeoff
 
 
@@ -208,10 +250,17 @@ def _save_model(run: RunDir, model, taxonomy: Taxonomy, threshold: float, target
 
     model_path = run.path / DISTILLED
     bundle = {
-        "format": FORMAT, "model": model, "classes": [str(c) for c in model.classes_],
-        "taxonomy_hash": taxonomy.content_hash, "taxonomy_names": taxonomy.names(),
-        "threshold": threshold, "threshold_target": target, "holdout_agreement": agreement,
-        "sklearn": sklearn.__version__, "trained_on": str(run.path), "created": now(),
+        "format": FORMAT,
+        "model": model,
+        "classes": [str(c) for c in model.classes_],
+        "taxonomy_hash": taxonomy.content_hash,
+        "taxonomy_names": taxonomy.names(),
+        "threshold": threshold,
+        "threshold_target": target,
+        "holdout_agreement": agreement,
+        "sklearn": sklearn.__version__,
+        "trained_on": str(run.path),
+        "created": now(),
     }
     tmp = model_path.with_name(f".{DISTILLED}.tmp")
     joblib.dump(bundle, tmp)
@@ -220,7 +269,11 @@ def _save_model(run: RunDir, model, taxonomy: Taxonomy, threshold: float, target
 
 
 def train_distilled(
-    run: RunDir, *, holdout: float = 0.2, seed: int = 0, target_agreement: float = TARGET_AGREEMENT,
+    run: RunDir,
+    *,
+    holdout: float = 0.2,
+    seed: int = 0,
+    target_agreement: float = TARGET_AGREEMENT,
 ) -> DistillReport:
     """Fit the distilled tagger on a finished Stage 3 and write distilled.joblib + distill_report.json."""
     from sklearn.metrics import f1_score, precision_recall_fscore_support
@@ -259,25 +312,46 @@ def train_distilled(
     model_path = _save_model(run, final, taxonomy, threshold, target_agreement, float(ok.mean()))
 
     report = DistillReport(
-        run=str(run.path), model_path=str(model_path), taxonomy_hash=taxonomy.content_hash, split=split,
-        holdout=holdout, seed=seed, n_criteria=rows.height, n_train=len(train), n_holdout=len(test),
+        run=str(run.path),
+        model_path=str(model_path),
+        taxonomy_hash=taxonomy.content_hash,
+        split=split,
+        holdout=holdout,
+        seed=seed,
+        n_criteria=rows.height,
+        n_train=len(train),
+        n_holdout=len(test),
         train_tasks=sorted(set(rows["task_id"][train].to_list())) if "task_id" in rows.columns else [],
         holdout_tasks=sorted(set(rows["task_id"][test].to_list())) if "task_id" in rows.columns else [],
-        classes=[str(c) for c in final.classes_], agreement=float(ok.mean()),
+        classes=[str(c) for c in final.classes_],
+        agreement=float(ok.mean()),
         macro_f1=float(f1_score(truth, pred, labels=labels, average="macro", zero_division=0)),
-        primary_in_tags=float(in_tags.mean()), majority_baseline=float((truth == majority).mean()),
-        threshold=threshold, threshold_target=target_agreement, target_met=met,
-        coverage_at_threshold=float((conf >= threshold).mean()), agreement_at_threshold=_agreement(ok[conf >= threshold]),
-        buckets=buckets, tradeoff=tradeoff,
+        primary_in_tags=float(in_tags.mean()),
+        majority_baseline=float((truth == majority).mean()),
+        threshold=threshold,
+        threshold_target=target_agreement,
+        target_met=met,
+        coverage_at_threshold=float((conf >= threshold).mean()),
+        agreement_at_threshold=_agreement(ok[conf >= threshold]),
+        buckets=buckets,
+        tradeoff=tradeoff,
         per_class=[{"capability": c, "support": int(s), "f1": float(f)} for c, s, f in zip(labels, support, f1s)],
         seconds=elapsed(start),
     )
     run.write_json(REPORT_FILE, report.to_dict())
     run.write_text("distill_report.md", report.markdown())
-    run.record("distill", {
-        "criteria": rows.height, "holdout_agreement": round(report.agreement, 4), "macro_f1": round(report.macro_f1, 4),
-        "threshold": threshold, "taxonomy_hash": taxonomy.content_hash, "seconds": report.seconds, "finished": now(),
-    })
+    run.record(
+        "distill",
+        {
+            "criteria": rows.height,
+            "holdout_agreement": round(report.agreement, 4),
+            "macro_f1": round(report.macro_f1, 4),
+            "threshold": threshold,
+            "taxonomy_hash": taxonomy.content_hash,
+            "seconds": report.seconds,
+            "finished": now(),
+        },
+    )
     return report
 
 
@@ -298,14 +372,20 @@ def load_distilled(model_path: Path, taxonomy: Taxonomy) -> dict[str, Any]:
         raise DistillError(f"{model_path}: not a distilled model of this version; {fix}")
     if bundle["taxonomy_hash"] != taxonomy.content_hash:
         raise DistillError(
-            f"{model_path}: trained for taxonomy {bundle['taxonomy_hash']}, but the taxonomy in use is {taxonomy.content_hash}; "
-            "fix: pass --taxonomy with the taxonomy.json the model was trained with, or retrain on a run tagged with this taxonomy"
+            f"{model_path}: trained for taxonomy {bundle['taxonomy_hash']}, "
+            f"but the taxonomy in use is {taxonomy.content_hash}; "
+            "fix: pass --taxonomy with the taxonomy.json the model was "
+            "trained with, or retrain on a run tagged with this taxonomy"
         )
     return bundle
 
 
 def predict_tags(
-    model, docs: list[str], max_tags: int, margin: float, min_tags: int = 1,
+    model,
+    docs: list[str],
+    max_tags: int,
+    margin: float,
+    min_tags: int = 1,
 ) -> tuple[list[list[str]], np.ndarray]:
     """Per criterion: the capabilities whose probability is within `margin` of the top, most likely
     first (at least `min_tags`, at most `max_tags`), and the top probability."""
@@ -343,8 +423,12 @@ def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path | None = N
 
 
 def tag_with_distilled(
-    session: "Session", model_path: Path, taxonomy_path: Path | None = None, threshold: float | None = None,
-    *, margin: float = 0.1,
+    session: "Session",
+    model_path: Path,
+    taxonomy_path: Path | None = None,
+    threshold: float | None = None,
+    *,
+    margin: float = 0.1,
 ) -> dict[str, Any]:
     """Stage 3 by the distilled model where it is confident, by the real Stage 3 elsewhere.
 
@@ -366,11 +450,21 @@ def tag_with_distilled(
     tags, conf = predict_tags(bundle["model"], documents(criteria), s.cfg.tag.max_tags, margin, s.cfg.tag.min_tags)
     confident = conf >= threshold
     ids = criteria["criterion_id"].to_list()
-    distilled = pl.DataFrame([
-        {"criterion_id": ids[i], "tags": tags[i], "primary": tags[i][0], "score": float(conf[i]),
-         "attempts": 0, "status": "ok", "problems": []}
-        for i in np.flatnonzero(confident)
-    ], schema=SCHEMA).with_columns(source=pl.lit("distilled"))
+    distilled = pl.DataFrame(
+        [
+            {
+                "criterion_id": ids[i],
+                "tags": tags[i],
+                "primary": tags[i][0],
+                "score": float(conf[i]),
+                "attempts": 0,
+                "status": "ok",
+                "problems": [],
+            }
+            for i in np.flatnonzero(confident)
+        ],
+        schema=SCHEMA,
+    ).with_columns(source=pl.lit("distilled"))
 
     rest = criteria.filter(pl.Series(~confident))
     fallback = s.engine.tag_source  # the manifest's word for who tagged the rest
@@ -385,16 +479,27 @@ def tag_with_distilled(
 
     n = criteria.height
     # One dict serves as the return value and as the manifest's "tag" record (the shape `run_stage` records).
-    summary: dict[str, Any] = {"criteria": n, "failed": out.filter(pl.col("status") == "failed").height,
-                               "taxonomy_hash": taxonomy.content_hash}
+    summary: dict[str, Any] = {
+        "criteria": n,
+        "failed": out.filter(pl.col("status") == "failed").height,
+        "taxonomy_hash": taxonomy.content_hash,
+    }
     summary.update(stage_usage(s, "tag"))
-    summary.update({
-        "n": n, "distilled": int(confident.sum()), "sent": rest.height, "fallback": fallback,
-        "share_distilled": float(confident.mean()) if n else 0.0,
-        # Sent to the real Stage 3: the LLM, or the offline backend when the session has no LLM (see "fallback").
-        "share_sent_to_llm": rest.height / n if n else 0.0,
-        "threshold": threshold, "calls": calls, "model": str(model_path),
-        "seconds": elapsed(start), "finished": now(),
-    })
+    summary.update(
+        {
+            "n": n,
+            "distilled": int(confident.sum()),
+            "sent": rest.height,
+            "fallback": fallback,
+            "share_distilled": float(confident.mean()) if n else 0.0,
+            # Sent to the real Stage 3: the LLM, or the offline backend when the session has no LLM (see "fallback").
+            "share_sent_to_llm": rest.height / n if n else 0.0,
+            "threshold": threshold,
+            "calls": calls,
+            "model": str(model_path),
+            "seconds": elapsed(start),
+            "finished": now(),
+        }
+    )
     s.run.record("tag", summary)
     return summary

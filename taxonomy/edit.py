@@ -16,6 +16,7 @@ the offline path names each part after its largest micro-capability.
 A describe sets what a capability checks in a person's own sentence (`checks`), which taxonomy.md,
 the report, the exports and the prompts carry as theirs; the tags stay.
 """
+
 from __future__ import annotations
 
 import re
@@ -32,12 +33,30 @@ from pydantic import BaseModel, ConfigDict
 from taxonomy.config import LabelRules, MergeConfig
 from taxonomy.merge.check import check_merge
 from taxonomy.merge.measures import capability_similarity, to_taxonomy_capabilities
-from taxonomy.run import CRITERIA, DISTILLED, LABELS, LABEL_EMBEDDINGS, MICRO, TAGGER, TAGS, TAGS_SUMMARY, TAXONOMY, TAXONOMY_MD, RunError, now
+from taxonomy.run import (
+    CRITERIA,
+    DISTILLED,
+    LABELS,
+    LABEL_EMBEDDINGS,
+    MICRO,
+    TAGGER,
+    TAGS,
+    TAGS_SUMMARY,
+    TAXONOMY,
+    TAXONOMY_MD,
+    RunError,
+    now,
+)
 from taxonomy.schemas import CapabilityCard, MergedCapability, MicroCapability, Taxonomy
 from taxonomy.validate import Violation, label_problems
 
 OPS = ("rename", "merge", "split", "describe")
-USAGE = {"rename": "rename OLD NEW", "merge": "merge A B", "split": "split A", "describe": 'describe A "what it checks"'}
+USAGE = {
+    "rename": "rename OLD NEW",
+    "merge": "merge A B",
+    "split": "split A",
+    "describe": 'describe A "what it checks"',
+}
 MAX_CHECKS_CHARS = 300  # one sentence a reader takes in at a glance, not a second description
 # Outputs built from a run's taxonomy that the run's manifest does not track as a use (see run.stale_uses).
 DEPENDENTS = {DISTILLED: "distill"}
@@ -127,8 +146,10 @@ def describe_capability(taxonomy: Taxonomy, name: str, text: str) -> Taxonomy:
     i = _find(taxonomy, name)
     text = " ".join(text.split())
     if len(text) > MAX_CHECKS_CHARS:
-        raise EditError(f"describe `{name}`: the statement has {len(text)} characters; fix: say what it checks in one "
-                        f"sentence of at most {MAX_CHECKS_CHARS}")
+        raise EditError(
+            f"describe `{name}`: the statement has {len(text)} characters; fix: say what it checks in one "
+            f"sentence of at most {MAX_CHECKS_CHARS}"
+        )
     if text and text[-1] not in ".!?。！？":
         text += "."
     out = taxonomy.model_copy(deep=True)
@@ -147,7 +168,9 @@ def merge_capabilities(taxonomy: Taxonomy, a: str, b: str, labels_of: dict[str, 
     keep, gone = out.capabilities[ia], out.capabilities[ib]
     keep.members = keep.members + [m for m in gone.members if m not in keep.members]
     keep.share = round(keep.share + gone.share, 6)
-    keep.labels = sorted(set(keep.labels) | set(gone.labels) | {lab for m in keep.members for lab in labels_of.get(m, [])})
+    keep.labels = sorted(
+        set(keep.labels) | set(gone.labels) | {lab for m in keep.members for lab in labels_of.get(m, [])}
+    )
     keep.non_examples = [ne for ne in keep.non_examples if not _name_pattern(b).search(ne)]
     # A tagger reading only the cards (a model, or the offline card similarity) must still see what B held.
     keep.description = f"{keep.description.rstrip()} Merged into it: {gone.description.strip()}"
@@ -177,20 +200,24 @@ def _merge_phrases(keep, gone) -> None:
 Namer = Callable[[CapabilityCard, list[list[MicroCapability]], list[str]], list[CapabilityCard]]
 
 
-def split_groups(members: list[int], micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig,
-                 rules: LabelRules) -> tuple[list[int], list[int]]:
+def split_groups(
+    members: list[int], micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules
+) -> tuple[list[int], list[int]]:
     """Two groups of micro indices; the same two-way cut the merge repair makes."""
     from taxonomy.merge.solver import Solver  # the repair's bisection: one split rule for repair and edit
 
     parts = Solver(micro, centroids, cfg, rules).bisect(members, need_min_share=True)
     if parts is None:
-        raise EditError("the capability has a single micro-cluster, so there is nothing to split it along; "
-                        "fix: split a capability with two or more members (see the report's hierarchy)")
+        raise EditError(
+            "the capability has a single micro-cluster, so there is nothing to split it along; "
+            "fix: split a capability with two or more members (see the report's hierarchy)"
+        )
     return sorted(parts, key=lambda p: -sum(micro[i].n_criteria for i in p))
 
 
-def offline_names(card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules,
-                  run=None, cfg=None) -> tuple[list[CapabilityCard], list[dict]]:
+def offline_names(
+    card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules, run=None, cfg=None
+) -> tuple[list[CapabilityCard], list[dict]]:
     """Each part titled, named and described from its own criteria (those whose Stage 1 label is one of its
     micro-capabilities'), as the offline merge names a capability, with its title and phrases; without the
     run's criteria on disk, after its largest micro-capability."""
@@ -198,16 +225,27 @@ def offline_names(card: CapabilityCard, parts: list[list[MicroCapability]], take
         from taxonomy.offline.cards import describe_groups
 
         criteria = run.read_parquet(CRITERIA)
-        first = dict(zip(*run.read_parquet(LABELS).select(
-            "criterion_id", pl.col("labels").list.first()).to_dict(as_series=False).values()))
+        first = dict(
+            zip(
+                *run.read_parquet(LABELS)
+                .select("criterion_id", pl.col("labels").list.first())
+                .to_dict(as_series=False)
+                .values()
+            )
+        )
         own = [first.get(cid) for cid in criteria["criterion_id"].to_list()]
         labels = [sorted({lab for m in p for lab in m.member_labels}) for p in parts]
         groups = [np.flatnonzero([lab in set(ls) for lab in own]) for ls in labels]
         if all(len(g) for g in groups):
             cards, _ = describe_groups(criteria, groups, labels, cfg, set(taken))
             shown = [{k: c[k] for k in ("title", "key_phrases", "phrase_weights")} for c in cards]
-            return [CapabilityCard(**{k: c[k] for k in ("name", "description", "diagnostic_signal", "example_pattern")},
-                                   non_examples=[]) for c in cards], shown
+            return [
+                CapabilityCard(
+                    **{k: c[k] for k in ("name", "description", "diagnostic_signal", "example_pattern")},
+                    non_examples=[],
+                )
+                for c in cards
+            ], shown
     from taxonomy.merge.solver import unique_valid_name
 
     used = set(taken)
@@ -218,11 +256,15 @@ def offline_names(card: CapabilityCard, parts: list[list[MicroCapability]], take
         used.add(name)
         lead = ranked[0]
         covers = ", ".join(m.name.removesuffix(rules.suffix).replace("_", " ") for m in ranked[:6])
-        out.append(CapabilityCard(
-            name=name, description=f"{lead.description} It covers: {covers}.".strip(),
-            diagnostic_signal=lead.diagnostic_signal or card.diagnostic_signal,
-            example_pattern=lead.example_pattern or card.example_pattern, non_examples=[],
-        ))
+        out.append(
+            CapabilityCard(
+                name=name,
+                description=f"{lead.description} It covers: {covers}.".strip(),
+                diagnostic_signal=lead.diagnostic_signal or card.diagnostic_signal,
+                example_pattern=lead.example_pattern or card.example_pattern,
+                non_examples=[],
+            )
+        )
     return out, [{} for _ in parts]
 
 
@@ -235,7 +277,9 @@ def split_problems(answer: SplitAnswer, n: int, taken: list[str], rules: LabelRu
     for p in answer.parts:
         out += [Violation(None, f"part {p.part_idx}: `{p.name}`: {msg}") for msg in label_problems(p.name, rules)]
         if p.name in taken:
-            out.append(Violation(None, f"part {p.part_idx}: `{p.name}` is already another capability; choose a new name"))
+            out.append(
+                Violation(None, f"part {p.part_idx}: `{p.name}` is already another capability; choose a new name")
+            )
         if not p.description.strip() or not p.diagnostic_signal.strip():
             out.append(Violation(None, f"part {p.part_idx}: write a description and a diagnostic_signal"))
     if len(set(names)) != len(names):
@@ -243,31 +287,54 @@ def split_problems(answer: SplitAnswer, n: int, taken: list[str], rules: LabelRu
     return out
 
 
-def llm_names(engine, card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules,
-              total: int) -> tuple[list[CapabilityCard] | None, list[str]]:
-    """The parts named by the model through the one runner (cached, re-asked with the violations); None where no model runs."""
+def llm_names(
+    engine, card: CapabilityCard, parts: list[list[MicroCapability]], taken: list[str], rules: LabelRules, total: int
+) -> tuple[list[CapabilityCard] | None, list[str]]:
+    """The parts named by the model through the one runner (cached, re-asked with the violations); None where no
+    model runs."""
     from taxonomy.llm.runner import Job
     from taxonomy.prompts import render
 
-    context = [{"share": sum(m.n_criteria for m in p) / max(total, 1),
-                "members": [{"name": m.name, "share": m.n_criteria / max(total, 1), "description": m.description} for m in p],
-                "labels": [lab for m in p for lab in m.member_labels][:12]} for p in parts]
+    context = [
+        {
+            "share": sum(m.n_criteria for m in p) / max(total, 1),
+            "members": [
+                {"name": m.name, "share": m.n_criteria / max(total, 1), "description": m.description} for m in p
+            ],
+            "labels": [lab for m in p for lab in m.member_labels][:12],
+        }
+        for p in parts
+    ]
     prompt = render("edit_split.j2", rules=rules, capability=card, parts=context, taken=taken)
-    job = Job(prompt=prompt, schema=SplitAnswer, validate=partial(split_problems, n=len(parts), taken=taken, rules=rules))
+    job = Job(
+        prompt=prompt, schema=SplitAnswer, validate=partial(split_problems, n=len(parts), taken=taken, rules=rules)
+    )
     answers = engine.ask("edit", [job], "Naming the parts of the split")
     if answers is None:
         return None, []
     (answer,) = answers
     if not answer.ok:
         why = "; ".join(str(v) for v in answer.violations[:3]) or "no valid answer"
-        return None, [f"the model's names for the split parts broke the rules after {answer.attempts} attempt(s) ({why}); named offline instead"]
+        return None, [
+            "the model's names for the split parts broke the rules after "
+            f"{answer.attempts} attempt(s) ({why}); named offline instead"
+        ]
     by_idx = {p.part_idx: p for p in answer.value.parts}
     return [CapabilityCard(**by_idx[i].model_dump(exclude={"part_idx"})) for i in range(len(parts))], []
 
 
-def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability], centroids: np.ndarray,
-                     cfg: MergeConfig, rules: LabelRules, engine, keep_name: bool = False, run=None,
-                     pipeline_cfg=None) -> tuple[Taxonomy, list[str]]:
+def split_capability(
+    taxonomy: Taxonomy,
+    name: str,
+    micro: list[MicroCapability],
+    centroids: np.ndarray,
+    cfg: MergeConfig,
+    rules: LabelRules,
+    engine,
+    keep_name: bool = False,
+    run=None,
+    pipeline_cfg=None,
+) -> tuple[Taxonomy, list[str]]:
     """`keep_name`: the name was given by hand (`edit rename`), so the largest part keeps it and the card
     it was given; the other parts are named afresh."""
     i = _find(taxonomy, name)
@@ -275,8 +342,10 @@ def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability]
     index = {m.name: k for k, m in enumerate(micro)}
     missing = [m for m in cap.members if m not in index]
     if missing:
-        raise EditError(f"micro_capabilities.json: no micro-capability {', '.join(missing)} of `{name}`; "
-                        "fix: split a taxonomy built in this run (its micro-clusters must be on disk)")
+        raise EditError(
+            f"micro_capabilities.json: no micro-capability {', '.join(missing)} of `{name}`; "
+            "fix: split a taxonomy built in this run (its micro-clusters must be on disk)"
+        )
     groups = split_groups([index[m] for m in cap.members], micro, centroids, cfg, rules)
     parts = [[micro[k] for k in g] for g in groups]
     taken = [n for n in taxonomy.names() if n != name or keep_name]
@@ -286,11 +355,18 @@ def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability]
     if cards is None:
         cards, shown = offline_names(cap, parts, taken, rules, run, pipeline_cfg)
     if keep_name:  # parts come largest first
-        cards[0] = CapabilityCard(**cap.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern"}), non_examples=[])
+        cards[0] = CapabilityCard(
+            **cap.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern"}), non_examples=[]
+        )
         shown[0] = cap.model_dump(include={"title", "key_phrases", "phrase_weights"})
-        notes.append(f"`{name}` was named by hand: its largest part keeps the name ({len(parts[0])} of {len(cap.members)} micro-clusters)")
+        notes.append(
+            f"`{name}` was named by hand: its largest part keeps the "
+            f"name ({len(parts[0])} of {len(cap.members)} micro-clusters)"
+        )
     out = taxonomy.model_copy(deep=True)
-    proposal = [MergedCapability(**c.model_dump(), member_input_names=[m.name for m in p]) for c, p in zip(cards, parts)]
+    proposal = [
+        MergedCapability(**c.model_dump(), member_input_names=[m.name for m in p]) for c, p in zip(cards, parts)
+    ]
     new_caps = to_taxonomy_capabilities(proposal, micro)
     for c, p, extra in zip(new_caps, parts, shown):
         c.labels = sorted({lab for m in p for lab in m.member_labels})
@@ -300,26 +376,32 @@ def split_capability(taxonomy: Taxonomy, name: str, micro: list[MicroCapability]
     both = " or ".join(f"`{c.name}`" for c in new_caps)
     for other in out.capabilities:
         other.non_examples = [ne.replace(f"`{name}`", both) for ne in other.non_examples]
-    out.capabilities[i:i + 1] = new_caps
+    out.capabilities[i : i + 1] = new_caps
     return out, notes
 
 
 # ---- constraints ---------------------------------------------------------------------
-def constraint_violations(taxonomy: Taxonomy, micro: list[MicroCapability], centroids: np.ndarray | None,
-                          cfg: MergeConfig, rules: LabelRules) -> list[str]:
-    proposal = [MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
-                for c in taxonomy.capabilities]
+def constraint_violations(
+    taxonomy: Taxonomy, micro: list[MicroCapability], centroids: np.ndarray | None, cfg: MergeConfig, rules: LabelRules
+) -> list[str]:
+    proposal = [
+        MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
+        for c in taxonomy.capabilities
+    ]
     similarity = capability_similarity(proposal, micro, centroids) if centroids is not None else None
     return [str(v) for v in check_merge(proposal, micro, cfg, rules, similarity)]
 
 
-def add_boundaries(taxonomy: Taxonomy, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig,
-                   rules: LabelRules) -> list[str]:
+def add_boundaries(
+    taxonomy: Taxonomy, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules
+) -> list[str]:
     """Confusable pairs get boundary sentences naming each other, as the merge repair adds them."""
     from taxonomy.merge.solver import Solver
 
-    proposal = [MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
-                for c in taxonomy.capabilities]
+    proposal = [
+        MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
+        for c in taxonomy.capabilities
+    ]
     solver = Solver(micro, centroids, cfg, rules)
     solver.add_boundaries(proposal)
     for cap, p in zip(taxonomy.capabilities, proposal):
@@ -331,22 +413,31 @@ def add_boundaries(taxonomy: Taxonomy, micro: list[MicroCapability], centroids: 
 def map_tags(tags: pl.DataFrame, mapping: dict[str, str]) -> pl.DataFrame:
     """Tags renamed through `mapping`, duplicates dropped keeping the first (so the rank order holds)."""
     new = [list(dict.fromkeys(mapping.get(t, t) for t in (ts or []))) for ts in tags["tags"].to_list()]
-    return tags.with_columns(tags=pl.Series(new, dtype=pl.List(pl.Utf8)),
-                             primary=pl.Series([t[0] if t else None for t in new], dtype=pl.Utf8))
+    return tags.with_columns(
+        tags=pl.Series(new, dtype=pl.List(pl.Utf8)),
+        primary=pl.Series([t[0] if t else None for t in new], dtype=pl.Utf8),
+    )
 
 
 def retag_rows(tags: pl.DataFrame, fresh: pl.DataFrame) -> pl.DataFrame:
     """`tags` with the rows of `fresh` (same criterion ids) replaced, in the original order."""
     fresh = fresh.select(tags.columns)
-    return (tags.with_row_index("_at").join(fresh.select("criterion_id"), on="criterion_id", how="anti")
-            .vstack(tags.with_row_index("_at").select("_at", "criterion_id").join(fresh, on="criterion_id"))
-            .sort("_at").drop("_at"))
+    return (
+        tags.with_row_index("_at")
+        .join(fresh.select("criterion_id"), on="criterion_id", how="anti")
+        .vstack(tags.with_row_index("_at").select("_at", "criterion_id").join(fresh, on="criterion_id"))
+        .sort("_at")
+        .drop("_at")
+    )
 
 
 # ---- the command -------------------------------------------------------------------------
 def dependents(run_dir: Path, old_hash: str) -> list[str]:
-    return [f"{name} was built with taxonomy {old_hash}; re-run `taxonomy {cmd}`"
-            for name, cmd in DEPENDENTS.items() if (run_dir / name).exists()]
+    return [
+        f"{name} was built with taxonomy {old_hash}; re-run `taxonomy {cmd}`"
+        for name, cmd in DEPENDENTS.items()
+        if (run_dir / name).exists()
+    ]
 
 
 def backup(run_dir: Path, taxonomy_hash: str) -> Path:
@@ -381,10 +472,14 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
         notes.append("merge constraints not checked: this run has no micro_capabilities.json")
     introduced = [v for v in after if v not in before]
     if introduced and not allow_violations:
-        raise EditError(f"{run.path / TAXONOMY}: the {op} breaks {len(introduced)} merge constraint(s): {introduced[0]}"
-                        f"{' (and more)' if len(introduced) > 1 else ''}; nothing was written; fix: edit differently, "
-                        "or pass --allow-violations to keep it with the violations recorded")
-    new.repairs = [r for r in old.repairs if not r.startswith("unresolved:")] + [f"edit: {op} {' '.join(args)} ({now()})"]
+        raise EditError(
+            f"{run.path / TAXONOMY}: the {op} breaks {len(introduced)} merge constraint(s): {introduced[0]}"
+            f"{' (and more)' if len(introduced) > 1 else ''}; nothing was written; fix: edit differently, "
+            "or pass --allow-violations to keep it with the violations recorded"
+        )
+    new.repairs = [r for r in old.repairs if not r.startswith("unresolved:")] + [
+        f"edit: {op} {' '.join(args)} ({now()})"
+    ]
     if "violations" in Taxonomy.model_fields:  # where the merge stage records accepted violations
         new.violations = after
     else:
@@ -396,8 +491,15 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     return _write(s, op, args, old, new, new_tags, retagged, after, notes)
 
 
-def _changed(s, op: str, args: list[str], old: Taxonomy, tags: pl.DataFrame, micro: list[MicroCapability],
-             centroids: np.ndarray | None) -> tuple[Taxonomy, pl.DataFrame, int, list[str]]:
+def _changed(
+    s,
+    op: str,
+    args: list[str],
+    old: Taxonomy,
+    tags: pl.DataFrame,
+    micro: list[MicroCapability],
+    centroids: np.ndarray | None,
+) -> tuple[Taxonomy, pl.DataFrame, int, list[str]]:
     """The edited taxonomy, its tags, how many criteria were re-tagged, and notes for the user."""
     run = s.run
     notes: list[str] = []
@@ -415,11 +517,25 @@ def _changed(s, op: str, args: list[str], old: Taxonomy, tags: pl.DataFrame, mic
         retagged = tags.filter(pl.col("tags").list.contains(args[1])).height
     else:
         if not micro or centroids is None:
-            raise EditError(f"{run.path}: split needs micro_capabilities.json, clusters.parquet and label_embeddings.npy; "
-                            "fix: split in the run that built the taxonomy")
-        renamed = any(e.get("op") == "rename" and e.get("args", [None, None])[1] == args[0] for e in run.manifest.get("edits", []))
-        new, notes = split_capability(old, args[0], micro, centroids, s.cfg.merge, s.cfg.labels, s.engine, keep_name=renamed,
-                                      run=run, pipeline_cfg=s.cfg)
+            raise EditError(
+                f"{run.path}: split needs micro_capabilities.json, clusters.parquet and label_embeddings.npy; "
+                "fix: split in the run that built the taxonomy"
+            )
+        renamed = any(
+            e.get("op") == "rename" and e.get("args", [None, None])[1] == args[0] for e in run.manifest.get("edits", [])
+        )
+        new, notes = split_capability(
+            old,
+            args[0],
+            micro,
+            centroids,
+            s.cfg.merge,
+            s.cfg.labels,
+            s.engine,
+            keep_name=renamed,
+            run=run,
+            pipeline_cfg=s.cfg,
+        )
         new.capabilities = _with_shares(new, micro)
         notes += add_boundaries(new, micro, centroids, s.cfg.merge, s.cfg.labels)
         affected = tags.filter(pl.col("tags").list.contains(args[0]))
@@ -438,8 +554,17 @@ def _check_args(op: str, args: list[str]) -> None:
         raise EditError(f"edit {op}: takes {what}, got {len(args)} argument(s); fix: taxonomy edit RUN {USAGE[op]}")
 
 
-def _write(s, op: str, args: list[str], old: Taxonomy, new: Taxonomy, new_tags: pl.DataFrame, retagged: int,
-           after: list[str], notes: list[str]) -> EditResult:
+def _write(
+    s,
+    op: str,
+    args: list[str],
+    old: Taxonomy,
+    new: Taxonomy,
+    new_tags: pl.DataFrame,
+    retagged: int,
+    after: list[str],
+    notes: list[str],
+) -> EditResult:
     """The edited taxonomy and tags replace the run's, the old ones kept in edits/<hash>/, and the tags'
     provenance names the new taxonomy."""
     from taxonomy.analysis.shares import primary_shares, summary_markdown
@@ -457,15 +582,24 @@ def _write(s, op: str, args: list[str], old: Taxonomy, new: Taxonomy, new_tags: 
     run.write_text(TAXONOMY_MD, taxonomy_markdown(new, primary_shares(new_tags)))
     run.write_parquet(TAGS, new_tags)
     run.write_text(TAGS_SUMMARY, summary_markdown(primary_shares(new_tags)))
-    record: dict[str, Any] = {"op": op, "args": args, "from_hash": old.content_hash, "to_hash": new.content_hash,
-                              "retagged": retagged, "finished": now(), "backup": str(saved.relative_to(run.path))}
+    record: dict[str, Any] = {
+        "op": op,
+        "args": args,
+        "from_hash": old.content_hash,
+        "to_hash": new.content_hash,
+        "retagged": retagged,
+        "finished": now(),
+        "backup": str(saved.relative_to(run.path)),
+    }
     run.manifest.setdefault("edits", []).append(record)
     tag_info = (run.manifest.get("stages") or {}).get("tag")
     if isinstance(tag_info, dict):
         # The tags on disk are now those of the edited taxonomy: their provenance says so, so the
         # uses accept them and `taxonomy run` does not re-tag from scratch.
         digest, parts = fingerprint(s, "tag", new.content_hash)
-        tag_info.update(taxonomy_hash=new.content_hash, fingerprint=digest, fingerprint_parts=parts, edited=record["finished"])
+        tag_info.update(
+            taxonomy_hash=new.content_hash, fingerprint=digest, fingerprint_parts=parts, edited=record["finished"]
+        )
     run.save_manifest()
     stale = list(stale_uses(run).values()) + stale
     return EditResult(op, old.content_hash, new.content_hash, new, retagged, saved, stale, after, notes)
@@ -481,8 +615,10 @@ def _shares_from_tags(taxonomy: Taxonomy, tags: pl.DataFrame) -> None:
 
 def _with_shares(taxonomy: Taxonomy, micro: list[MicroCapability]):
     """Every capability's share recomputed from the micro counts, as Stage 2c computes them (they sum to one)."""
-    proposal = [MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
-                for c in taxonomy.capabilities]
+    proposal = [
+        MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
+        for c in taxonomy.capabilities
+    ]
     fresh = to_taxonomy_capabilities(proposal, micro)
     for cap, f in zip(taxonomy.capabilities, fresh):
         cap.share = f.share

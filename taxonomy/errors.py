@@ -1,4 +1,5 @@
 """Errors caused by the user's input or setup. The CLI prints them as one line and exits 2."""
+
 from __future__ import annotations
 
 from taxonomy.analysis.verdicts import VerdictError
@@ -11,5 +12,12 @@ from taxonomy.taxonomy_io import TaxonomyError
 
 # GuidanceError and DistillError subclass RunError. A TransientError here means the retries ran out.
 USER_ERRORS: tuple[type[BaseException], ...] = (
-    ConfigError, CorpusError, PermanentError, ProviderError, RunError, TaxonomyError, TransientError, VerdictError,
+    ConfigError,
+    CorpusError,
+    PermanentError,
+    ProviderError,
+    RunError,
+    TaxonomyError,
+    TransientError,
+    VerdictError,
 )

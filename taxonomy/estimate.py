@@ -18,6 +18,7 @@ long enough for Gemini to cache (`llm.context_cache.min_tokens`): by an explicit
 pays (context_cache.pays, whose writing is counted too), else by implicit caching, which Gemini
 applies on a best-effort basis. Cached tokens are priced at `llm.prices.cached_input`.
 """
+
 from __future__ import annotations
 
 import math
@@ -31,6 +32,7 @@ import polars as pl
 from taxonomy.config import PipelineConfig, Prices
 from taxonomy.corpus import load_corpus
 from taxonomy.llm.context_cache import tokens  # one token count for the estimate and the run's caching decision
+
 # What a capable model writes into each field the prompts ask for, in characters: a description of 1-2
 # sentences, a one-sentence diagnostic signal, an example of 1-2 sentences, a boundary that says where
 # the line lies in about 25 words, a one-sentence P2/P3 reason. Models fill what they are allowed.
@@ -82,11 +84,18 @@ class StageEstimate:
         reasks, answers = {"low": (0, 1 - ANSWER_SPREAD), "central": (1, 1.0), "high": (2, 1 + ANSWER_SPREAD)}[bound]
         prompt = self.prompt_tokens + (reasks - 1) * self.reask_prompt_tokens
         output = (self.output_tokens + (reasks - 1) * self.reask_output_tokens) * answers
-        usage = {"prompt_tokens": prompt, "output_tokens": output, "embed_tokens": self.embed_tokens,
-                 "cached_prompt_tokens": self.cached_prompt_tokens + (reasks - 1) * self.reask_cached_tokens}
+        usage = {
+            "prompt_tokens": prompt,
+            "output_tokens": output,
+            "embed_tokens": self.embed_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens + (reasks - 1) * self.reask_cached_tokens,
+        }
         if batch:  # no explicit caches in batch mode: the shared prefix is served by implicit caching or not at all
-            usage.update(batch_prompt_tokens=prompt, batch_output_tokens=output,
-                         batch_cached_prompt_tokens=usage["cached_prompt_tokens"])
+            usage.update(
+                batch_prompt_tokens=prompt,
+                batch_output_tokens=output,
+                batch_cached_prompt_tokens=usage["cached_prompt_tokens"],
+            )
         else:
             usage["cache_tokens"] = self.cache_tokens
         return prices.cost(usage)
@@ -113,10 +122,20 @@ class Estimate:
     def as_dict(self, backend: str, mode: str) -> dict[str, Any]:
         """The table's figures for programs (`taxonomy estimate --json`), per stage and in total, at both
         prices; `cost_usd_in_mode` is what the configured mode (online or batch) would pay."""
+
         def figures(items: list[StageEstimate]) -> dict[str, Any]:
-            d: dict[str, Any] = {key: sum(getattr(s, key) for s in items)
-                                 for key in ("calls", "prompt_tokens", "cached_prompt_tokens", "output_tokens", "embed_calls", "embed_tokens",
-                                             "cache_tokens")}
+            d: dict[str, Any] = {
+                key: sum(getattr(s, key) for s in items)
+                for key in (
+                    "calls",
+                    "prompt_tokens",
+                    "cached_prompt_tokens",
+                    "output_tokens",
+                    "embed_calls",
+                    "embed_tokens",
+                    "cache_tokens",
+                )
+            }
             for name, batch in (("cost_usd", False), ("batch_cost_usd", True)):
                 for bound, suffix in (("central", ""), ("low", "_low"), ("high", "_high")):
                     d[name + suffix] = sum(s.cost(self.prices, batch=batch, bound=bound) for s in items)
@@ -125,25 +144,47 @@ class Estimate:
             return d
 
         batch_input, batch_output = self.prices.batch()
-        return {"backend": backend, "mode": mode, "n_criteria": self.n_criteria,
-                "prices_per_million_tokens": {"input": self.prices.input, "output": self.prices.output, "embedding": self.prices.embedding,
-                                              "batch_input": batch_input, "batch_output": batch_output, "cached_input": self.prices.cached()},
-                "stages": {s.stage: {**figures([s]), "basis": s.basis} for s in self.stages},
-                "total": figures(self.stages), "notes": self.notes}
+        return {
+            "backend": backend,
+            "mode": mode,
+            "n_criteria": self.n_criteria,
+            "prices_per_million_tokens": {
+                "input": self.prices.input,
+                "output": self.prices.output,
+                "embedding": self.prices.embedding,
+                "batch_input": batch_input,
+                "batch_output": batch_output,
+                "cached_input": self.prices.cached(),
+            },
+            "stages": {s.stage: {**figures([s]), "basis": s.basis} for s in self.stages},
+            "total": figures(self.stages),
+            "notes": self.notes,
+        }
 
     def markdown(self) -> str:
         # Both modes side by side: batch mode trades hours of latency for the lower price.
-        lines = ["| stage | calls | prompt tokens | output tokens | embedding calls | cost USD | batch cost USD | cached prompt tokens | basis |",
-                 "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+        lines = [
+            "| stage | calls | prompt tokens | output tokens | embedding calls "
+            "| cost USD | batch cost USD | cached prompt tokens | basis |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for s in self.stages:
-            lines.append(f"| {s.stage} | {s.calls} | {s.prompt_tokens} | {s.output_tokens} | {s.embed_calls} | {s.cost(self.prices):.4f} | "
-                         f"{s.cost(self.prices, batch=True):.4f} | {s.cached_prompt_tokens} | {s.basis} |")
+            lines.append(
+                f"| {s.stage} | {s.calls} | {s.prompt_tokens} | {s.output_tokens} "
+                f"| {s.embed_calls} | {s.cost(self.prices):.4f} | "
+                f"{s.cost(self.prices, batch=True):.4f} | {s.cached_prompt_tokens} | {s.basis} |"
+            )
         total = lambda key: sum(getattr(s, key) for s in self.stages)  # noqa: E731
-        lines.append(f"| total | {total('calls')} | {total('prompt_tokens')} | {total('output_tokens')} | {total('embed_calls')} | "
-                     f"{self.total_cost:.4f} | {self.total_batch_cost:.4f} | {total('cached_prompt_tokens')} | |")
+        lines.append(
+            f"| total | {total('calls')} | {total('prompt_tokens')} "
+            f"| {total('output_tokens')} | {total('embed_calls')} | "
+            f"{self.total_cost:.4f} | {self.total_batch_cost:.4f} | {total('cached_prompt_tokens')} | |"
+        )
         (low, high), (batch_low, batch_high) = self.cost_range(), self.cost_range(batch=True)
-        summary = (f"Expected cost: {self.total_cost:.4f} USD online, between {low:.4f} and {high:.4f}; "
-                   f"{self.total_batch_cost:.4f} USD in batch mode, between {batch_low:.4f} and {batch_high:.4f}.")
+        summary = (
+            f"Expected cost: {self.total_cost:.4f} USD online, between {low:.4f} and {high:.4f}; "
+            f"{self.total_batch_cost:.4f} USD in batch mode, between {batch_low:.4f} and {batch_high:.4f}."
+        )
         return "\n".join(lines + ["", summary, ""] + [f"- {n}" for n in self.notes]) + "\n"
 
 
@@ -175,14 +216,24 @@ def _label(cfg: PipelineConfig, i: int) -> str:
 
 
 def _card(name: str, siblings: list[str]) -> dict[str, Any]:
-    """A stand-in card with every field at the length a model writes it, so the prompts that quote cards are sized right."""
-    return {"name": name, "description": "d" * DESCRIPTION_CHARS, "diagnostic_signal": "s" * SIGNAL_CHARS, "example_pattern": "e" * EXAMPLE_CHARS,
-            "non_examples": [_boundary(sibling) for sibling in siblings]}
+    """A stand-in card with every field at the length a model writes it, so the prompts that quote cards are sized
+    right."""
+    return {
+        "name": name,
+        "description": "d" * DESCRIPTION_CHARS,
+        "diagnostic_signal": "s" * SIGNAL_CHARS,
+        "example_pattern": "e" * EXAMPLE_CHARS,
+        "non_examples": [_boundary(sibling) for sibling in siblings],
+    }
 
 
 def _principles() -> dict[str, Any]:
-    return {"needs_native_inspection": False, "needs_native_inspection_reason": "r" * REASON_CHARS,
-            "needs_domain_conventions": False, "needs_domain_conventions_reason": "r" * REASON_CHARS}
+    return {
+        "needs_native_inspection": False,
+        "needs_native_inspection_reason": "r" * REASON_CHARS,
+        "needs_domain_conventions": False,
+        "needs_domain_conventions_reason": "r" * REASON_CHARS,
+    }
 
 
 def _boundaries_job(capabilities: list, cfg: PipelineConfig):
@@ -193,10 +244,27 @@ def _boundaries_job(capabilities: list, cfg: PipelineConfig):
     from taxonomy.merge.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS
 
     names = [c.name for c in capabilities]
-    caps = [{"name": c.name, "description": c.description, "diagnostic_signal": c.diagnostic_signal, "previous": [], "violations": [],
-             "siblings": [n for n in names if n != c.name][:MAX_NON_EXAMPLES]} for c in capabilities]
-    prompt = render("stage2_merge.j2", ask="boundaries", rules=cfg.labels, capabilities=caps, context=[], violations=False,
-                    max_non_examples=MAX_NON_EXAMPLES, min_boundary_words=MIN_BOUNDARY_WORDS)
+    caps = [
+        {
+            "name": c.name,
+            "description": c.description,
+            "diagnostic_signal": c.diagnostic_signal,
+            "previous": [],
+            "violations": [],
+            "siblings": [n for n in names if n != c.name][:MAX_NON_EXAMPLES],
+        }
+        for c in capabilities
+    ]
+    prompt = render(
+        "stage2_merge.j2",
+        ask="boundaries",
+        rules=cfg.labels,
+        capabilities=caps,
+        context=[],
+        violations=False,
+        max_non_examples=MAX_NON_EXAMPLES,
+        min_boundary_words=MIN_BOUNDARY_WORDS,
+    )
     return Job(prompt=prompt, schema=BoundaryAnswer, validate=lambda a: [])
 
 
@@ -204,7 +272,9 @@ def _boundary(sibling: str) -> str:
     return f"if the criterion {'x' * max(1, BOUNDARY_CHARS - 30 - len(sibling))}, prefer `{sibling}`"
 
 
-def _stage(name: str, jobs: list, output_chars: float, basis: str, cfg: PipelineConfig, cached: bool = True) -> StageEstimate:
+def _stage(
+    name: str, jobs: list, output_chars: float, basis: str, cfg: PipelineConfig, cached: bool = True
+) -> StageEstimate:
     """A stage's figures from its jobs' prompts and its answers' size; the expected re-asks each resend the
     conversation (prompt, answer, violations), its prefix served from the cache as the first call's was,
     and pay another answer."""
@@ -214,8 +284,18 @@ def _stage(name: str, jobs: list, output_chars: float, basis: str, cfg: Pipeline
     reasks = REASK_RATE.get(name, OTHER_REASK_RATE) * len(jobs)
     reask_prompt = int(reasks * (prompt / n + output / n + REASK_FEEDBACK_TOKENS))
     reask_output, reask_cached = int(reasks * output / n), int(reasks * cached_tokens / n)
-    return StageEstimate(name, len(jobs), prompt + reask_prompt, output + reask_output, basis, cached_prompt_tokens=cached_tokens + reask_cached,
-                         cache_tokens=written, reask_prompt_tokens=reask_prompt, reask_output_tokens=reask_output, reask_cached_tokens=reask_cached)
+    return StageEstimate(
+        name,
+        len(jobs),
+        prompt + reask_prompt,
+        output + reask_output,
+        basis,
+        cached_prompt_tokens=cached_tokens + reask_cached,
+        cache_tokens=written,
+        reask_prompt_tokens=reask_prompt,
+        reask_output_tokens=reask_output,
+        reask_cached_tokens=reask_cached,
+    )
 
 
 def caching(jobs: list, cfg: PipelineConfig) -> tuple[int, int]:
@@ -230,8 +310,11 @@ def caching(jobs: list, cfg: PipelineConfig) -> tuple[int, int]:
         size = tokens(prefix)
         if not prefix or size < cfg.llm.context_cache.min_tokens:
             continue
-        if cfg.llm.context_cache.enabled and cfg.llm.mode == "online" and pays(size, calls, cfg.llm.prices, cfg.llm.context_cache.ttl_s,
-                                                                              cfg.llm.context_cache.min_tokens):
+        if (
+            cfg.llm.context_cache.enabled
+            and cfg.llm.mode == "online"
+            and pays(size, calls, cfg.llm.prices, cfg.llm.context_cache.ttl_s, cfg.llm.context_cache.min_tokens)
+        ):
             written += size
             cached += calls * size
         else:
@@ -246,8 +329,17 @@ def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
     out = [_discover_stage(criteria, cfg, labels_per, label_chars)]
     unique = max(2, round(criteria.height * UNIQUE_LABELS_PER_CRITERION))
     embed_calls = 0 if embedder == "local" else math.ceil(unique / cfg.embedding.batch_size)
-    out.append(StageEstimate("cluster", 0, 0, 0, f"~{unique} unique labels embedded ({embedder})",
-                             embed_calls=embed_calls, embed_tokens=0 if embedder == "local" else tokens(unique * label_chars)))
+    out.append(
+        StageEstimate(
+            "cluster",
+            0,
+            0,
+            0,
+            f"~{unique} unique labels embedded ({embedder})",
+            embed_calls=embed_calls,
+            embed_tokens=0 if embedder == "local" else tokens(unique * label_chars),
+        )
+    )
     naming, micro = _canonicalize_stage(criteria, cfg, unique, label_chars)
     out.append(naming)
     merging, capabilities = _merge_stage(micro, cfg, label_chars)
@@ -260,9 +352,16 @@ def _discover_stage(criteria: pl.DataFrame, cfg: PipelineConfig, labels_per: flo
     from taxonomy.stages.discover import discover
 
     jobs = _capture(discover, criteria, cfg)
-    per_item = labels_per * label_chars + len(cfg.labels.rationale_prefix) + RATIONALE_WORDS * WORD_CHARS + ITEM_OVERHEAD_CHARS
-    return _stage("discover", jobs, criteria.height * per_item,
-                  f"exact prompts for {criteria.height} criteria; answers ~{tokens(per_item)} tokens a criterion", cfg)
+    per_item = (
+        labels_per * label_chars + len(cfg.labels.rationale_prefix) + RATIONALE_WORDS * WORD_CHARS + ITEM_OVERHEAD_CHARS
+    )
+    return _stage(
+        "discover",
+        jobs,
+        criteria.height * per_item,
+        f"exact prompts for {criteria.height} criteria; answers ~{tokens(per_item)} tokens a criterion",
+        cfg,
+    )
 
 
 def _canonicalize_stage(criteria: pl.DataFrame, cfg: PipelineConfig, unique: int, label_chars: int):
@@ -273,23 +372,46 @@ def _canonicalize_stage(criteria: pl.DataFrame, cfg: PipelineConfig, unique: int
     n, (k, k_note) = criteria.height, cfg.cluster.k_for(unique)
     per_cluster = max(1, unique // k)
     labels = [_label(cfg, i) for i in range(k * per_cluster)]
-    clusters = pl.DataFrame({"label": labels, "cluster_id": [i // per_cluster for i in range(len(labels))], "frequency": [1] * len(labels)})
-    criterion_clusters = pl.DataFrame({"criterion_id": criteria["criterion_id"].to_list(), "dominant_cluster": [i % k for i in range(n)]})
+    clusters = pl.DataFrame(
+        {"label": labels, "cluster_id": [i // per_cluster for i in range(len(labels))], "frequency": [1] * len(labels)}
+    )
+    criterion_clusters = pl.DataFrame(
+        {"criterion_id": criteria["criterion_id"].to_list(), "dominant_cluster": [i % k for i in range(n)]}
+    )
     # Stand-in label vectors, so each naming prompt lists its nearby clusters as the real one does.
     vectors = np.random.default_rng(0).normal(size=(len(labels), 8)).astype(np.float32)
-    jobs = _capture(partial(canonicalize, label_embeddings=vectors / np.linalg.norm(vectors, axis=1, keepdims=True)),
-                    clusters, criterion_clusters, criteria, cfg)
+    jobs = _capture(
+        partial(canonicalize, label_embeddings=vectors / np.linalg.norm(vectors, axis=1, keepdims=True)),
+        clusters,
+        criterion_clusters,
+        criteria,
+        cfg,
+    )
     card_chars = label_chars + CARD_TEXT_CHARS + MICRO_BOUNDARIES * (BOUNDARY_CHARS + 4) + ITEM_OVERHEAD_CHARS
     names = [_label(cfg, 1000 + i) for i in range(k)]
-    micro = [MicroCapability(**_card(names[i], names[i + 1:i + 1 + round(MICRO_BOUNDARIES)]), cluster_id=i, n_criteria=max(1, n // k),
-                             n_labelled=max(1, n // k), share=1 / k, member_labels=labels[i * per_cluster:(i + 1) * per_cluster])
-             for i in range(k)]
-    return _stage("canonicalize", jobs, len(jobs) * card_chars, f"one call per micro-cluster ({k_note}; ~{per_cluster} labels each)",
-                  cfg), micro
+    micro = [
+        MicroCapability(
+            **_card(names[i], names[i + 1 : i + 1 + round(MICRO_BOUNDARIES)]),
+            cluster_id=i,
+            n_criteria=max(1, n // k),
+            n_labelled=max(1, n // k),
+            share=1 / k,
+            member_labels=labels[i * per_cluster : (i + 1) * per_cluster],
+        )
+        for i in range(k)
+    ]
+    return _stage(
+        "canonicalize",
+        jobs,
+        len(jobs) * card_chars,
+        f"one call per micro-cluster ({k_note}; ~{per_cluster} labels each)",
+        cfg,
+    ), micro
 
 
 def _merge_stage(micro: list, cfg: PipelineConfig, label_chars: int):
-    """Membership over the micro-capabilities, then one call for the boundaries against each capability's nearest siblings."""
+    """Membership over the micro-capabilities, then one call for the boundaries against each capability's nearest
+    siblings."""
     from taxonomy.schemas import TaxonomyCapability
     from taxonomy.merge.siblings import MAX_NON_EXAMPLES
     from taxonomy.stages.merge import merge
@@ -298,14 +420,26 @@ def _merge_stage(micro: list, cfg: PipelineConfig, label_chars: int):
     caps = min(k, (cfg.merge.min_caps + cfg.merge.max_caps) // 2)
     jobs = _capture(merge, micro, np.zeros((k, 8), dtype=np.float32), cfg)
     cap_names = [_label(cfg, 2000 + i) for i in range(caps)]
-    capabilities = [TaxonomyCapability(**_card(name, [c for c in cap_names if c != name][:MAX_NON_EXAMPLES]), **_principles(),
-                                       members=[m.name for m in micro[i::caps]]) for i, name in enumerate(cap_names)]
+    capabilities = [
+        TaxonomyCapability(
+            **_card(name, [c for c in cap_names if c != name][:MAX_NON_EXAMPLES]),
+            **_principles(),
+            members=[m.name for m in micro[i::caps]],
+        )
+        for i, name in enumerate(cap_names)
+    ]
     if jobs:
         jobs.append(_boundaries_job(capabilities, cfg))
     membership = caps * (label_chars + CARD_TEXT_CHARS + 2 * REASON_CHARS + 2 * ITEM_OVERHEAD_CHARS) + k * label_chars
     boundaries = caps * (label_chars + min(caps - 1, MAX_NON_EXAMPLES) * (BOUNDARY_CHARS + 4) + ITEM_OVERHEAD_CHARS)
-    stage = _stage("merge", jobs, (membership + boundaries) if jobs else 0,
-                   f"one call over {k} micro-capabilities into ~{caps} capabilities, one for their boundaries", cfg, cached=False)
+    stage = _stage(
+        "merge",
+        jobs,
+        (membership + boundaries) if jobs else 0,
+        f"one call over {k} micro-capabilities into ~{caps} capabilities, one for their boundaries",
+        cfg,
+        cached=False,
+    )
     return stage, capabilities
 
 
@@ -315,19 +449,31 @@ def _tag_stage(criteria: pl.DataFrame, capabilities: list, cfg: PipelineConfig, 
 
     jobs = _capture(tag, criteria, Taxonomy(capabilities=capabilities), cfg)
     per_item = (cfg.tag.min_tags + cfg.tag.max_tags) / 2 * label_chars + ITEM_OVERHEAD_CHARS
-    return _stage("tag", jobs, criteria.height * per_item, f"exact batches; taxonomy of ~{len(capabilities)} capabilities stood in", cfg)
+    return _stage(
+        "tag",
+        jobs,
+        criteria.height * per_item,
+        f"exact batches; taxonomy of ~{len(capabilities)} capabilities stood in",
+        cfg,
+    )
 
 
 def _notes(cfg: PipelineConfig, backend: str) -> list[str]:
     notes = [
-        f"{backend} backend, model {cfg.llm.model}; prices per million tokens: input {cfg.llm.prices.input}, output {cfg.llm.prices.output}, embedding {cfg.llm.prices.embedding}.",
-        f"Tokens are counted at 4 characters each; answers are sized as a model writes every field; re-asks are counted at {REASK_RATE['discover']:.0%} of Stage 1's calls "
-        f"and {OTHER_REASK_RATE:.0%} of the others', each resending its conversation. The range goes from no re-asks and answers {ANSWER_SPREAD:.0%} shorter to twice the re-asks "
+        f"{backend} backend, model {cfg.llm.model}; prices per million tokens: input "
+        f"{cfg.llm.prices.input}, output {cfg.llm.prices.output}, embedding {cfg.llm.prices.embedding}.",
+        "Tokens are counted at 4 characters each; answers are sized as a model writes every "
+        f"field; re-asks are counted at {REASK_RATE['discover']:.0%} of Stage 1's calls "
+        f"and {OTHER_REASK_RATE:.0%} of the others', each resending its conversation. The range "
+        f"goes from no re-asks and answers {ANSWER_SPREAD:.0%} shorter to twice the re-asks "
         f"and answers {ANSWER_SPREAD:.0%} longer; retries after network or quota errors are not included.",
-        f"Cached prompt tokens (the instructions every call of a stage shares, once at least {cfg.llm.context_cache.min_tokens} tokens) are priced at "
-        f"{cfg.llm.prices.cached()} per million, the tokens written into explicit caches at the input price; their storage "
+        "Cached prompt tokens (the instructions every call of a stage shares, "
+        f"once at least {cfg.llm.context_cache.min_tokens} tokens) are priced at "
+        f"{cfg.llm.prices.cached()} per million, the tokens written "
+        "into explicit caches at the input price; their storage "
         "(llm.prices.cache_storage per million tokens per hour, for minutes) is not included.",
-        "Stage 1 prompts are the exact ones; later stages are estimated from the config (micro-clusters, capabilities, batch sizes), since their prompts depend on earlier answers.",
+        "Stage 1 prompts are the exact ones; later stages are estimated from the config "
+        "(micro-clusters, capabilities, batch sizes), since their prompts depend on earlier answers.",
     ]
     if backend == "offline":
         notes.insert(0, "The offline backend makes no LLM call: this is what the LLM pipeline would cost.")

@@ -4,6 +4,7 @@ so any stage can be re-run alone, and a killed run resumes from what is on disk.
 A stage is reused only when its files exist and its fingerprint (provenance.py) is unchanged;
 otherwise it and everything after it are recomputed (the LLM cache still answers every unchanged
 request, so nothing is paid twice)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -24,7 +25,29 @@ from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import resolve_provider_name
 from taxonomy.prompts import template_hash
 from taxonomy.provenance import STAGE_INPUTS, fingerprint, why_stale
-from taxonomy.run import CLUSTERS, CRITERIA, CRITERION_CLUSTERS, LABELS, LABEL_EMBEDDINGS, MICRO, PROMPTS, REJECTED, REJECTED_MD, STAGES, TAGS, TAGS_SUMMARY, TAXONOMY, TAXONOMY_MD, USAGE_KEYS, RunDir, RunError, default_run_dir, elapsed, now, versions
+from taxonomy.run import (
+    CLUSTERS,
+    CRITERIA,
+    CRITERION_CLUSTERS,
+    LABELS,
+    LABEL_EMBEDDINGS,
+    MICRO,
+    PROMPTS,
+    REJECTED,
+    REJECTED_MD,
+    STAGES,
+    TAGS,
+    TAGS_SUMMARY,
+    TAXONOMY,
+    TAXONOMY_MD,
+    USAGE_KEYS,
+    RunDir,
+    RunError,
+    default_run_dir,
+    elapsed,
+    now,
+    versions,
+)
 from taxonomy.schemas import MicroCapability
 
 
@@ -52,8 +75,13 @@ class Session:
         return self.engine.notice(self.cfg)
 
     def embedder(self):
-        return choose_embedder(self.cfg, self.backend, self.runner, self.cache,
-                               on_call=lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0))
+        return choose_embedder(
+            self.cfg,
+            self.backend,
+            self.runner,
+            self.cache,
+            on_call=lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0),
+        )
 
     def corpus_hash(self) -> str:
         recorded = (self.run.manifest.get("corpus") or {}).get("content_hash")
@@ -61,8 +89,14 @@ class Session:
 
 
 def open_session(
-    cfg: PipelineConfig, *, provider: str | None = None, run_dir: Path | None = None,
-    show_progress: bool = True, credentials: Any = None, run_suffix: str = "", from_source: bool = True,
+    cfg: PipelineConfig,
+    *,
+    provider: str | None = None,
+    run_dir: Path | None = None,
+    show_progress: bool = True,
+    credentials: Any = None,
+    run_suffix: str = "",
+    from_source: bool = True,
     load_now: bool = False,
 ) -> Session:
     """`from_source`: the corpus is re-read (once) when a stage needs it, so a changed corpus is noticed.
@@ -72,8 +106,16 @@ def open_session(
     if run_dir is None:
         run_dir = default_run_dir(cfg, backend, cfg.llm.model, run_suffix)
     # The backend first: a missing key or server URL stops here, before the run folder exists.
-    engine = choose_backend(cfg, backend, credentials=credentials, show_progress=show_progress, batch_dir=Path(run_dir),
-                            on_paid=lambda stage, c, kind="generate": run.log_usage(stage, kind, c.prompt_tokens, c.output_tokens, c.cached_tokens))
+    engine = choose_backend(
+        cfg,
+        backend,
+        credentials=credentials,
+        show_progress=show_progress,
+        batch_dir=Path(run_dir),
+        on_paid=lambda stage, c, kind="generate": run.log_usage(
+            stage, kind, c.prompt_tokens, c.output_tokens, c.cached_tokens
+        ),
+    )
     run = RunDir(run_dir)
     owner = run.manifest.get("pipeline")
     if owner is not None and owner != cfg.name:
@@ -84,12 +126,18 @@ def open_session(
     session = Session(cfg, run, backend, engine, from_source=from_source)
     if from_source and load_now:  # a corpus that does not load stops here, before the manifest takes the new settings
         ensure_criteria(session)
-    run.manifest.update({
-        "pipeline": cfg.name, "backend": backend, "model": engine.model,
-        "versions": versions(), "settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})),
-        "config_dir": str(cfg.base_dir), "seeds": {"cluster": cfg.cluster.seed},
-        "prompt_hashes": {stage: template_hash(name) for stage, name in PROMPTS.items()},
-    })
+    run.manifest.update(
+        {
+            "pipeline": cfg.name,
+            "backend": backend,
+            "model": engine.model,
+            "versions": versions(),
+            "settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})),
+            "config_dir": str(cfg.base_dir),
+            "seeds": {"cluster": cfg.cluster.seed},
+            "prompt_hashes": {stage: template_hash(name) for stage, name in PROMPTS.items()},
+        }
+    )
     run.manifest.setdefault("created", now())
     run.save_manifest()
     return session
@@ -109,14 +157,19 @@ def ensure_criteria(s: Session) -> pl.DataFrame:
         corpus = load_corpus(s.cfg.corpus, s.cfg.base_dir)
         if corpus.frame.is_empty():
             where = f"{s.cfg.base_dir}: key corpus" if s.cfg.corpus.limit is None else "--limit / corpus.limit"
-            raise RunError(f"{where}: the corpus has no criteria left after filtering; fix: point [corpus] at a file with criteria, or relax papers/limit/on_empty")
+            raise RunError(
+                f"{where}: the corpus has no criteria left after filtering; fix: point "
+                "[corpus] at a file with criteria, or relax papers/limit/on_empty"
+            )
         digest = frame_hash(corpus.frame)
         recorded = (s.run.manifest.get("corpus") or {}).get("content_hash")
         if not s.run.has(CRITERIA) or recorded != digest:
             s.run.write_parquet(CRITERIA, corpus.frame)
             s.run.manifest["corpus"] = {
-                "n_criteria": corpus.frame.height, "n_tasks": corpus.frame["task_id"].n_unique(),
-                "warnings": corpus.warnings, "content_hash": digest,
+                "n_criteria": corpus.frame.height,
+                "n_tasks": corpus.frame["task_id"].n_unique(),
+                "warnings": corpus.warnings,
+                "content_hash": digest,
             }
             s.run.save_manifest()
         s._corpus_checked = True
@@ -136,7 +189,9 @@ def stage_usage(s: Session, stage: str) -> dict[str, Any]:
     prices = s.cfg.llm.prices
     out.update(
         new_calls=here.calls if here is not None else 0,  # paid by this process; `calls` counts every process
-        calls=paid.get("calls", 0), prompt_tokens=paid.get("prompt_tokens", 0), output_tokens=paid.get("output_tokens", 0),
+        calls=paid.get("calls", 0),
+        prompt_tokens=paid.get("prompt_tokens", 0),
+        output_tokens=paid.get("output_tokens", 0),
         cost_usd=round(prices.cost(paid), 6),  # cached prompt tokens at the cached rate
     )
     for key in USAGE_KEYS[3:]:  # the counts besides calls and tokens, where any were paid
@@ -151,8 +206,12 @@ def step_discover(s: Session) -> dict[str, Any]:
     s.run.write_parquet(LABELS, labels)
     failed = labels.filter(pl.col("status") == "failed")
     notes = s.engine.brief_notes(criteria, s.cfg)
-    return {"criteria": labels.height, "failed": failed.height, "unique_labels": labels["labels"].explode().drop_nulls().n_unique(),
-            "notes": notes}
+    return {
+        "criteria": labels.height,
+        "failed": failed.height,
+        "unique_labels": labels["labels"].explode().drop_nulls().n_unique(),
+        "notes": notes,
+    }
 
 
 def step_cluster(s: Session) -> dict[str, Any]:
@@ -162,7 +221,8 @@ def step_cluster(s: Session) -> dict[str, Any]:
     embedder = s.embedder()
     if stage1["labels"].explode().drop_nulls().is_empty():
         raise RunError(
-            f"{s.run.path / LABELS}: no criterion got a valid label ({stage1.height} failed), so there is nothing to cluster; "
+            f"{s.run.path / LABELS}: no criterion got a valid label "
+            f"({stage1.height} failed), so there is nothing to cluster; "
             "fix: read the problems column, and check the [labels] settings and the model"
         )
     embedder = s.engine.label_embedder(ensure_criteria(s), stage1, s.cfg, embedder)
@@ -171,8 +231,13 @@ def step_cluster(s: Session) -> dict[str, Any]:
     s.run.write_parquet(CLUSTERS, result.clusters)
     s.run.write_parquet(CRITERION_CLUSTERS, result.criterion_clusters)
     s.run.write_npy(LABEL_EMBEDDINGS, result.embeddings)
-    return {"unique_labels": result.clusters.height, "clusters": result.clusters["cluster_id"].n_unique(),
-            "method": result.method, "embedder": embedder.name, "notes": [result.k_note]}
+    return {
+        "unique_labels": result.clusters.height,
+        "clusters": result.clusters["cluster_id"].n_unique(),
+        "method": result.method,
+        "embedder": embedder.name,
+        "notes": [result.k_note],
+    }
 
 
 def _micro(s: Session) -> list[MicroCapability]:
@@ -181,8 +246,12 @@ def _micro(s: Session) -> list[MicroCapability]:
 
 def step_canonicalize(s: Session) -> dict[str, Any]:
     micro, notes = s.engine.canonicalize(
-        s.run.read_parquet(CLUSTERS, "cluster"), s.run.read_parquet(CRITERION_CLUSTERS, "cluster"),
-        ensure_criteria(s), s.cfg, s.run.read_parquet(LABELS, "discover"), s.run.read_npy(LABEL_EMBEDDINGS, "cluster"),
+        s.run.read_parquet(CLUSTERS, "cluster"),
+        s.run.read_parquet(CRITERION_CLUSTERS, "cluster"),
+        ensure_criteria(s),
+        s.cfg,
+        s.run.read_parquet(LABELS, "discover"),
+        s.run.read_npy(LABEL_EMBEDDINGS, "cluster"),
     )
     s.run.write_json(MICRO, [m.model_dump() for m in micro])
     return {"micro_capabilities": len(micro), "notes": notes}
@@ -201,8 +270,12 @@ def micro_co_labels(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
     """[i, j]: criteria whose Stage 1 labels fall in both micro[i] and micro[j] (sibling choice)."""
     from taxonomy.merge.siblings import co_label_counts
 
-    return co_label_counts(run.read_parquet(LABELS, "discover"), run.read_parquet(CLUSTERS, "cluster"),
-                           {m.cluster_id: i for i, m in enumerate(micro)}, len(micro))
+    return co_label_counts(
+        run.read_parquet(LABELS, "discover"),
+        run.read_parquet(CLUSTERS, "cluster"),
+        {m.cluster_id: i for i, m in enumerate(micro)},
+        len(micro),
+    )
 
 
 def step_merge(s: Session) -> dict[str, Any]:
@@ -211,8 +284,9 @@ def step_merge(s: Session) -> dict[str, Any]:
 
     micro = _micro(s)
     centroids, co_micro = micro_centroids(s.run, micro), micro_co_labels(s.run, micro)
-    taxonomy = s.engine.merge(micro, centroids, s.cfg, s.cfg.name, co_micro, ensure_criteria(s),
-                              s.run.read_parquet(LABELS, "discover"))
+    taxonomy = s.engine.merge(
+        micro, centroids, s.cfg, s.cfg.name, co_micro, ensure_criteria(s), s.run.read_parquet(LABELS, "discover")
+    )
     if taxonomy.violations and not s.cfg.merge.accept_violations:
         # Kept for inspection under a name no later stage reads; the stage fails.
         s.run.write_json(REJECTED, taxonomy.model_dump())
@@ -222,8 +296,12 @@ def step_merge(s: Session) -> dict[str, Any]:
         (s.run.path / stale).unlink(missing_ok=True)
     s.run.write_json(TAXONOMY, taxonomy.model_dump())
     s.run.write_text(TAXONOMY_MD, taxonomy_markdown(taxonomy))
-    return {"capabilities": len(taxonomy.capabilities), "content_hash": taxonomy.content_hash, "repairs": taxonomy.repairs,
-            "violations": taxonomy.violations}
+    return {
+        "capabilities": len(taxonomy.capabilities),
+        "content_hash": taxonomy.content_hash,
+        "repairs": taxonomy.repairs,
+        "violations": taxonomy.violations,
+    }
 
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
@@ -236,22 +314,33 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     stage1 = s.run.read_parquet(LABELS) if s.run.has(LABELS) else None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
     criteria = ensure_criteria(s)
-    tags = s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels, folder=source.parent)  # the run that holds the taxonomy
+    # the run that holds the taxonomy
+    tags = s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels, folder=source.parent)
     s.run.write_parquet(TAGS, tags)
     summary = primary_shares(tags, criteria)
     s.run.write_text(TAGS_SUMMARY, summary_markdown(summary))
-    if source.resolve() == (s.run.path / TAXONOMY).resolve():  # the run's own taxonomy: its table gives the tags' shares
+    # the run's own taxonomy: its table gives the tags' shares
+    if source.resolve() == (s.run.path / TAXONOMY).resolve():
         s.run.write_text(TAXONOMY_MD, taxonomy_markdown(taxonomy, summary))
     notes = s.engine.brief_notes(criteria, s.cfg)
     # Stage 3 co-tagging is the other half of "nearest sibling": a pair tagged together often must have a boundary.
-    notes += unbounded_cotagged(tags, taxonomy.names(), [c.non_examples for c in taxonomy.capabilities], s.cfg.tag.cotag_min_share)
-    return {"criteria": tags.height, "failed": tags.filter(pl.col("status") == "failed").height, "taxonomy_hash": taxonomy.content_hash,
-            "notes": notes}
+    notes += unbounded_cotagged(
+        tags, taxonomy.names(), [c.non_examples for c in taxonomy.capabilities], s.cfg.tag.cotag_min_share
+    )
+    return {
+        "criteria": tags.height,
+        "failed": tags.filter(pl.col("status") == "failed").height,
+        "taxonomy_hash": taxonomy.content_hash,
+        "notes": notes,
+    }
 
 
 STEPS: dict[str, Callable[[Session], dict[str, Any]]] = {
-    "discover": step_discover, "cluster": step_cluster, "canonicalize": step_canonicalize,
-    "merge": step_merge, "tag": step_tag,
+    "discover": step_discover,
+    "cluster": step_cluster,
+    "canonicalize": step_canonicalize,
+    "merge": step_merge,
+    "tag": step_tag,
 }
 
 
@@ -299,7 +388,9 @@ def total_usage(s: Session) -> dict[str, Any]:
     return {**totals, "cost_usd": round(s.cfg.llm.prices.cost(totals), 6)}
 
 
-def run_pipeline(s: Session, *, force_from: str | None = None, on_stage: Callable[[str, dict], None] | None = None) -> None:
+def run_pipeline(
+    s: Session, *, force_from: str | None = None, on_stage: Callable[[str, dict], None] | None = None
+) -> None:
     """All stages in order. A stage is reused when its files are on disk and its fingerprint is
     unchanged; once one stage is rebuilt (or forced), every stage after it is rebuilt too."""
     ensure_criteria(s)

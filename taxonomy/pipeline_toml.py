@@ -3,6 +3,7 @@ leaves in its run directory, so the run can be repeated and tuned.
 
 The corpus section is written out; every other setting follows as a comment with its default, taken
 from the config models themselves, so the file is the one place that shows every key."""
+
 from __future__ import annotations
 
 import json
@@ -37,11 +38,17 @@ def small_merge(n: int, merge: MergeConfig | None = None) -> tuple[dict | None, 
     if n < 1 or feasible(n, merge):
         return None, None
     caps = max(1, min(merge.max_caps, n))
-    bounds = {"min_caps": min(merge.min_caps, caps), "max_caps": merge.max_caps, "min_share": 0.0,
-              "max_share": max(merge.max_share, math.ceil(n / caps) / n)}
-    why = (f"{n} {'criterion' if n == 1 else 'criteria'} cannot make {merge.min_caps}-{merge.max_caps} capabilities of "
-           f"{merge.min_share:.0%}-{merge.max_share:.0%} each (each capability needs at least one criterion), so this "
-           f"run allows {bounds['min_caps']}-{bounds['max_caps']} capabilities of up to {bounds['max_share']:.0%}")
+    bounds = {
+        "min_caps": min(merge.min_caps, caps),
+        "max_caps": merge.max_caps,
+        "min_share": 0.0,
+        "max_share": max(merge.max_share, math.ceil(n / caps) / n),
+    }
+    why = (
+        f"{n} {'criterion' if n == 1 else 'criteria'} cannot make {merge.min_caps}-{merge.max_caps} capabilities of "
+        f"{merge.min_share:.0%}-{merge.max_share:.0%} each (each capability needs at least one criterion), so this "
+        f"run allows {bounds['min_caps']}-{bounds['max_caps']} capabilities of up to {bounds['max_share']:.0%}"
+    )
     return bounds, why
 
 
@@ -58,8 +65,10 @@ def pipeline_name(corpus: Path) -> str:
 
 def corpus_config(found: Detected, n_criteria: int | None = None) -> PipelineConfig:
     """The config a run over a bare corpus uses (paths absolute, so it does not depend on the TOML's place)."""
-    raw: dict[str, Any] = {"name": pipeline_name(found.path),
-                           "corpus": {"path": str(found.path.resolve()), "format": found.format}}
+    raw: dict[str, Any] = {
+        "name": pipeline_name(found.path),
+        "corpus": {"path": str(found.path.resolve()), "format": found.format},
+    }
     if found.format == "table":
         raw["corpus"]["columns"] = found.columns.model_dump()
     bounds = small_merge(n_criteria)[0] if n_criteria is not None else None
@@ -106,7 +115,9 @@ def _relative(path: str, folder: Path) -> str:
         return str(path)
 
 
-def render(cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: int | None = None, pin_output: bool = False) -> str:
+def render(
+    cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: int | None = None, pin_output: bool = False
+) -> str:
     """The TOML text for `cfg`; the corpus path is relative to the TOML's folder when the file lies under it.
     `pin_output`: write [output] dir, so the TOML resumes the same run from any folder (a run's own copy)."""
     folder = toml_path.parent.resolve()
@@ -130,10 +141,13 @@ def render(cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: in
     skip = {"name", "corpus", "base_dir"}
     if cfg.merge.model_dump() != type(cfg.merge)().model_dump():
         skip.add("merge")
-        lines += ["", "[merge]",
-                  f"# {small_merge(n_criteria or 0)[1] or 'bounds set for this corpus'}.",
-                  "# Delete them once the corpus can meet the defaults.",
-                  *(f"{k} = {_value(getattr(cfg.merge, k))}" for k in SMALL_MERGE)]
+        lines += [
+            "",
+            "[merge]",
+            f"# {small_merge(n_criteria or 0)[1] or 'bounds set for this corpus'}.",
+            "# Delete them once the corpus can meet the defaults.",
+            *(f"{k} = {_value(getattr(cfg.merge, k))}" for k in SMALL_MERGE),
+        ]
     skip.add("output")
     if pin_output:
         lines += ["", "[output]", f"dir = {_value(_relative(cfg.output.dir, folder))}"]
@@ -165,4 +179,3 @@ def init_pipeline(corpus: Path, toml_path: Path | None = None, force: bool = Fal
     cfg, n = config_for_corpus(found)
     toml_path.write_text(render(cfg, found, toml_path, n), encoding="utf-8")
     return toml_path, found, n
-

@@ -2,6 +2,7 @@
 
 The repository's prompts/ folder is installed as the package `taxonomy_prompts` (pyproject.toml), so a
 wheel, `pip install .` and an editable install all find the templates by that one name."""
+
 from __future__ import annotations
 
 import hashlib

@@ -3,6 +3,7 @@
 Every stage records a fingerprint of what it was built from (the corpus snapshot's content hash, the
 config sections it reads, its prompt template, the backend and model, and its inputs' fingerprints).
 A stage is reused only when its files exist and that fingerprint is unchanged."""
+
 from __future__ import annotations
 
 import hashlib
@@ -24,11 +25,18 @@ STAGE_CONFIG = {
     "merge": ("labels", "merge"),
     "tag": ("labels", "tag", "discover.brief_max_chars"),
 }
-STAGE_INPUTS = {"discover": (), "cluster": ("discover",), "canonicalize": ("cluster",), "merge": ("canonicalize",), "tag": ("discover", "merge")}
+STAGE_INPUTS = {
+    "discover": (),
+    "cluster": ("discover",),
+    "canonicalize": ("cluster",),
+    "merge": ("canonicalize",),
+    "tag": ("discover", "merge"),
+}
 
 
 class Built(Protocol):
     """What provenance reads of a session (pipeline.Session)."""
+
     cfg: PipelineConfig
     run: RunDir
     backend: str
@@ -84,7 +92,11 @@ def fingerprint(s: Built, stage: str, taxonomy_hash: str | None = None) -> tuple
 
 def _diff(old: Any, new: Any, where: str) -> list[str]:
     if isinstance(old, dict) and isinstance(new, dict):
-        return [d for k in sorted(set(old) | set(new)) for d in _diff(old.get(k), new.get(k), f"{where}.{k}" if where else k)]
+        return [
+            d
+            for k in sorted(set(old) | set(new))
+            for d in _diff(old.get(k), new.get(k), f"{where}.{k}" if where else k)
+        ]
     if old == new:
         return []
     show = lambda v: json.dumps(v)[:40]  # noqa: E731
@@ -115,8 +127,11 @@ def why_stale(s: Built, stage: str, taxonomy_hash: str | None = None) -> str | N
     if old.get("prompt") != parts["prompt"]:
         reasons.append(f"prompt template {PROMPTS.get(stage)} changed")
     reasons += [f"backend {d}" for d in _diff(old.get("backend"), parts["backend"], "")]
-    reasons += [f"its input `{up}` was rebuilt" for up in STAGE_INPUTS[stage]
-                if (old.get("inputs") or {}).get(up) != parts["inputs"].get(up)]
+    reasons += [
+        f"its input `{up}` was rebuilt"
+        for up in STAGE_INPUTS[stage]
+        if (old.get("inputs") or {}).get(up) != parts["inputs"].get(up)
+    ]
     if old.get("taxonomy") != parts.get("taxonomy"):
         reasons.append(f"taxonomy {old.get('taxonomy')} -> {parts.get('taxonomy')}")
     return "; ".join(reasons) or "fingerprint changed"

@@ -1,6 +1,7 @@
 """A run directory: the only hand-off between stages. Artifacts are written atomically with the
 user's umask, the manifest records what ran and from what (fingerprints), and a damaged artifact
 is reported on one line instead of a traceback."""
+
 from __future__ import annotations
 
 import errno
@@ -33,7 +34,8 @@ LABEL_EMBEDDINGS = "label_embeddings.npy"
 MICRO = "micro_capabilities.json"
 TAXONOMY = "taxonomy.json"
 TAXONOMY_MD = "taxonomy.md"
-REJECTED = "taxonomy.rejected.json"  # a merge that broke its constraints, kept for inspection under a name no stage reads
+# a merge that broke its constraints, kept for inspection under a name no stage reads
+REJECTED = "taxonomy.rejected.json"
 REJECTED_MD = "taxonomy.rejected.md"
 TAGS = "stage3_tags.parquet"
 TAGS_SUMMARY = "stage3_summary.md"
@@ -51,10 +53,18 @@ STAGE_FILES = {
     "tag": (TAGS,),
 }
 # Every artifact a reader parses (markdown is only shown) and the stage a damaged one sends the user back to.
-ARTIFACTS = {CRITERIA: "discover", **{name: stage for stage, names in STAGE_FILES.items() for name in names if not name.endswith(".md")}}
+ARTIFACTS = {
+    CRITERIA: "discover",
+    **{name: stage for stage, names in STAGE_FILES.items() for name in names if not name.endswith(".md")},
+}
 # Bumped when the run layout or provenance changes; a run made by a newer tool is refused.
 RUN_FORMAT = 2
-PROMPTS = {"discover": "stage1_discovery.j2", "canonicalize": "stage2_canonicalize.j2", "merge": "stage2_merge.j2", "tag": "stage3_tagging.j2"}
+PROMPTS = {
+    "discover": "stage1_discovery.j2",
+    "canonicalize": "stage2_canonicalize.j2",
+    "merge": "stage2_merge.j2",
+    "tag": "stage3_tagging.j2",
+}
 
 
 class RunError(ValueError):
@@ -64,8 +74,20 @@ class RunError(ValueError):
 _UMASK_LOCK = threading.Lock()
 _LEDGER_LOCK = threading.Lock()
 LEDGER = "usage.jsonl"  # one line per paid call, appended by every process that works on the run
-USAGE_KEYS = ("calls", "prompt_tokens", "output_tokens", "batch_calls", "batch_prompt_tokens", "batch_output_tokens", "embed_calls", "embed_tokens",
-              "cached_prompt_tokens", "batch_cached_prompt_tokens", "cache_tokens", "cache_token_seconds")
+USAGE_KEYS = (
+    "calls",
+    "prompt_tokens",
+    "output_tokens",
+    "batch_calls",
+    "batch_prompt_tokens",
+    "batch_output_tokens",
+    "embed_calls",
+    "embed_tokens",
+    "cached_prompt_tokens",
+    "batch_cached_prompt_tokens",
+    "cache_tokens",
+    "cache_token_seconds",
+)
 
 
 def user_mode() -> int:
@@ -133,7 +155,9 @@ def unwritable(exc: OSError, path: str | Path | None = None) -> RunError | None:
         why, fix = exc.strerror or type(exc).__name__, f"check {folder}, {elsewhere}"
     # No "run the same command again": after `edit`, whose taxonomy may already be saved when its report is refused,
     # that would repeat the edit. Every write is atomic, so what is on disk is whole either way.
-    return RunError(f"{target}: cannot be written ({why}); fix: {fix}. Files already on disk are whole (every write is atomic)")
+    return RunError(
+        f"{target}: cannot be written ({why}); fix: {fix}. Files already on disk are whole (every write is atomic)"
+    )
 
 
 def damaged(path: Path, exc: BaseException, stage: str) -> RunError:
@@ -153,7 +177,9 @@ class RunDir:
     def __post_init__(self) -> None:
         self.path = Path(self.path)
         if self.path.exists() and not self.path.is_dir():
-            raise RunError(f"{self.path}: not a directory; fix: pass a run directory (or a new folder name) to --run-dir")
+            raise RunError(
+                f"{self.path}: not a directory; fix: pass a run directory (or a new folder name) to --run-dir"
+            )
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -165,17 +191,24 @@ class RunDir:
             except (ValueError, UnicodeDecodeError) as exc:
                 raise RunError(
                     f"{manifest}: damaged ({type(exc).__name__}: {str(exc)[:120]}); fix: restore it, or delete it and "
-                    "run `taxonomy run` on the pipeline again (artifacts without a valid manifest are recomputed; answers are cached)"
+                    "run `taxonomy run` on the pipeline again (artifacts without "
+                    "a valid manifest are recomputed; answers are cached)"
                 ) from None
             if not isinstance(self.manifest, dict):
-                raise RunError(f"{manifest}: not a JSON object; fix: delete it and run `taxonomy run` on the pipeline again")
+                raise RunError(
+                    f"{manifest}: not a JSON object; fix: delete it and run `taxonomy run` on the pipeline again"
+                )
             for key in ("stages", "corpus", "uses", "settings"):
                 if key in self.manifest and not isinstance(self.manifest[key], dict):
-                    raise RunError(f"{manifest}: key {key} is not a JSON object; fix: restore the file, or delete it and run `taxonomy run` on the pipeline again")
+                    raise RunError(
+                        f"{manifest}: key {key} is not a JSON object; fix: restore the "
+                        "file, or delete it and run `taxonomy run` on the pipeline again"
+                    )
             made_by = self.manifest.get("run_format", 0)
             if isinstance(made_by, int) and made_by > RUN_FORMAT:
                 raise RunError(
-                    f"{manifest}: run_format {made_by} was written by a newer rubric-taxonomy (this one reads {RUN_FORMAT}); "
+                    f"{manifest}: run_format {made_by} was written by a "
+                    f"newer rubric-taxonomy (this one reads {RUN_FORMAT}); "
                     "fix: upgrade rubric-taxonomy, or use another --run-dir"
                 )
 
@@ -184,7 +217,9 @@ class RunDir:
 
     def need(self, name: str, stage: str) -> Path:
         if not self.has(name):
-            raise RunError(f"{self.path / name}: missing; fix: run `taxonomy {stage} {self.path}` (or `taxonomy run`) first")
+            raise RunError(
+                f"{self.path / name}: missing; fix: run `taxonomy {stage} {self.path}` (or `taxonomy run`) first"
+            )
         return self.path / name
 
     def write_parquet(self, name: str, frame: pl.DataFrame) -> None:
@@ -299,7 +334,10 @@ def config_from_run(run_dir: Path) -> PipelineConfig:
     """The settings a run recorded in its manifest, paths read from where its pipeline TOML was."""
     manifest = RunDir(run_dir).manifest
     if "settings" not in manifest:
-        raise RunError(f"{run_dir / MANIFEST}: missing or has no settings; fix: pass a pipeline TOML, or a run directory made by `taxonomy run`")
+        raise RunError(
+            f"{run_dir / MANIFEST}: missing or has no settings; fix: pass "
+            "a pipeline TOML, or a run directory made by `taxonomy run`"
+        )
     return PipelineConfig.model_validate({**manifest["settings"], "base_dir": manifest.get("config_dir", ".")})
 
 
@@ -336,7 +374,10 @@ def stale_uses(run: RunDir) -> dict[str, str]:
     except TaxonomyError:
         return {}
     return {
-        name: f"{name}/ was computed with taxonomy {rec.get('taxonomy_hash')}, not the current {current}; re-run `taxonomy {name}`"
+        name: (
+            f"{name}/ was computed with taxonomy {rec.get('taxonomy_hash')}, not the current {current}; "
+            f"re-run `taxonomy {name}`"
+        )
         for name, rec in (run.manifest.get("uses") or {}).items()
         if isinstance(rec, dict) and rec.get("taxonomy_hash") != current
     }

@@ -3,6 +3,7 @@
 LLM answers are always a top-level object: Gemini takes an array schema, but
 OpenAI-compatible json_schema modes want an object, and one shape serves both.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,11 +51,17 @@ class DesignPrinciples(Model):
 
     None means unknown: the offline backend decides neither without a domain-free signal."""
 
-    needs_native_inspection: bool | None = Field(None, description=(
-        "P2: the check depends on artifact properties that do not survive flattening to text or rendering "
-        "(formula structure, layout metadata, cross-file references, environment state)"))
+    needs_native_inspection: bool | None = Field(
+        None,
+        description=(
+            "P2: the check depends on artifact properties that do not survive flattening to text or rendering "
+            "(formula structure, layout metadata, cross-file references, environment state)"
+        ),
+    )
     needs_native_inspection_reason: str = ""
-    needs_domain_conventions: bool | None = Field(None, description="P3: the check depends on conventions absent from the criterion text")
+    needs_domain_conventions: bool | None = Field(
+        None, description="P3: the check depends on conventions absent from the criterion text"
+    )
     needs_domain_conventions_reason: str = ""
 
 
@@ -153,7 +160,8 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
     score_offset: float = 0.0
 
     def described(self) -> str:
-        """The description as exports and prompts carry it: a person's statement of what it checks first, marked as theirs."""
+        """The description as exports and prompts carry it: a person's statement of what it checks first, marked as
+        theirs."""
         return f"{STATED}: {self.checks} {self.description}" if self.checks else self.description
 
     def as_stated(self) -> "TaxonomyCapability":
@@ -182,8 +190,13 @@ class Taxonomy(BaseModel):
     def compute_hash(self) -> str:
         # Undecided design-principle fields are left out, so a taxonomy written before they existed keeps its hash.
         unset = {name: field.default for name, field in DesignPrinciples.model_fields.items()}
-        unset |= {name: TaxonomyCapability.model_fields[name].default for name in ("title", "checks", "key_phrases", "phrase_weights", "score_offset")}
-        body = [{k: v for k, v in c.model_dump().items() if not (k in unset and v == unset[k])} for c in self.capabilities]
+        unset |= {
+            name: TaxonomyCapability.model_fields[name].default
+            for name in ("title", "checks", "key_phrases", "phrase_weights", "score_offset")
+        }
+        body = [
+            {k: v for k, v in c.model_dump().items() if not (k in unset and v == unset[k])} for c in self.capabilities
+        ]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
     def names(self) -> list[str]:

@@ -1,4 +1,5 @@
 """Keys never reach logs, caches, reports or outputs: anything we print or store passes through redact()."""
+
 from __future__ import annotations
 
 import os

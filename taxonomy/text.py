@@ -11,6 +11,7 @@ script; scripts written without spaces (Han, kana, Hangul, Thai) are read as cha
     FUNCTION_WORDS       the English ones (NAME_STOP_WORDS and PHRASE_STOP_WORDS: what validate.py's rules skip)
     NEGATIONS            words that turn a statement into its negation
 """
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,20 @@ from functools import lru_cache
 from stop_words import LANGUAGE_MAPPING, get_stop_words
 
 __all__ = [
-    "FUNCTION_WORDS", "NAME_STOP_WORDS", "PHRASE_STOP_WORDS", "WORD", "STEM_LETTERS", "NEGATIONS", "words", "tokens", "stem",
-    "is_spaceless", "normalized", "function_words", "corpus_languages", "language_name",
+    "FUNCTION_WORDS",
+    "NAME_STOP_WORDS",
+    "PHRASE_STOP_WORDS",
+    "WORD",
+    "STEM_LETTERS",
+    "NEGATIONS",
+    "words",
+    "tokens",
+    "stem",
+    "is_spaceless",
+    "normalized",
+    "function_words",
+    "corpus_languages",
+    "language_name",
 ]
 
 # Han, kana, Hangul syllables, Thai: no spaces between words.
@@ -95,14 +108,19 @@ PHRASE_STOP_WORDS = frozenset(
 # English function words: the two lists above, plus the auxiliaries, pronouns and quantifiers an offline
 # name must not be made of.
 # Grammar, not a domain: the same list serves a medical, legal or code corpus written in English.
-FUNCTION_WORDS = NAME_STOP_WORDS | PHRASE_STOP_WORDS | frozenset(
-    "nor but if so was were been being it them they both either neither there here which who whom whose "
-    "what when where why how can could may might will would shall should do does did done had having also "
-    "only just such other same one two very more most least less many much own our your we you he she his her "
-    # prepositions and conjunctions of place, time and reason; not those that carry a check's sense
-    # ("against", "between", "without", "except", "over": a stance, a comparison, a negation, an exclusion)
-    "about above across after along among around before behind below beneath beside during inside near off out "
-    "outside since through toward towards under until up upon within while because although though whether unless".split()
+FUNCTION_WORDS = (
+    NAME_STOP_WORDS
+    | PHRASE_STOP_WORDS
+    | frozenset(
+        "nor but if so was were been being it them they both either neither there here which who whom whose "
+        "what when where why how can could may might will would shall should do does did done had having also "
+        "only just such other same one two very more most least less many much own our your we you he she his her "
+        # prepositions and conjunctions of place, time and reason; not those that carry a check's sense
+        # ("against", "between", "without", "except", "over": a stance, a comparison, a negation, an exclusion)
+        "about above across after along among around before behind below beneath beside during inside near off out "
+        "outside since through toward towards under until up upon within while because although though "
+        "whether unless".split()
+    )
 )
 
 
@@ -110,10 +128,10 @@ FUNCTION_WORDS = NAME_STOP_WORDS | PHRASE_STOP_WORDS | frozenset(
 # English has the project's own list (FUNCTION_WORDS above), since general stop-word lists drop
 # check verbs ("uses", "shows"). Any other language written with spaces gets its stop words from the
 # `stop-words` package, when enough criteria use them.
-_SAMPLE = 3000         # criteria read to decide the languages: enough, and fast at 100k
-_MIN_HITS = 2          # a criterion with fewer stop words of any language says nothing
+_SAMPLE = 3000  # criteria read to decide the languages: enough, and fast at 100k
+_MIN_HITS = 2  # a criterion with fewer stop words of any language says nothing
 _LANGUAGE_SHARE = 0.05  # a language counts when this share of the read criteria is written in it...
-_LANGUAGE_MIN = 3       # ...and at least this many
+_LANGUAGE_MIN = 3  # ...and at least this many
 
 
 @lru_cache(maxsize=1)

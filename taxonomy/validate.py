@@ -4,6 +4,7 @@ A validator returns a list of messages (empty when the rule holds). Batch valida
 return `Violation`s that name the criterion index, so a stage can keep the good items
 of a batch and re-ask only about the rest.
 """
+
 from __future__ import annotations
 
 import re
@@ -43,14 +44,20 @@ def check_word_count(name: str, rules: LabelRules) -> list[str]:
     n = len([w for w in name.split("_") if w])
     if rules.min_words <= n <= rules.max_words:
         return []
-    return [f"`{name}` has {n} words; use {rules.min_words}-{rules.max_words} underscore-separated words counting `capability`"]
+    return [
+        f"`{name}` has {n} words; use {rules.min_words}-{rules.max_words} "
+        "underscore-separated words counting `capability`"
+    ]
 
 
 def check_head_verb(name: str, rules: LabelRules) -> list[str]:
     head = name.split("_", 1)[0]
     if head not in rules.agent_verbs:
         return []
-    return [f"`{name}` starts with the agent-side verb `{head}`; name what the verifier inspects (e.g. inspect, recompute, trace, compare)"]
+    return [
+        f"`{name}` starts with the agent-side verb `{head}`; name what "
+        "the verifier inspects (e.g. inspect, recompute, trace, compare)"
+    ]
 
 
 @lru_cache(maxsize=65536)
@@ -76,8 +83,12 @@ def check_forbidden_tokens(name: str, rules: LabelRules) -> list[str]:
     if not hits:
         return []
     found = ", ".join(f"`{t}`" + (f" (in `{w}`)" if w != t else "") for t, w in hits.items())
-    return [f"`{name}` contains the tool/format token(s) {found}; restate it without naming a particular tool, format, runtime or data source "
-            "(the plain words tool, file, format, data and source are fine; say what the verifier inspects, e.g. `document_page_layout_inspection_capability`)"]
+    return [
+        f"`{name}` contains the tool/format token(s) {found}; restate it "
+        "without naming a particular tool, format, runtime or data source "
+        "(the plain words tool, file, format, data and source are fine; say what "
+        "the verifier inspects, e.g. `document_page_layout_inspection_capability`)"
+    ]
 
 
 def _name_words(name: str, rules: LabelRules) -> list[str]:
@@ -89,7 +100,10 @@ def check_not_only_stop_words(name: str, rules: LabelRules) -> list[str]:
     words = _name_words(name, rules)
     if any(w not in NAME_STOP_WORDS for w in words):
         return []
-    return [f"`{name}` is made only of stop words; name the check and what it inspects, e.g. `cross_section_consistency_checking_capability`"]
+    return [
+        f"`{name}` is made only of stop words; name the check and what it "
+        "inspects, e.g. `cross_section_consistency_checking_capability`"
+    ]
 
 
 def check_generic_virtue(name: str, rules: LabelRules) -> list[str]:
@@ -103,14 +117,23 @@ def check_generic_virtue(name: str, rules: LabelRules) -> list[str]:
     if len(specific) >= rules.min_specific_words:
         return []
     vague = [w for w in content if w in generic]
-    return [f"`{name}` leans on the generic virtue(s) {', '.join(f'`{v}`' for v in vague)} and names only {len(specific)} specific word(s) "
-            f"(need {rules.min_specific_words}); a capability is a verifier skill, not a virtue: say which check and on what, "
-            "e.g. `numeric_value_recomputation_capability` instead of `overall_accuracy_check_capability`"]
+    return [
+        f"`{name}` leans on the generic virtue(s) {', '.join(f'`{v}`' for v in vague)} "
+        f"and names only {len(specific)} specific word(s) "
+        f"(need {rules.min_specific_words}); a capability is a "
+        "verifier skill, not a virtue: say which check and on what, "
+        "e.g. `numeric_value_recomputation_capability` instead of `overall_accuracy_check_capability`"
+    ]
 
 
 LABEL_RULES: tuple[Callable[[str, LabelRules], list[str]], ...] = (
-    check_charset, check_suffix, check_word_count, check_head_verb, check_forbidden_tokens,
-    check_not_only_stop_words, check_generic_virtue,
+    check_charset,
+    check_suffix,
+    check_word_count,
+    check_head_verb,
+    check_forbidden_tokens,
+    check_not_only_stop_words,
+    check_generic_virtue,
 )
 
 
@@ -140,6 +163,7 @@ _SINGLE_QUOTED = re.compile(r"(?<!\w)['‘]((?:[^'‘’\n]|(?<=\w)['’](?=\w))
 _IDENT = re.compile(r"[A-Za-z][\w-]*(?:[._/:][\w-]+)+|[a-z]+[A-Z]\w*")
 MIN_PHRASE_WORDS = 3
 
+
 def check_rationale_prefix(rationale: str, rules: LabelRules) -> list[str]:
     if rationale.strip().lower().startswith(rules.rationale_prefix):
         return []
@@ -152,7 +176,11 @@ def _words(text: str) -> list[str]:
 
 def _phrases(words: list[str], n: int) -> set[tuple[str, ...]]:
     """Every run of n consecutive words holding at least one word that is not a stop word."""
-    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1) if any(w not in PHRASE_STOP_WORDS for w in words[i:i + n])}
+    return {
+        tuple(words[i : i + n])
+        for i in range(len(words) - n + 1)
+        if any(w not in PHRASE_STOP_WORDS for w in words[i : i + n])
+    }
 
 
 def criterion_literals(criterion: str) -> set[str]:
@@ -164,9 +192,14 @@ def criterion_literals(criterion: str) -> set[str]:
 
 @lru_cache(maxsize=4096)
 def _criterion_index(criterion: str) -> tuple[list[str], frozenset, frozenset]:
-    """A criterion's words, phrases and literals, computed once: the offline path tries several rationales per criterion."""
+    """A criterion's words, phrases and literals, computed once: the offline path tries several rationales per
+    criterion."""
     words = _words(criterion)
-    return words, frozenset(_phrases(words, min(MIN_PHRASE_WORDS, len(words)))), frozenset(criterion_literals(criterion))
+    return (
+        words,
+        frozenset(_phrases(words, min(MIN_PHRASE_WORDS, len(words)))),
+        frozenset(criterion_literals(criterion)),
+    )
 
 
 def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the verifier needs to") -> list[str]:
@@ -177,26 +210,32 @@ def check_rationale_grounding(rationale: str, criterion: str, prefix: str = "the
     word each, so a criterion in Chinese or Japanese is quoted by 3+ consecutive characters."""
     body = rationale.strip()
     if body.lower().startswith(prefix):
-        body = body[len(prefix):]
+        body = body[len(prefix) :]
     crit_words, crit_phrases, literals = _criterion_index(criterion)
     if not crit_words:
         return []  # nothing to quote (an empty criterion is rejected when the corpus loads)
     n = min(MIN_PHRASE_WORDS, len(crit_words))
     body_words = _words(body)
-    if crit_phrases & _phrases(body_words, n) or (n < MIN_PHRASE_WORDS and " ".join(crit_words) in " ".join(body_words)):
+    if crit_phrases & _phrases(body_words, n) or (
+        n < MIN_PHRASE_WORDS and " ".join(crit_words) in " ".join(body_words)
+    ):
         return []
     body_numbers = {x.rstrip("%") for x in _NUMBER.findall(body)}
     for literal in literals:
         if _NUMBER.fullmatch(literal):
             if literal.rstrip("%") in body_numbers:
                 return []
-        elif re.search(rf"(?<!\w){re.escape(literal)}(?!\w)", body, re.IGNORECASE):  # whole, not inside a longer word; case ignored, as for phrases
+        # whole, not inside a longer word; case ignored, as for phrases
+        elif re.search(rf"(?<!\w){re.escape(literal)}(?!\w)", body, re.IGNORECASE):
             return []
-    runs = [tuple(crit_words[i:i + n]) for i in range(len(crit_words) - n + 1)]
+    runs = [tuple(crit_words[i : i + n]) for i in range(len(crit_words) - n + 1)]
     example = next((r for r in runs if sum(w not in PHRASE_STOP_WORDS for w in r) >= 2), runs[0])
     joiner = "" if all(re.fullmatch(f"[{_CJK}]", w) for w in example) else " "
-    return [f'the rationale must quote the criterion verbatim: at least {MIN_PHRASE_WORDS} consecutive words of it '
-            f'(e.g. "{joiner.join(example)}"), or a number, file name or term it puts in quotes of any kind, whole; shared loose words or a paraphrase do not count']
+    return [
+        f"the rationale must quote the criterion verbatim: at least {MIN_PHRASE_WORDS} consecutive words of it "
+        f'(e.g. "{joiner.join(example)}"), or a number, file name or term it puts in '
+        "quotes of any kind, whole; shared loose words or a paraphrase do not count"
+    ]
 
 
 # ---- distinct within the rubric category ----------------------------------------------
@@ -216,7 +255,9 @@ def label_gist(name: str, rules: LabelRules) -> tuple[str, ...]:
     return tuple(sorted(stem_word(w) for w in _name_words(name, rules) if w not in NAME_STOP_WORDS))
 
 
-def check_distinct_in_batch(labels: dict[int, list[str]], rules: LabelRules, category: str | None = None) -> list[Violation]:
+def check_distinct_in_batch(
+    labels: dict[int, list[str]], rules: LabelRules, category: str | None = None
+) -> list[Violation]:
     """The paper: labels are "distinct from sibling capabilities WITHIN this same rubric category".
     Two different names with the same words up to order and inflection are paraphrases: the same
     check must carry one name, different checks must differ in substance. The later item is blamed."""
@@ -231,8 +272,13 @@ def check_distinct_in_batch(labels: dict[int, list[str]], rules: LabelRules, cat
             if gist in first and first[gist][1] != name:
                 j, other = first[gist]
                 whose = "this criterion's own" if j == idx else f"criterion {j}'s"
-                out.append(Violation(idx, f"`{name}` paraphrases {whose} `{other}` within {where}; if it is the same check use "
-                                          f"`{other}` exactly, otherwise name how the check differs"))
+                out.append(
+                    Violation(
+                        idx,
+                        f"`{name}` paraphrases {whose} `{other}` within {where}; if it is the same check use "
+                        f"`{other}` exactly, otherwise name how the check differs",
+                    )
+                )
             first.setdefault(gist, (idx, name))
     return out
 
@@ -246,7 +292,11 @@ def check_coverage(indices: Iterable[int], n: int) -> list[Violation]:
         if not 0 <= i < n:
             out.append(Violation(None, f"criterion_idx {i} does not exist; use 0..{n - 1}"))
         seen[i] = seen.get(i, 0) + 1
-    out += [Violation(i, "answered more than once; answer each criterion exactly once") for i, c in seen.items() if c > 1 and 0 <= i < n]
+    out += [
+        Violation(i, "answered more than once; answer each criterion exactly once")
+        for i, c in seen.items()
+        if c > 1 and 0 <= i < n
+    ]
     out += [Violation(i, "missing from the answer; answer every criterion") for i in range(n) if i not in seen]
     return out
 

@@ -1,4 +1,5 @@
 """Uses of a tagged corpus: verifier error breakdowns (more analyses live beside this one)."""
+
 from taxonomy.analysis.breakdown import (
     ALL,
     JoinReport,
@@ -23,7 +24,22 @@ from taxonomy.analysis.verdicts import (
 )
 
 __all__ = [
-    "ALL", "JoinReport", "VerdictError", "capability_breakdown", "capability_frame", "devai_drift", "gap_table",
-    "join_report", "join_verdicts", "load_devai_judgments", "load_paperbench_grades", "load_verdict_table",
-    "load_verdicts", "paired_test", "parse_verdict", "side_by_side", "to_markdown", "write_csv",
+    "ALL",
+    "JoinReport",
+    "VerdictError",
+    "capability_breakdown",
+    "capability_frame",
+    "devai_drift",
+    "gap_table",
+    "join_report",
+    "join_verdicts",
+    "load_devai_judgments",
+    "load_paperbench_grades",
+    "load_verdict_table",
+    "load_verdicts",
+    "paired_test",
+    "parse_verdict",
+    "side_by_side",
+    "to_markdown",
+    "write_csv",
 ]

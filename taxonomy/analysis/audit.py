@@ -8,6 +8,7 @@ Inputs: criteria [criterion_id, task_id, text, ...] and Stage-3 tags
 fits) exists only for scored taggers; `scores` (one per tag, aligned with `tags`)
 is optional. Finders that need a missing column return an empty frame.
 """
+
 from __future__ import annotations
 
 import re
@@ -24,12 +25,12 @@ UNTAGGED = "(untagged)"
 
 @dataclass
 class AuditResult:
-    shares: pl.DataFrame        # capability, n, share, reference_share, diff
-    task_matrix: pl.DataFrame   # task_id, one count column per capability
-    missing: pl.DataFrame       # task_id, capability, prevalence
-    unmapped: pl.DataFrame      # criterion_id, task_id, primary, score, reason, text
-    duplicates: pl.DataFrame    # task_id, criterion_a, criterion_b, similarity, text_a, text_b
-    bundled: pl.DataFrame       # criterion_id, task_id, n_checks, reason, text
+    shares: pl.DataFrame  # capability, n, share, reference_share, diff
+    task_matrix: pl.DataFrame  # task_id, one count column per capability
+    missing: pl.DataFrame  # task_id, capability, prevalence
+    unmapped: pl.DataFrame  # criterion_id, task_id, primary, score, reason, text
+    duplicates: pl.DataFrame  # task_id, criterion_a, criterion_b, similarity, text_a, text_b
+    bundled: pl.DataFrame  # criterion_id, task_id, n_checks, reason, text
 
     def to_markdown(self, max_rows: int = 50) -> str:
         titles = {
@@ -40,7 +41,11 @@ class AuditResult:
             "duplicates": "Near-duplicate criteria within a task",
             "bundled": "Criteria that bundle several checks",
         }
-        parts = ["# Coverage audit", "", "Shares, reference shares, differences and prevalence are in percent, as in `taxonomy breakdown`."]
+        parts = [
+            "# Coverage audit",
+            "",
+            "Shares, reference shares, differences and prevalence are in percent, as in `taxonomy breakdown`.",
+        ]
         for f in fields(self):
             parts.append(f"\n## {titles[f.name]}\n")
             parts.append(frame_to_markdown(getattr(self, f.name), max_rows))
@@ -111,11 +116,7 @@ def capability_shares(
 def task_capability_matrix(joined: pl.DataFrame, names: list[str]) -> pl.DataFrame:
     """Criteria per task (rows, in corpus order) and primary capability (columns)."""
     tasks = joined.select("task_id").unique(maintain_order=True)
-    counts = (
-        joined.filter(pl.col("primary").is_in(names))
-        .group_by("task_id", "primary")
-        .len()
-    )
+    counts = joined.filter(pl.col("primary").is_in(names)).group_by("task_id", "primary").len()
     data = {"task_id": tasks["task_id"].to_list()}
     lookup = {(t, p): n for t, p, n in counts.iter_rows()}
     for name in names:
@@ -137,7 +138,8 @@ def missing_capabilities(matrix: pl.DataFrame, missing_share: float = 0.5) -> pl
         for task in matrix.filter(~present)["task_id"].to_list():
             rows.append((task, cap, prevalence))
     return pl.DataFrame(
-        rows, schema={"task_id": matrix.schema["task_id"], "capability": pl.Utf8, "prevalence": pl.Float64},
+        rows,
+        schema={"task_id": matrix.schema["task_id"], "capability": pl.Utf8, "prevalence": pl.Float64},
         orient="row",
     ).sort("task_id", "capability")
 
@@ -176,9 +178,12 @@ def near_duplicates(criteria: pl.DataFrame, dup_threshold: float = 0.9, *, same_
     so when a `context` column is present, only criteria with the same context pair up.
     """
     schema = {
-        "task_id": criteria.schema["task_id"], "criterion_a": criteria.schema["criterion_id"],
-        "criterion_b": criteria.schema["criterion_id"], "similarity": pl.Float64,
-        "text_a": pl.Utf8, "text_b": pl.Utf8,
+        "task_id": criteria.schema["task_id"],
+        "criterion_a": criteria.schema["criterion_id"],
+        "criterion_b": criteria.schema["criterion_id"],
+        "similarity": pl.Float64,
+        "text_a": pl.Utf8,
+        "text_b": pl.Utf8,
     }
     texts = criteria["text"].fill_null("").to_list()
     if criteria.height < 2 or not any(t.strip() for t in texts):
@@ -284,8 +289,11 @@ def bundled_criteria(
         if reasons:
             rows.append((rec["criterion_id"], rec["task_id"], n, "; ".join(reasons), rec["text"]))
     schema = {
-        "criterion_id": joined.schema["criterion_id"], "task_id": joined.schema["task_id"],
-        "n_checks": pl.Int64, "reason": pl.Utf8, "text": pl.Utf8,
+        "criterion_id": joined.schema["criterion_id"],
+        "task_id": joined.schema["task_id"],
+        "n_checks": pl.Int64,
+        "reason": pl.Utf8,
+        "text": pl.Utf8,
     }
     return pl.DataFrame(rows, schema=schema, orient="row")
 

@@ -1,4 +1,5 @@
 """`taxonomy audit`: tag a new corpus against a frozen taxonomy, then audit its coverage into RUN/audit/."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,7 +36,14 @@ def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
     criteria = ensure_criteria(s)
     tags = fit_scores(criteria, s.run.read_parquet(TAGS), taxonomy, s.cfg, Path(taxonomy_path).parent)
     a = s.cfg.audit
-    result = audit_coverage(criteria, tags, taxonomy, none_threshold=a.none_threshold, missing_share=a.missing_share, dup_threshold=a.duplicate_similarity)
+    result = audit_coverage(
+        criteria,
+        tags,
+        taxonomy,
+        none_threshold=a.none_threshold,
+        missing_share=a.missing_share,
+        dup_threshold=a.duplicate_similarity,
+    )
     for name in ("shares", "task_matrix", "missing", "unmapped", "duplicates", "bundled"):
         write_csv(getattr(result, name), s.run.path / "audit" / f"{name}.csv")
     s.run.write_text("audit/audit.md", result.to_markdown())

@@ -19,6 +19,7 @@ Confidence intervals resample tasks, not criteria: criteria of one task share a 
 a rubric author and often one root cause, so their errors are not independent and a
 criterion bootstrap would understate the uncertainty.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,10 @@ class JoinReport:
         return self.no_reference == 0 and self.no_tag == 0
 
     def __str__(self) -> str:
-        line = (f"joined {self.n_joined} of {self.n_verdicts} verifier verdicts to `{self.reference}` and capabilities; "
-                f"{self.no_reference} had no `{self.reference}` verdict, {self.no_tag} had no capability tag")
+        line = (
+            f"joined {self.n_joined} of {self.n_verdicts} verifier verdicts to `{self.reference}` and capabilities; "
+            f"{self.no_reference} had no `{self.reference}` verdict, {self.no_tag} had no capability tag"
+        )
         return line + (f" (e.g. {', '.join(self.examples)})" if self.examples else "")
 
 
@@ -67,7 +70,9 @@ def capability_frame(tags: pl.DataFrame, criteria: pl.DataFrame | None = None) -
     DevAI and PaperBench ids) and every weight is 1.
     """
     if "criterion_id" not in tags.columns or "primary" not in tags.columns:
-        raise ValueError(f"tags frame has columns {tags.columns}; fix: pass stage3_tags.parquet (criterion_id, tags, primary)")
+        raise ValueError(
+            f"tags frame has columns {tags.columns}; fix: pass stage3_tags.parquet (criterion_id, tags, primary)"
+        )
     frame = tags
     if criteria is not None:
         extra = [c for c in criteria.columns if c not in frame.columns or c == "criterion_id"]
@@ -84,13 +89,19 @@ def capability_frame(tags: pl.DataFrame, criteria: pl.DataFrame | None = None) -
     )
 
 
-def join_report(tags: pl.DataFrame, verdicts: pl.DataFrame, reference: str = "human",
-                criteria: pl.DataFrame | None = None) -> JoinReport:
+def join_report(
+    tags: pl.DataFrame, verdicts: pl.DataFrame, reference: str = "human", criteria: pl.DataFrame | None = None
+) -> JoinReport:
     return _join(tags, verdicts, reference, criteria)[1]
 
 
-def join_verdicts(tags: pl.DataFrame, verdicts: pl.DataFrame, reference: str = "human",
-                  criteria: pl.DataFrame | None = None, on_missing: str = "warn") -> pl.DataFrame:
+def join_verdicts(
+    tags: pl.DataFrame,
+    verdicts: pl.DataFrame,
+    reference: str = "human",
+    criteria: pl.DataFrame | None = None,
+    on_missing: str = "warn",
+) -> pl.DataFrame:
     """One row per (criterion, system, verifier != reference).
 
     Columns: criterion_id, task_id, system, verifier, primary, tags, weight, human (the
@@ -111,13 +122,18 @@ def _join(tags, verdicts, reference, criteria) -> tuple[pl.DataFrame, JoinReport
     dup = ~verdicts.select(pl.struct("criterion_id", "verifier", "system").is_first_distinct()).to_series()
     if dup.any():
         row = verdicts.row(int(dup.arg_max()), named=True)
-        raise VerdictError(f"--verdicts: a second verdict for {row['criterion_id']} by {row['verifier']} on {row['system']}; fix: keep one "
-                           "verdict per criterion, verifier and system (when two --verdicts sources hold it, drop it from one)")
+        raise VerdictError(
+            f"--verdicts: a second verdict for {row['criterion_id']} "
+            f"by {row['verifier']} on {row['system']}; fix: keep one "
+            "verdict per criterion, verifier and system (when two --verdicts sources hold it, drop it from one)"
+        )
     verifiers = sorted(set(verdicts["verifier"].unique()))
     if reference not in verifiers or len(verifiers) < 2:
-        raise VerdictError(f"--verdicts: the verdicts are by {', '.join(f'`{v}`' for v in verifiers) or 'nobody'}; a breakdown needs "
-                           f"`{reference}` (the reference) and at least one other verifier; fix: repeat --verdicts with the other "
-                           f"verifier's file (e.g. --verdicts judge=judge.csv), or name the reference with --reference")
+        raise VerdictError(
+            f"--verdicts: the verdicts are by {', '.join(f'`{v}`' for v in verifiers) or 'nobody'}; a breakdown needs "
+            f"`{reference}` (the reference) and at least one other verifier; fix: repeat --verdicts with the other "
+            f"verifier's file (e.g. --verdicts judge=judge.csv), or name the reference with --reference"
+        )
     caps = capability_frame(tags, criteria)
     ref = verdicts.filter(pl.col("verifier") == reference).select(*KEY, human="verdict")
     others = verdicts.filter(pl.col("verifier") != reference)
@@ -125,7 +141,9 @@ def _join(tags, verdicts, reference, criteria) -> tuple[pl.DataFrame, JoinReport
     no_tag = others.join(caps, on="criterion_id", how="anti")
     joined = others.join(ref, on=KEY).join(caps, on="criterion_id")
     first = ["criterion_id", "task_id", "system", "verifier", "primary", "tags", "weight", "human", "verdict"]
-    joined = joined.select(*first, *[c for c in joined.columns if c not in first]).sort("verifier", "system", "criterion_id")
+    joined = joined.select(*first, *[c for c in joined.columns if c not in first]).sort(
+        "verifier", "system", "criterion_id"
+    )
     examples = pl.concat([no_ref["criterion_id"], no_tag["criterion_id"]]).unique(maintain_order=True).head(3).to_list()
     return joined, JoinReport(reference, others.height, joined.height, no_ref.height, no_tag.height, examples)
 
@@ -163,12 +181,21 @@ def _with_capability(joined: pl.DataFrame, by: str) -> pl.DataFrame:
         return joined.with_columns(capability=pl.col("tags")).explode("capability")
     if by in joined.columns:  # any per-criterion label, e.g. DevAI's `category`
         return joined.with_columns(capability=pl.col(by).cast(pl.String).fill_null("(none)"))
-    raise ValueError(f"by={by!r}; fix: use 'primary', 'any' or a column of the joined frame ({', '.join(joined.columns)})")
+    raise ValueError(
+        f"by={by!r}; fix: use 'primary', 'any' or a column of the joined frame ({', '.join(joined.columns)})"
+    )
 
 
-def capability_breakdown(joined: pl.DataFrame, by: str = "primary", weighted: bool = False, n_boot: int = 1000,
-                         seed: int = 0, ci: float = 0.95, groups: Sequence[str] = ("verifier",),
-                         cluster: str = "task_id") -> pl.DataFrame:
+def capability_breakdown(
+    joined: pl.DataFrame,
+    by: str = "primary",
+    weighted: bool = False,
+    n_boot: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    groups: Sequence[str] = ("verifier",),
+    cluster: str = "task_id",
+) -> pl.DataFrame:
     """Per (groups..., capability): n, n_unmet, fp, fn (counts), weight, error_rate, fp_rate,
     fn_rate, accuracy, f1_unmet, ci_lo, ci_hi; plus one `ALL` row per group.
 
@@ -183,9 +210,11 @@ def capability_breakdown(joined: pl.DataFrame, by: str = "primary", weighted: bo
     per_cap = rows.group_by(*groups, "capability").agg(_metric_exprs())
     overall = _agg(joined, groups, _metric_exprs()).with_columns(capability=pl.lit(ALL))
     out = pl.concat([per_cap, overall.select(per_cap.columns)])
-    out = out.join(_bootstrap(rows, joined, groups, n_boot, seed, ci, cluster),
-                   on=[*groups, "capability"], how="left")
-    return out.sort([*groups, pl.col("capability") == ALL, "n", "capability"], descending=[*[False] * len(groups), False, True, False])
+    out = out.join(_bootstrap(rows, joined, groups, n_boot, seed, ci, cluster), on=[*groups, "capability"], how="left")
+    return out.sort(
+        [*groups, pl.col("capability") == ALL, "n", "capability"],
+        descending=[*[False] * len(groups), False, True, False],
+    )
 
 
 def _agg(frame: pl.DataFrame, keys: list[str], exprs: list[pl.Expr]) -> pl.DataFrame:
@@ -193,15 +222,26 @@ def _agg(frame: pl.DataFrame, keys: list[str], exprs: list[pl.Expr]) -> pl.DataF
 
 
 def _bootstrap(rows, joined, groups, n_boot, seed, ci, cluster) -> pl.DataFrame:
-    schema = {**{g: joined.schema[g] for g in groups}, "capability": pl.String, "ci_lo": pl.Float64, "ci_hi": pl.Float64}
+    schema = {
+        **{g: joined.schema[g] for g in groups},
+        "capability": pl.String,
+        "ci_lo": pl.Float64,
+        "ci_hi": pl.Float64,
+    }
     if n_boot <= 0:
         return pl.DataFrame(schema=schema)
     w = pl.col("_w")
     err = w * (pl.col("human") != pl.col("verdict")).cast(pl.Float64)
-    cells = pl.concat([
-        rows.select(*groups, "capability", cluster, w=w, e=err),
-        joined.select(*groups, pl.lit(ALL).alias("capability"), cluster, w=w, e=err),
-    ]).group_by(*groups, "capability", cluster).agg(pl.col("w").sum(), pl.col("e").sum())
+    cells = (
+        pl.concat(
+            [
+                rows.select(*groups, "capability", cluster, w=w, e=err),
+                joined.select(*groups, pl.lit(ALL).alias("capability"), cluster, w=w, e=err),
+            ]
+        )
+        .group_by(*groups, "capability", cluster)
+        .agg(pl.col("w").sum(), pl.col("e").sum())
+    )
     lo_q, hi_q = 50 * (1 - ci), 50 * (1 + ci)
     out = []
     for key, part in cells.group_by(groups, maintain_order=True) if groups else [((), cells)]:
@@ -223,8 +263,10 @@ def _bootstrap(rows, joined, groups, n_boot, seed, ci, cluster) -> pl.DataFrame:
         lonely = (W > 0).sum(axis=1) < 2  # one task cannot show its own variability: no CI
         lo[lonely], hi[lonely] = np.nan, np.nan
         key = key if isinstance(key, tuple) else (key,)
-        out += [(*key, c, None if np.isnan(lo[i]) else float(lo[i]), None if np.isnan(hi[i]) else float(hi[i]))
-                for c, i in row.items()]
+        out += [
+            (*key, c, None if np.isnan(lo[i]) else float(lo[i]), None if np.isnan(hi[i]) else float(hi[i]))
+            for c, i in row.items()
+        ]
     return pl.DataFrame(out, schema=schema, orient="row")
 
 
@@ -240,24 +282,35 @@ def side_by_side(breakdown: pl.DataFrame, metric: str = "error_rate") -> pl.Data
     verifiers = breakdown["verifier"].unique(maintain_order=True).to_list()
     wide = breakdown.pivot(on="verifier", index=keys, values=metric)
     n = breakdown.group_by(keys).agg(pl.col("n").max())
-    best = (breakdown.filter(pl.col(metric) <= pl.col(metric).min().over(keys) + 1e-12)
-            .group_by(keys).agg(best=pl.col("verifier").sort().str.join(", ")))
+    best = (
+        breakdown.filter(pl.col(metric) <= pl.col(metric).min().over(keys) + 1e-12)
+        .group_by(keys)
+        .agg(best=pl.col("verifier").sort().str.join(", "))
+    )
     out = n.join(wide, on=keys).join(best, on=keys, how="left").select(*keys, "n", *verifiers, "best")
-    return out.sort([*keys[:-1], pl.col("capability") == ALL, "n", "capability"],
-                    descending=[*[False] * (len(keys) - 1), False, True, False])
+    return out.sort(
+        [*keys[:-1], pl.col("capability") == ALL, "n", "capability"],
+        descending=[*[False] * (len(keys) - 1), False, True, False],
+    )
 
 
 P2_GROUPS = {True: "native inspection required (P2)", False: "judgment on rendered content", None: "P2 unknown"}
 
 
-def gap_table(breakdown: pl.DataFrame, verifier: str, include_all: bool = False,
-              native_inspection: dict[str, bool | None] | None = None) -> pl.DataFrame:
+def gap_table(
+    breakdown: pl.DataFrame,
+    verifier: str,
+    include_all: bool = False,
+    native_inspection: dict[str, bool | None] | None = None,
+) -> pl.DataFrame:
     """Table A6: one verifier's FP and FN rates per capability, FN - FP and FN/FP, sorted by FN - FP,
     largest first. With `native_inspection` (capability -> the taxonomy's P2 attribute) rows are grouped
     as in the paper: capabilities needing native inspection first, then judgment on rendered content,
     then those whose P2 is unknown. FN/FP is empty when FP is zero."""
     if verifier not in breakdown["verifier"].to_list():
-        raise ValueError(f"no verifier {verifier!r} in the breakdown; fix: use one of {sorted(set(breakdown['verifier']))}")
+        raise ValueError(
+            f"no verifier {verifier!r} in the breakdown; fix: use one of {sorted(set(breakdown['verifier']))}"
+        )
     rows = breakdown.filter(pl.col("verifier") == verifier)
     if not include_all:
         rows = rows.filter(pl.col("capability") != ALL)
@@ -270,15 +323,24 @@ def gap_table(breakdown: pl.DataFrame, verifier: str, include_all: bool = False,
     if native_inspection is not None:
         order = list(P2_GROUPS.values())
         group = [P2_GROUPS[native_inspection.get(c)] for c in rows["capability"].to_list()]
-        rows = rows.with_columns(p2_group=pl.Series(group, dtype=pl.Utf8), _g=pl.Series([order.index(g) for g in group], dtype=pl.Int64))
+        rows = rows.with_columns(
+            p2_group=pl.Series(group, dtype=pl.Utf8), _g=pl.Series([order.index(g) for g in group], dtype=pl.Int64)
+        )
         keys = [*extra, "_g"]
     out = rows.sort([*keys, "fn_minus_fp"], descending=[*[False] * len(keys), True], nulls_last=True)
     first = ["p2_group"] if native_inspection is not None else []
     return out.select(*extra, *first, "capability", "n", "fp_rate", "fn_rate", "fn_minus_fp", "fn_over_fp")
 
 
-def two_corpora(a: pl.DataFrame | None, b: pl.DataFrame | None, names: list[str], label_a: str, label_b: str,
-                metric: str = "error_rate", counts: tuple[dict[str, int], dict[str, int]] | None = None) -> pl.DataFrame:
+def two_corpora(
+    a: pl.DataFrame | None,
+    b: pl.DataFrame | None,
+    names: list[str],
+    label_a: str,
+    label_b: str,
+    metric: str = "error_rate",
+    counts: tuple[dict[str, int], dict[str, int]] | None = None,
+) -> pl.DataFrame:
     """Tables A3/A5: one row per capability of the shared taxonomy (then ALL), a block of columns per
     corpus: criteria (primary tags, from `counts`), n judged, then `metric` per verifier. A capability
     absent from a corpus has empty cells there; a corpus without verifier verdicts (None) has only
@@ -289,8 +351,10 @@ def two_corpora(a: pl.DataFrame | None, b: pl.DataFrame | None, names: list[str]
         if counts is not None:
             n = counts[i]
             total = sum(n.values())
-            crit = pl.DataFrame({"capability": [*names, ALL], f"{label}: criteria": [n.get(c) or None for c in names] + [total]},
-                                schema={"capability": pl.Utf8, f"{label}: criteria": pl.Int64})
+            crit = pl.DataFrame(
+                {"capability": [*names, ALL], f"{label}: criteria": [n.get(c) or None for c in names] + [total]},
+                schema={"capability": pl.Utf8, f"{label}: criteria": pl.Int64},
+            )
             out = out.join(crit, on="capability", how="left")
         if frame is not None:
             wide = side_by_side(frame, metric).drop("best").rename({"n": "judged"})
@@ -308,7 +372,9 @@ def paired_test(joined: pl.DataFrame, a: str, b: str, by: str = "primary") -> pl
     """
     for v in (a, b):
         if v not in joined["verifier"].to_list():
-            raise ValueError(f"no verifier {v!r} in the joined verdicts; fix: use one of {sorted(set(joined['verifier']))}")
+            raise ValueError(
+                f"no verifier {v!r} in the joined verdicts; fix: use one of {sorted(set(joined['verifier']))}"
+            )
     right = joined.filter(pl.col("verifier") == b).select(*KEY, verdict_b="verdict")
     pairs = joined.filter(pl.col("verifier") == a).join(right, on=KEY)
     a_wrong, b_wrong = pl.col("verdict") != pl.col("human"), pl.col("verdict_b") != pl.col("human")
@@ -321,12 +387,15 @@ def paired_test(joined: pl.DataFrame, a: str, b: str, by: str = "primary") -> pl
         (a_wrong & ~b_wrong).sum().alias("only_a_wrong"),
         (~a_wrong & b_wrong).sum().alias("only_b_wrong"),
     ]
-    per_cap = _with_capability(pairs, by).group_by("capability").agg(agg).sort("n", "capability", descending=[True, False])
+    per_cap = (
+        _with_capability(pairs, by).group_by("capability").agg(agg).sort("n", "capability", descending=[True, False])
+    )
     out = pl.concat([per_cap, pairs.select(pl.lit(ALL).alias("capability"), *agg)])
     p = [_mcnemar(x, y) for x, y in out.select("only_a_wrong", "only_b_wrong").iter_rows()]
     holm = _holm(p[:-1]) + [None]
     return out.with_columns(pl.Series("p_value", p), pl.Series("p_holm", holm, dtype=pl.Float64)).select(
-        pl.lit(a).alias("a"), pl.lit(b).alias("b"), pl.all())
+        pl.lit(a).alias("a"), pl.lit(b).alias("b"), pl.all()
+    )
 
 
 def _mcnemar(only_a: int, only_b: int) -> float:

@@ -1,4 +1,5 @@
 """`taxonomy breakdown`: join verdicts to a run's Stage 3 tags and write every table to RUN/breakdown/."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -8,7 +9,15 @@ from pathlib import Path
 import polars as pl
 
 from taxonomy.analysis.breakdown import (
-    capability_breakdown, gap_table, join_report, join_verdicts, paired_test, side_by_side, to_markdown, two_corpora, write_csv,
+    capability_breakdown,
+    gap_table,
+    join_report,
+    join_verdicts,
+    paired_test,
+    side_by_side,
+    to_markdown,
+    two_corpora,
+    write_csv,
 )
 from taxonomy.analysis.verdicts import VerdictError, load_verdicts
 from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir
@@ -22,7 +31,13 @@ class BreakdownResult:
 
 
 def run_breakdown(
-    run: RunDir, specs: list[str], *, reference: str = "human", by: str = "primary", n_boot: int = 1000, seed: int = 0,
+    run: RunDir,
+    specs: list[str],
+    *,
+    reference: str = "human",
+    by: str = "primary",
+    n_boot: int = 1000,
+    seed: int = 0,
 ) -> BreakdownResult:
     tags = run.read_parquet(TAGS, "tag").filter(pl.col("status") == "ok")
     criteria = run.read_parquet(CRITERIA)
@@ -43,9 +58,18 @@ def run_breakdown(
         sections.extend([f"## {title}", "", *([note, ""] if note else []), to_markdown(frame)])
 
     pooled = capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed)
-    emit("All systems pooled", pooled.drop("weight"), "breakdown",
-         "FP: a met criterion rejected; FN: an unmet criterion passed; rates are shares of n. CI: 95% bootstrap over tasks.")
-    emit("Weighted by |rubric weight|", capability_breakdown(joined, by=by, weighted=True, n_boot=n_boot, seed=seed).drop("weight"), "breakdown_weighted")
+    emit(
+        "All systems pooled",
+        pooled.drop("weight"),
+        "breakdown",
+        "FP: a met criterion rejected; FN: an unmet criterion passed; "
+        "rates are shares of n. CI: 95% bootstrap over tasks.",
+    )
+    emit(
+        "Weighted by |rubric weight|",
+        capability_breakdown(joined, by=by, weighted=True, n_boot=n_boot, seed=seed).drop("weight"),
+        "breakdown_weighted",
+    )
     verifiers = pooled["verifier"].unique(maintain_order=True).to_list()
     emit("Error rate side by side (Table A3 layout)", side_by_side(pooled), "side_by_side")
     if joined["system"].n_unique() > 1:
@@ -54,8 +78,15 @@ def run_breakdown(
         emit("Error rate per agent system", side_by_side(by_system), "by_system")
     p2 = native_inspection(run) if by in ("primary", "any") else None
     for verifier in verifiers:
-        emit(f"FN minus FP, {verifier} (Table A6 layout)", gap_table(pooled, verifier, native_inspection=p2), f"gap_{verifier}",
-             "Grouped by the taxonomy's P2 attribute (needs native inspection of the artifacts); FN/FP is empty when FP is 0." if p2 else "")
+        emit(
+            f"FN minus FP, {verifier} (Table A6 layout)",
+            gap_table(pooled, verifier, native_inspection=p2),
+            f"gap_{verifier}",
+            "Grouped by the taxonomy's P2 attribute (needs native "
+            "inspection of the artifacts); FN/FP is empty when FP is 0."
+            if p2
+            else "",
+        )
     for a, b in combinations(verifiers, 2):
         emit(f"Paired test: {a} vs {b} (exact McNemar)", paired_test(joined, a, b, by=by), f"paired_{a}_vs_{b}")
     markdown = "\n".join(sections)
@@ -73,8 +104,16 @@ def native_inspection(run: RunDir) -> dict[str, bool | None] | None:
     return {c.name: c.needs_native_inspection for c in load_taxonomy(run.path / TAXONOMY).capabilities}
 
 
-def run_against(run_a: RunDir, run_b: RunDir, specs: list[str], *, reference: str = "human", by: str = "primary",
-                n_boot: int = 0, seed: int = 0) -> BreakdownResult:
+def run_against(
+    run_a: RunDir,
+    run_b: RunDir,
+    specs: list[str],
+    *,
+    reference: str = "human",
+    by: str = "primary",
+    n_boot: int = 0,
+    seed: int = 0,
+) -> BreakdownResult:
     """Two corpora side by side (Tables A3 and A5): RUN_B must be tagged with RUN_A's taxonomy.
 
     The verdict files are pooled; each run keeps the verdicts whose criterion ids are its own."""
@@ -86,7 +125,8 @@ def run_against(run_a: RunDir, run_b: RunDir, specs: list[str], *, reference: st
     if tagged != current:
         raise RunError(
             f"{run_b.path / TAGS}: tagged against taxonomy {tagged or '(unknown)'}, not {run_a.path.name}'s {current}; "
-            f"fix: tag the second corpus with the first's frozen taxonomy: `taxonomy tag <pipeline.toml> --taxonomy {run_a.path / TAXONOMY}`"
+            "fix: tag the second corpus with the first's frozen taxonomy: "
+            f"`taxonomy tag <pipeline.toml> --taxonomy {run_a.path / TAXONOMY}`"
         )
     names = load_taxonomy(run_a.path / TAXONOMY).names()
     verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
@@ -96,28 +136,43 @@ def run_against(run_a: RunDir, run_b: RunDir, specs: list[str], *, reference: st
         ok = tags.filter(pl.col("status") == "ok")
         counts.append(dict(ok.group_by("primary").len().iter_rows()))
         mine = verdicts.filter(pl.col("criterion_id").is_in(tags["criterion_id"].implode()))
-        if mine.filter(pl.col("verifier") != reference).is_empty() or mine.filter(pl.col("verifier") == reference).is_empty():
+        if (
+            mine.filter(pl.col("verifier") != reference).is_empty()
+            or mine.filter(pl.col("verifier") == reference).is_empty()
+        ):
             frames.append(None)
-            lines.append(f"{_label(run)}: no `{reference}` verdicts with another verifier's on its criteria; criteria counts only")
+            lines.append(
+                f"{_label(run)}: no `{reference}` verdicts with another "
+                "verifier's on its criteria; criteria counts only"
+            )
             continue
         criteria = run.read_parquet(CRITERIA)
         joined = join_verdicts(ok, mine, reference=reference, criteria=criteria, on_missing="ignore")
         frames.append(capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed) if not joined.is_empty() else None)
         lines.append(f"{_label(run)}: {join_report(ok, mine, reference=reference, criteria=criteria)}")
     if all(f is None for f in frames):
-        raise VerdictError(f"{specs[0]}: no verifier verdicts match the criteria of {run_a.path} or {run_b.path}; "
-                           f"fix: pass --verdicts with `{reference}` and a verifier's verdicts for at least one corpus (repeat the option)")
+        raise VerdictError(
+            f"{specs[0]}: no verifier verdicts match the criteria of {run_a.path} or {run_b.path}; "
+            f"fix: pass --verdicts with `{reference}` and a verifier's "
+            "verdicts for at least one corpus (repeat the option)"
+        )
     label_a, label_b = _label(run_a), _label(run_b)
     if label_a == label_b:
         label_a, label_b = f"A {label_a}", f"B {label_b}"
     table = two_corpora(frames[0], frames[1], names, label_a, label_b, counts=(counts[0], counts[1]))
-    markdown = "\n".join([
-        f"# Verifier error rate by capability: {label_a} and {label_b} ({by} tag, taxonomy {current})", "",
-        *[f"- {line}" for line in lines], "",
-        "criteria = criteria with this primary tag; judged = verdicts compared with the reference (a criterion judged on several systems counts once per system); verifier columns = error rate (%); "
-        "– = capability absent from that corpus (or no verdicts).", "",
-        to_markdown(table),
-    ])
+    markdown = "\n".join(
+        [
+            f"# Verifier error rate by capability: {label_a} and {label_b} ({by} tag, taxonomy {current})",
+            "",
+            *[f"- {line}" for line in lines],
+            "",
+            "criteria = criteria with this primary tag; judged = verdicts compared with the reference (a "
+            "criterion judged on several systems counts once per system); verifier columns = error rate (%); "
+            "– = capability absent from that corpus (or no verdicts).",
+            "",
+            to_markdown(table),
+        ]
+    )
     name = f"against_{run_b.path.name}"
     run_a.write_text(f"breakdown/{name}.md", markdown)
     files = [write_csv(table, run_a.path / "breakdown" / f"{name}.csv"), run_a.path / "breakdown" / f"{name}.md"]

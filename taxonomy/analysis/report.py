@@ -6,6 +6,7 @@ map is drawn here rather than by matplotlib so each point carries its own <title
 Every artifact except criteria.parquet and taxonomy.json may be missing; its
 section then says "not computed" instead of failing the whole report.
 """
+
 from __future__ import annotations
 
 import io
@@ -38,7 +39,8 @@ MDS_MAX_POINTS = 400  # up to this many labels the map is an MDS layout (under a
 MAX_MAP_POINTS = 4000  # the label map keeps the most frequent labels beyond this (one <circle> + <title> each)
 UNMAPPED = "(unmapped)"
 STAGE_FIELDS = ("seconds", "calls", "cache_hits", "prompt_tokens", "output_tokens", "cost_usd")
-PRINCIPLES = {"p2": "needs_native_inspection", "p3": "needs_domain_conventions"}  # the paper's P2/P3 (P1 applies to all)
+# the paper's P2/P3 (P1 applies to all)
+PRINCIPLES = {"p2": "needs_native_inspection", "p3": "needs_domain_conventions"}
 
 
 def render_report(run_dir: Path, out: Path | None = None, diff_markdown: str | None = None) -> Path:
@@ -70,8 +72,11 @@ def build_context(run_dir: Path) -> dict[str, Any]:
     clusters = _read_parquet(run_dir / CLUSTERS)
     embeddings = np.load(run_dir / LABEL_EMBEDDINGS) if (run_dir / LABEL_EMBEDDINGS).is_file() else None
     stage1 = _read_parquet(run_dir / LABELS)
-    label_micro, label_caps = (rc.label_capabilities(clusters["cluster_id"].to_list(), micro, taxonomy, UNMAPPED)
-                               if clusters is not None else (None, None))
+    label_micro, label_caps = (
+        rc.label_capabilities(clusters["cluster_id"].to_list(), micro, taxonomy, UNMAPPED)
+        if clusters is not None
+        else (None, None)
+    )
     table = rc.tagged(criteria, tags)
     fit = rc.fit_matrix(criteria, stage1, clusters, embeddings, label_caps, names)
     primary = _primary_shares(taxonomy, joined)
@@ -84,8 +89,15 @@ def build_context(run_dir: Path) -> dict[str, Any]:
         "colors": colors,
         "principles": _principles(taxonomy),
         "shared_reasons": _shared_reasons(taxonomy),
-        "criteria_json": Markup(rc.json_for_script({**rc.criteria_blob(table, names), "colors": [colors[n] for n in names],
-                                                    **{k: [getattr(c, f) for c in taxonomy.capabilities] for k, f in PRINCIPLES.items()}})),
+        "criteria_json": Markup(
+            rc.json_for_script(
+                {
+                    **rc.criteria_blob(table, names),
+                    "colors": [colors[n] for n in names],
+                    **{k: [getattr(c, f) for c in taxonomy.capabilities] for k, f in PRINCIPLES.items()},
+                }
+            )
+        ),
         "n_criteria": table.height,
         "tasks": table["task_id"].unique(maintain_order=True).cast(pl.Utf8).to_list(),
         "label_map": _label_map(clusters, embeddings, label_micro, label_caps, micro, colors),
@@ -148,8 +160,15 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
     primary = _primary_shares(taxonomy, joined)
     return [
         {
-            "name": c.name, "title": c.title, "checks": c.checks, "stated": STATED, "description": c.description, "signal": c.diagnostic_signal,
-            "share": c.share, "primary_share": primary.get(c.name), "members": c.members,
+            "name": c.name,
+            "title": c.title,
+            "checks": c.checks,
+            "stated": STATED,
+            "description": c.description,
+            "signal": c.diagnostic_signal,
+            "share": c.share,
+            "primary_share": primary.get(c.name),
+            "members": c.members,
             **{k: {"value": WORD[getattr(c, f)], "reason": getattr(c, f"{f}_reason")} for k, f in PRINCIPLES.items()},
         }
         for c in taxonomy.capabilities
@@ -158,8 +177,10 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
 
 def _principles(taxonomy: Taxonomy) -> dict[str, dict[str, list[str]]]:
     """P2/P3 → {"yes": [capabilities], "no": [...], "unknown": [...]}, for the section's summary line."""
-    return {k: {w: [c.name for c in taxonomy.capabilities if WORD[getattr(c, f)] == w] for w in WORD.values()}
-            for k, f in PRINCIPLES.items()}
+    return {
+        k: {w: [c.name for c in taxonomy.capabilities if WORD[getattr(c, f)] == w] for w in WORD.values()}
+        for k, f in PRINCIPLES.items()
+    }
 
 
 def _shared_reasons(taxonomy: Taxonomy) -> dict[str, str | None]:
@@ -171,8 +192,14 @@ def _shared_reasons(taxonomy: Taxonomy) -> dict[str, str | None]:
     return out
 
 
-def _label_map(clusters: pl.DataFrame | None, emb: np.ndarray | None, label_micro: list[str] | None,
-               label_caps: list[str] | None, micro: list[dict], colors: dict[str, str]) -> dict[str, Any]:
+def _label_map(
+    clusters: pl.DataFrame | None,
+    emb: np.ndarray | None,
+    label_micro: list[str] | None,
+    label_caps: list[str] | None,
+    micro: list[dict],
+    colors: dict[str, str],
+) -> dict[str, Any]:
     if clusters is None or emb is None:
         return _absent("clusters.parquet or label_embeddings.npy is absent")
     if emb.ndim != 2 or emb.shape[0] != clusters.height or emb.shape[0] < 3:
@@ -188,8 +215,14 @@ def _label_map(clusters: pl.DataFrame | None, emb: np.ndarray | None, label_micr
     counts = {c: label_caps.count(c) for c in dict.fromkeys(label_caps)}
     legend = [{"name": c, "color": colors.get(c, colors[UNMAPPED]), "n": counts[c]} for c in colors if c in counts]
     method = "metric MDS" if len(emb) <= MDS_MAX_POINTS else "first two principal components"
-    return {"missing": None, "svg": _label_map_svg(points, colors), "n": clusters.height, "note": " ".join(notes),
-            "legend": legend, "method": method}
+    return {
+        "missing": None,
+        "svg": _label_map_svg(points, colors),
+        "n": clusters.height,
+        "note": " ".join(notes),
+        "legend": legend,
+        "method": method,
+    }
 
 
 def _label_map_svg(points: list[tuple], colors: dict[str, str]) -> Markup:
@@ -200,8 +233,11 @@ def _label_map_svg(points: list[tuple], colors: dict[str, str]) -> Markup:
     span = lambda v: (v.min(), max(v.max() - v.min(), 1e-9))  # noqa: E731
     (x0, dx), (y0, dy) = span(xs), span(ys)
     big = len(points) < 500
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" role="img" class="label-map" viewBox="0 0 {w} {h}" width="{w}" height="{h}">',
-             f'<rect x="0" y="0" width="{w}" height="{h}" fill="#fbfbfd" stroke="#d1d9e0"/>']
+    parts = [
+        '<svg xmlns="http://www.w3.org/2000/svg" role="img" '
+        f'class="label-map" viewBox="0 0 {w} {h}" width="{w}" height="{h}">',
+        f'<rect x="0" y="0" width="{w}" height="{h}" fill="#fbfbfd" stroke="#d1d9e0"/>',
+    ]
     # Frequent labels first so the rare ones are drawn on top and stay reachable by the pointer.
     for x, y, label, micro, cap, f in sorted(points, key=lambda p: -p[5]):
         cx = pad + (x - x0) / dx * (w - 2 * pad)
@@ -209,8 +245,10 @@ def _label_map_svg(points: list[tuple], colors: dict[str, str]) -> Markup:
         r = (4 if big else 2) * (1 + np.log10(max(f, 1)))
         times = "once" if f == 1 else f"{f:,} times"
         title = f"{label}\nmicro-cluster: {micro}\ncapability: {cap}\ngiven {times}"
-        parts.append(f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="{colors.get(cap, colors[UNMAPPED])}">'
-                     f"<title>{Markup.escape(title)}</title></circle>")
+        parts.append(
+            f'<circle class="pt" cx="{cx:.1f}" cy="{cy:.1f}" r="{r:.1f}" fill="{colors.get(cap, colors[UNMAPPED])}">'
+            f"<title>{Markup.escape(title)}</title></circle>"
+        )
     parts.append("</svg>")
     return Markup("".join(parts))
 
@@ -223,8 +261,15 @@ def _hierarchy(taxonomy: Taxonomy, micro: list[dict], primary: dict[str, float])
         kids = []
         for name in c.members:
             m = by_name.get(name, {})
-            kids.append({"name": name, "n": m.get("n_criteria"), "share": m.get("share"),
-                         "description": m.get("description", ""), "labels": m.get("member_labels") or []})
+            kids.append(
+                {
+                    "name": name,
+                    "n": m.get("n_criteria"),
+                    "share": m.get("share"),
+                    "description": m.get("description", ""),
+                    "labels": m.get("member_labels") or [],
+                }
+            )
         kids.sort(key=lambda k: -(k["n"] or 0))
         tree.append({"name": c.name, "share": c.share, "primary": primary.get(c.name), "children": kids})
     return tree
@@ -236,7 +281,9 @@ def _diff_section(markdown: str | None) -> Markup | None:
     from markdown_it import MarkdownIt
 
     # The section has its own <h2>: the diff's title goes, its sections become <h3>.
-    body = re.sub(r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 1) + " ", re.sub(r"\A# [^\n]*\n", "", markdown), flags=re.M)
+    body = re.sub(
+        r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 1) + " ", re.sub(r"\A# [^\n]*\n", "", markdown), flags=re.M
+    )
     # The diff is our own markdown, but it quotes criteria and names: no raw HTML passes.
     return Markup(MarkdownIt("commonmark", {"html": False}).enable("table").render(body))
 
@@ -273,17 +320,23 @@ def _heatmap(joined: pl.DataFrame, names: list[str]) -> dict[str, Any]:
     if n_tasks > MAX_HEATMAP_TASKS and totals is not None:
         order = np.argsort(-totals["_total"].to_numpy(), kind="stable")[:MAX_HEATMAP_TASKS]
         matrix = matrix[sorted(order.tolist())]
-    note = f"Showing the {MAX_HEATMAP_TASKS} tasks with the most criteria, of {n_tasks}." if n_tasks > MAX_HEATMAP_TASKS else ""
+    note = (
+        f"Showing the {MAX_HEATMAP_TASKS} tasks with the most criteria, of {n_tasks}."
+        if n_tasks > MAX_HEATMAP_TASKS
+        else ""
+    )
     return {"svg": _heatmap_chart(matrix, names), "note": note, "n_tasks": n_tasks}
 
 
 def _breakdown(run_dir: Path) -> dict[str, Any]:
     folder = run_dir / "breakdown"
     if not folder.is_dir():
-        return _absent("no verifier verdicts given yet. To see where each verifier errs, capability by capability, run "
-                       f"`taxonomy breakdown {run_dir} --verdicts FILE` with a CSV, JSONL or Parquet of criterion_id, verifier "
-                       "and verdict (human verdicts as verifier `human`), or `--verdicts devai:PATH` / `paperbench:PATH`, "
-                       "then `taxonomy report` again")
+        return _absent(
+            "no verifier verdicts given yet. To see where each verifier errs, capability by capability, run "
+            f"`taxonomy breakdown {run_dir} --verdicts FILE` with a CSV, JSONL or Parquet of criterion_id, verifier "
+            "and verdict (human verdicts as verifier `human`), or `--verdicts devai:PATH` / `paperbench:PATH`, "
+            "then `taxonomy report` again"
+        )
     main = folder / "breakdown.csv"
     frame = pl.read_csv(main) if main.is_file() else None
     gaps = [
@@ -319,16 +372,33 @@ def _failures(run_dir: Path, n_criteria: int) -> list[dict[str, Any]]:
             continue
         failed = int((df["status"] != "ok").sum()) if "status" in df.columns else 0
         reasked = int((df["attempts"] > 1).sum()) if "attempts" in df.columns else None
-        out.append({
-            "stage": stage, "missing": False, "rows": df.height, "failed": failed,
-            "reasked": reasked, "absent": max(n_criteria - df.height, 0),
-        })
+        out.append(
+            {
+                "stage": stage,
+                "missing": False,
+                "rows": df.height,
+                "failed": failed,
+                "reasked": reasked,
+                "absent": max(n_criteria - df.height, 0),
+            }
+        )
     return out
 
 
 def _absent(reason: str) -> dict[str, Any]:
     """A section that could not be drawn; the template prints "not computed" and the reason."""
-    return {"missing": reason, "svg": None, "note": "", "n": 0, "table": None, "gaps": [], "rows": [], "total": None, "legend": [], "method": ""}
+    return {
+        "missing": reason,
+        "svg": None,
+        "note": "",
+        "n": 0,
+        "table": None,
+        "gaps": [],
+        "rows": [],
+        "total": None,
+        "legend": [],
+        "method": "",
+    }
 
 
 def _table(df: pl.DataFrame) -> dict[str, Any]:
@@ -357,8 +427,13 @@ def _capability_colors(names: list[str]) -> dict[str, str]:
 def _style() -> dict[str, Any]:
     # Text stays <text> (small, selectable) and never goes through mathtext, so a "$" in
     # a task id is printed as is.
-    return {"svg.fonttype": "none", "text.parse_math": False, "font.size": 9,
-            "axes.spines.top": False, "axes.spines.right": False}
+    return {
+        "svg.fonttype": "none",
+        "text.parse_math": False,
+        "font.size": 9,
+        "axes.spines.top": False,
+        "axes.spines.right": False,
+    }
 
 
 def _svg(fig: Figure, salt: str) -> Markup:
@@ -368,7 +443,7 @@ def _svg(fig: Figure, salt: str) -> Markup:
     with matplotlib.rc_context({**_style(), "svg.hashsalt": salt}):
         fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue()
-    text = text[text.index("<svg"):]
+    text = text[text.index("<svg") :]
     text = re.sub(r"<metadata>.*?</metadata>\s*", "", text, flags=re.S)
     referenced = set(re.findall(r"#([\w.-]+)", text))
     # matplotlib names every group (figure_1, axes_1, ...); repeated across charts these
@@ -386,11 +461,21 @@ def _shares_chart(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> Markup:
         fig = Figure(figsize=(8, 0.45 * len(names) + 1.2))
         ax = fig.add_subplot()
         h = 0.4 if primary else 0.7
-        ax.barh(y - (h / 2 if primary else 0), [c.share for c in taxonomy.capabilities], h,
-                label="share in taxonomy (dominant micro-cluster)", color="#4c72b0")
+        ax.barh(
+            y - (h / 2 if primary else 0),
+            [c.share for c in taxonomy.capabilities],
+            h,
+            label="share in taxonomy (dominant micro-cluster)",
+            color="#4c72b0",
+        )
         if primary:
-            ax.barh(y + h / 2, [primary.get(n, 0.0) for n in names], h,
-                    label="share as primary tag (Stage 3)", color="#dd8452")
+            ax.barh(
+                y + h / 2,
+                [primary.get(n, 0.0) for n in names],
+                h,
+                label="share as primary tag (Stage 3)",
+                color="#dd8452",
+            )
         ax.set_yticks(y, names)
         ax.invert_yaxis()
         ax.xaxis.set_major_formatter(matplotlib.ticker.PercentFormatter(1.0))
@@ -412,8 +497,9 @@ def _heatmap_chart(matrix: pl.DataFrame, names: list[str]) -> Markup:
             limit = values.max() * 0.6 if values.size else 0
             for (i, j), v in np.ndenumerate(values):
                 if v:
-                    ax.text(j, i, str(int(v)), ha="center", va="center", fontsize=7,
-                            color="white" if v > limit else "#222")
+                    ax.text(
+                        j, i, str(int(v)), ha="center", va="center", fontsize=7, color="white" if v > limit else "#222"
+                    )
         bar = fig.colorbar(im, ax=ax, label="criteria (primary tag)", shrink=0.6)
         bar.locator = matplotlib.ticker.MaxNLocator(integer=True)
         bar.update_ticks()
@@ -478,7 +564,9 @@ def _breakable(name: str) -> Markup:
 
 def _ticks(text: str) -> Markup:
     """`name` in notes written for markdown becomes <code>name</code>; everything else is escaped."""
-    return Markup(re.sub(r"`([^`]+)`", lambda m: f"<code>{'_<wbr>'.join(m[1].split('_'))}</code>", str(Markup.escape(text))))
+    return Markup(
+        re.sub(r"`([^`]+)`", lambda m: f"<code>{'_<wbr>'.join(m[1].split('_'))}</code>", str(Markup.escape(text)))
+    )
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -7,6 +7,7 @@ a criterion's vector is the mean of its Stage-1 label embeddings, a capability's
 frequency-weighted mean of the labels its micro-clusters hold. Without embeddings the
 Stage-3 score (offline tagger) or the tag order stands in.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,7 +25,9 @@ N_LOW_CONFIDENCE = 40
 MAX_LISTED = 200  # failures and "none of the above" rows listed in full up to this many
 
 
-def label_capabilities(cluster_ids: list[int], micro: list[dict], taxonomy: Taxonomy, unmapped: str) -> tuple[list[str], list[str]]:
+def label_capabilities(
+    cluster_ids: list[int], micro: list[dict], taxonomy: Taxonomy, unmapped: str
+) -> tuple[list[str], list[str]]:
     """Per label (clusters.parquet row): its micro-capability name and the capability holding it."""
     cap_of_member = {m: c.name for c in taxonomy.capabilities for m in c.members}
     micro_of_cluster = {m.get("cluster_id"): m.get("name", "") for m in micro}
@@ -32,8 +35,14 @@ def label_capabilities(cluster_ids: list[int], micro: list[dict], taxonomy: Taxo
     return micros, [cap_of_member.get(m, unmapped) for m in micros]
 
 
-def fit_matrix(criteria: pl.DataFrame, stage1: pl.DataFrame | None, clusters: pl.DataFrame | None,
-               embeddings: np.ndarray | None, label_caps: list[str] | None, names: list[str]) -> np.ndarray | None:
+def fit_matrix(
+    criteria: pl.DataFrame,
+    stage1: pl.DataFrame | None,
+    clusters: pl.DataFrame | None,
+    embeddings: np.ndarray | None,
+    label_caps: list[str] | None,
+    names: list[str],
+) -> np.ndarray | None:
     """criteria × capabilities cosine similarity; a row is NaN where a criterion has no embedded label."""
     if stage1 is None or clusters is None or embeddings is None or label_caps is None or not names:
         return None
@@ -64,18 +73,34 @@ def tagged(criteria: pl.DataFrame, tags: pl.DataFrame | None) -> pl.DataFrame:
     if "weight" not in base.columns:
         base = base.with_columns(weight=pl.lit(None, dtype=pl.Float64))
     if tags is None:
-        return base.with_columns(tags=pl.lit([], dtype=pl.List(pl.Utf8)), primary=pl.lit(None, dtype=pl.Utf8),
-                                 score=pl.lit(None, dtype=pl.Float64), status=pl.lit("absent"))
-    keep = tags.select("criterion_id", "tags", "primary",
-                       pl.col("score").cast(pl.Float64) if "score" in tags.columns else pl.lit(None, dtype=pl.Float64).alias("score"),
-                       pl.col("status") if "status" in tags.columns else pl.lit("ok").alias("status"))
+        return base.with_columns(
+            tags=pl.lit([], dtype=pl.List(pl.Utf8)),
+            primary=pl.lit(None, dtype=pl.Utf8),
+            score=pl.lit(None, dtype=pl.Float64),
+            status=pl.lit("absent"),
+        )
+    keep = tags.select(
+        "criterion_id",
+        "tags",
+        "primary",
+        pl.col("score").cast(pl.Float64) if "score" in tags.columns else pl.lit(None, dtype=pl.Float64).alias("score"),
+        pl.col("status") if "status" in tags.columns else pl.lit("ok").alias("status"),
+    )
     out = base.join(keep, on="criterion_id", how="left", maintain_order="left")
-    return out.with_columns(pl.col("tags").fill_null(pl.lit([], dtype=pl.List(pl.Utf8))), pl.col("status").fill_null("absent"))
+    return out.with_columns(
+        pl.col("tags").fill_null(pl.lit([], dtype=pl.List(pl.Utf8))), pl.col("status").fill_null("absent")
+    )
 
 
 def _row(r: dict, rank: int | None, other: str | None = None) -> dict[str, Any]:
-    return {"criterion_id": r["criterion_id"], "text": r["text"], "task": r["task_id"], "weight": r["weight"],
-            "rank": rank, "other": other}
+    return {
+        "criterion_id": r["criterion_id"],
+        "text": r["text"],
+        "task": r["task_id"],
+        "weight": r["weight"],
+        "rank": rank,
+        "other": other,
+    }
 
 
 def _varied(order: list, rows: list[dict], n: int, key=lambda o: o) -> list:
@@ -105,9 +130,11 @@ def capability_examples(table: pl.DataFrame, fit: np.ndarray | None, names: list
         holders = [(i, r["tags"].index(name) + 1) for i, r in enumerate(rows) if name in r["tags"]]
         primary = [i for i, rank in holders if rank == 1]
         if fit is not None:
+
             def closeness(i: int) -> float:
                 v = fit[i, j]
                 return -np.inf if np.isnan(v) else float(v)
+
             central = _varied(sorted(primary, key=lambda i: (-closeness(i), i)), rows, N_CENTRAL)
             border = []
             for i, rank in holders:
@@ -121,14 +148,25 @@ def capability_examples(table: pl.DataFrame, fit: np.ndarray | None, names: list
         else:
             score = lambda i: rows[i]["score"] if rows[i]["score"] is not None else 0.0  # noqa: E731
             central = _varied(sorted(primary, key=lambda i: (-score(i), i)), rows, N_CENTRAL)
-            border = sorted(((score(i) if rank == 1 else 1 + rank, i, rank, None) for i, rank in holders if i not in central),
-                            key=lambda b: (-b[2], b[0], b[1]))
-            how = "highest Stage-3 score" if table["score"].drop_nulls().len() else "first in corpus order (no embeddings or scores)"
+            border = sorted(
+                ((score(i) if rank == 1 else 1 + rank, i, rank, None) for i, rank in holders if i not in central),
+                key=lambda b: (-b[2], b[0], b[1]),
+            )
+            how = (
+                "highest Stage-3 score"
+                if table["score"].drop_nulls().len()
+                else "first in corpus order (no embeddings or scores)"
+            )
         rank_of = dict(holders)
         out[name] = {
-            "n_primary": len(primary), "n_tagged": len(holders), "how": how,
+            "n_primary": len(primary),
+            "n_tagged": len(holders),
+            "how": how,
             "central": [_row(rows[i], rank_of[i]) for i in central],
-            "borderline": [_row(rows[i], rank, other) for _, i, rank, other in _varied(border, rows, N_BORDERLINE, key=lambda b: b[1])],
+            "borderline": [
+                _row(rows[i], rank, other)
+                for _, i, rank, other in _varied(border, rows, N_BORDERLINE, key=lambda b: b[1])
+            ],
         }
     return out
 
@@ -141,10 +179,16 @@ def criteria_blob(table: pl.DataFrame, names: list[str]) -> dict[str, Any]:
     rows = []
     for r in table.iter_rows(named=True):
         w = r["weight"]
-        rows.append([r["criterion_id"], task_idx[r["task_id"]], r["text"] or "",
-                     None if w is None else float(f"{w:.4g}"),
-                     [cap_idx[t] for t in r["tags"] if t in cap_idx],
-                     None if r["score"] is None else round(r["score"], 3)])
+        rows.append(
+            [
+                r["criterion_id"],
+                task_idx[r["task_id"]],
+                r["text"] or "",
+                None if w is None else float(f"{w:.4g}"),
+                [cap_idx[t] for t in r["tags"] if t in cap_idx],
+                None if r["score"] is None else round(r["score"], 3),
+            ]
+        )
     return {"caps": names, "tasks": [str(t) for t in tasks], "rows": rows}
 
 
@@ -154,7 +198,9 @@ def json_for_script(value: Any) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
-def low_confidence(table: pl.DataFrame, fit: np.ndarray | None, names: list[str], none_threshold: float) -> dict[str, Any]:
+def low_confidence(
+    table: pl.DataFrame, fit: np.ndarray | None, names: list[str], none_threshold: float
+) -> dict[str, Any]:
     """ "None of the above": untagged, or the primary tag's score below the threshold.
     Low confidence: the tagged rest the run is least sure of (lowest score, else the smallest
     embedding margin between the primary tag and the next capability)."""
@@ -163,9 +209,16 @@ def low_confidence(table: pl.DataFrame, fit: np.ndarray | None, names: list[str]
     none_rows, scored = [], []
     for i, r in enumerate(rows):
         if r["primary"] is None:
-            none_rows.append({**_row(r, None), "why": "no tag (Stage 3 " + ("failed" if r["status"] == "failed" else "has no row") + ")"})
+            none_rows.append(
+                {
+                    **_row(r, None),
+                    "why": "no tag (Stage 3 " + ("failed" if r["status"] == "failed" else "has no row") + ")",
+                }
+            )
         elif r["score"] is not None and r["score"] < none_threshold:
-            none_rows.append({**_row(r, 1), "why": f"score {r['score']:.2f} < {none_threshold:g}", "primary": r["primary"]})
+            none_rows.append(
+                {**_row(r, 1), "why": f"score {r['score']:.2f} < {none_threshold:g}", "primary": r["primary"]}
+            )
         elif r["score"] is not None:
             scored.append((r["score"], i, f"score {r['score']:.2f}"))
         elif fit is not None and r["primary"] in col and not np.isnan(fit[i]).all():
@@ -177,9 +230,20 @@ def low_confidence(table: pl.DataFrame, fit: np.ndarray | None, names: list[str]
     low = [{**_row(rows[i], 1), "why": why, "primary": rows[i]["primary"]} for _, i, why in scored[:N_LOW_CONFIDENCE]]
     for r in none_rows:
         r.setdefault("primary", None)
-    basis = ("Stage-3 score" if table["score"].drop_nulls().len() else
-             "margin between the primary tag and the next capability in label-embedding space" if fit is not None else None)
-    return {"none": none_rows[:MAX_LISTED], "n_none": len(none_rows), "low": low, "basis": basis, "threshold": none_threshold}
+    basis = (
+        "Stage-3 score"
+        if table["score"].drop_nulls().len()
+        else "margin between the primary tag and the next capability in label-embedding space"
+        if fit is not None
+        else None
+    )
+    return {
+        "none": none_rows[:MAX_LISTED],
+        "n_none": len(none_rows),
+        "low": low,
+        "basis": basis,
+        "threshold": none_threshold,
+    }
 
 
 def stage1_failures(stage1: pl.DataFrame | None, criteria: pl.DataFrame) -> dict[str, Any]:
@@ -188,34 +252,63 @@ def stage1_failures(stage1: pl.DataFrame | None, criteria: pl.DataFrame) -> dict
     failed = stage1.filter(pl.col("status") != "ok") if "status" in stage1.columns else stage1.clear()
     text = dict(zip(criteria["criterion_id"].to_list(), criteria["text"].to_list()))
     task = dict(zip(criteria["criterion_id"].to_list(), criteria["task_id"].to_list()))
-    rows = [{"criterion_id": r["criterion_id"], "task": task.get(r["criterion_id"], ""), "text": text.get(r["criterion_id"], ""),
-             "attempts": r.get("attempts"), "problems": "; ".join(r.get("problems") or []) or "—"}
-            for r in failed.head(MAX_LISTED).iter_rows(named=True)]
+    rows = [
+        {
+            "criterion_id": r["criterion_id"],
+            "task": task.get(r["criterion_id"], ""),
+            "text": text.get(r["criterion_id"], ""),
+            "attempts": r.get("attempts"),
+            "problems": "; ".join(r.get("problems") or []) or "—",
+        }
+        for r in failed.head(MAX_LISTED).iter_rows(named=True)
+    ]
     return {"missing": None, "rows": rows, "n": failed.height}
 
 
-def constraint_status(taxonomy: Taxonomy, raw: dict, manifest: dict, primary_shares: dict[str, float]) -> dict[str, Any]:
+def constraint_status(
+    taxonomy: Taxonomy, raw: dict, manifest: dict, primary_shares: dict[str, float]
+) -> dict[str, Any]:
     """The merge constraints checked against this taxonomy, plus what the run itself recorded
     (repairs, and violations where the merge stage writes them)."""
     settings = (manifest.get("settings") or {}).get("merge") or {}
     cfg = MergeConfig.model_validate(settings) if settings else MergeConfig()
     n = len(taxonomy.capabilities)
-    checks = [{"rule": f"{cfg.min_caps}-{cfg.max_caps} capabilities", "value": str(n), "ok": cfg.min_caps <= n <= cfg.max_caps}]
+    checks = [
+        {
+            "rule": f"{cfg.min_caps}-{cfg.max_caps} capabilities",
+            "value": str(n),
+            "ok": cfg.min_caps <= n <= cfg.max_caps,
+        }
+    ]
     for c in taxonomy.capabilities:
         ok = cfg.min_share - 1e-9 <= c.share <= cfg.max_share + 1e-9
         prim = primary_shares.get(c.name)
-        checks.append({"rule": f"`{c.name}` share in {100 * cfg.min_share:g}%-{100 * cfg.max_share:g}%",
-                       "value": f"{100 * c.share:.1f}%" + (f" (primary tag {100 * prim:.1f}%)" if prim is not None else ""), "ok": ok})
+        checks.append(
+            {
+                "rule": f"`{c.name}` share in {100 * cfg.min_share:g}%-{100 * cfg.max_share:g}%",
+                "value": f"{100 * c.share:.1f}%" + (f" (primary tag {100 * prim:.1f}%)" if prim is not None else ""),
+                "ok": ok,
+            }
+        )
     members = [m for c in taxonomy.capabilities for m in c.members]
     repeated = sorted({m for m in members if members.count(m) > 1})
-    checks.append({"rule": "every micro-cluster in exactly one capability",
-                   "value": f"{len(set(members))} micro-clusters" + (f"; repeated: {', '.join(repeated)}" if repeated else ""),
-                   "ok": not repeated})
+    checks.append(
+        {
+            "rule": "every micro-cluster in exactly one capability",
+            "value": f"{len(set(members))} micro-clusters" + (f"; repeated: {', '.join(repeated)}" if repeated else ""),
+            "ok": not repeated,
+        }
+    )
     recorded = _recorded_violations(raw)
     unresolved = [r for r in taxonomy.repairs if r.startswith("unresolved")]
     ok = all(c["ok"] for c in checks) and not recorded and not unresolved
-    return {"ok": ok, "checks": checks, "recorded": recorded, "unresolved": unresolved,
-            "repairs": [r for r in taxonomy.repairs if not r.startswith("unresolved")]}
+    return {
+        "ok": ok,
+        "checks": checks,
+        "recorded": recorded,
+        "unresolved": unresolved,
+        "repairs": [r for r in taxonomy.repairs if not r.startswith("unresolved")],
+    }
 
 
 def _recorded_violations(raw: dict) -> list[str]:

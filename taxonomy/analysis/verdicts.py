@@ -8,6 +8,7 @@ Every problem is one line, `<file>: row <n>: <problem>; fix: <fix>`, raised as
 `VerdictError`. Rows count from 1 in file order (for JSON sources, in the order the
 requirements or rubric leaves appear); a problem of the whole file or folder names no row.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -109,19 +110,32 @@ def load_devai_judgments(root: Path) -> pl.DataFrame:
     root = Path(root)
     judgment = root / "judgment"
     if not root.is_dir():
-        raise _err(root, None, "no such folder", "pass the DevAI data folder, the one that holds judgment/ (e.g. devai:data/devai)")
+        raise _err(
+            root,
+            None,
+            "no such folder",
+            "pass the DevAI data folder, the one that holds judgment/ (e.g. devai:data/devai)",
+        )
     systems = sorted(p for p in judgment.iterdir() if p.is_dir()) if judgment.is_dir() else []
     if not systems:
-        raise _err(root, None, "no judgment folder with one subfolder per judged agent (e.g. judgment/OpenHands/)",
-                   "pass the DevAI data folder, the one that holds judgment/ (e.g. devai:data/devai)")
+        raise _err(
+            root,
+            None,
+            "no judgment folder with one subfolder per judged agent (e.g. judgment/OpenHands/)",
+            "pass the DevAI data folder, the one that holds judgment/ (e.g. devai:data/devai)",
+        )
     rows: list[tuple[str, str, str, bool]] = []
     for system in systems:
         for sub, verifier in DEVAI_VERIFIERS.items():
             for path in _json_files(system / sub):
                 rows.extend(_devai_file(path, verifier, system.name))
     if not rows:
-        raise _err(judgment, None, "no judgment files under human_as_a_judge/ or agent_as_a_judge/gray_box/",
-                   "pass the DevAI data folder with its judgment/ tree intact")
+        raise _err(
+            judgment,
+            None,
+            "no judgment files under human_as_a_judge/ or agent_as_a_judge/gray_box/",
+            "pass the DevAI data folder with its judgment/ tree intact",
+        )
     _warn_devai_drift(root)
     return _frame(rows)
 
@@ -130,7 +144,12 @@ def _devai_file(path: Path, verifier: str, system: str) -> Iterator[tuple[str, s
     doc = _load_json(path)
     reqs = doc.get("requirements") if isinstance(doc, dict) else None
     if not isinstance(reqs, list):
-        raise _err(path, None, "no `requirements` list", "use a DevAI judgment file (an instance with `satisfied` per requirement)")
+        raise _err(
+            path,
+            None,
+            "no `requirements` list",
+            "use a DevAI judgment file (an instance with `satisfied` per requirement)",
+        )
     for i, req in enumerate(reqs, start=1):
         if not isinstance(req, dict) or "requirement_id" not in req:
             raise _err(path, i, "requirement has no `requirement_id`", "restore the file from the upstream benchmark")
@@ -174,8 +193,10 @@ def _warn_devai_drift(root: Path) -> None:
     prints source code to a command-line user."""
     drift = devai_drift(root)
     if drift:
-        log.warning(f"{root}: {len(drift)} judged requirement(s) have other text than devai/instances "
-                    f"({', '.join(drift)}); their capability tags describe a different criterion")
+        log.warning(
+            f"{root}: {len(drift)} judged requirement(s) have other text than devai/instances "
+            f"({', '.join(drift)}); their capability tags describe a different criterion"
+        )
 
 
 # ---- PaperBench --------------------------------------------------------------------
@@ -187,11 +208,20 @@ def load_paperbench_grades(root: Path) -> pl.DataFrame:
     """
     root = Path(root)
     if not root.is_dir():
-        raise _err(root, None, "no such folder", "pass the PaperBench data folder, the one that holds judge_eval/ (e.g. paperbench:data/paperbench)")
+        raise _err(
+            root,
+            None,
+            "no such folder",
+            "pass the PaperBench data folder, the one that holds judge_eval/ (e.g. paperbench:data/paperbench)",
+        )
     papers = sorted(p for p in (root / "judge_eval").glob("*") if p.is_dir())
     if not papers:
-        raise _err(root, None, "no judge_eval folder with one subfolder per paper (e.g. judge_eval/rice/)",
-                   "pass the PaperBench data folder, the one that holds judge_eval/ (e.g. paperbench:data/paperbench)")
+        raise _err(
+            root,
+            None,
+            "no judge_eval folder with one subfolder per paper (e.g. judge_eval/rice/)",
+            "pass the PaperBench data folder, the one that holds judge_eval/ (e.g. paperbench:data/paperbench)",
+        )
     rows: list[tuple[str, str, str, bool]] = []
     for paper in papers:
         path = paper / "expected_result.json"
@@ -208,7 +238,12 @@ def load_paperbench_grades(root: Path) -> pl.DataFrame:
             seen.add(leaf["id"])
             score = leaf.get("score")
             if isinstance(score, bool) or score not in (0, 1):
-                raise _err(path, i, f"score {score!r} of leaf {leaf['id']} is not 0 or 1", "grade every leaf 0 (fail) or 1 (pass)")
+                raise _err(
+                    path,
+                    i,
+                    f"score {score!r} of leaf {leaf['id']} is not 0 or 1",
+                    "grade every leaf 0 (fail) or 1 (pass)",
+                )
             rows.append((f"{paper.name}/{leaf['id']}", "human", paper.name, bool(score)))
     return _frame(rows)
 
@@ -222,7 +257,9 @@ def _leaves(node: dict) -> Iterator[dict]:
 
 
 # ---- Generic tables ------------------------------------------------------------------
-def load_verdict_table(path: Path, columns: dict[str, str] | None = None, defaults: dict[str, str] | None = None) -> pl.DataFrame:
+def load_verdict_table(
+    path: Path, columns: dict[str, str] | None = None, defaults: dict[str, str] | None = None
+) -> pl.DataFrame:
     """A CSV / TSV / JSONL / JSON / parquet file of verdicts.
 
     `columns` maps our names (criterion_id, verdict, verifier, system) to the file's;
@@ -243,7 +280,12 @@ def load_verdict_table(path: Path, columns: dict[str, str] | None = None, defaul
         elif name in defaults:
             out[name] = [defaults[name]] * raw.height
         else:
-            raise _err(path, None, f"no column `{src}` for {name} (columns: {', '.join(raw.columns)})", _missing_fix(name, path))
+            raise _err(
+                path,
+                None,
+                f"no column `{src}` for {name} (columns: {', '.join(raw.columns)})",
+                _missing_fix(name, path),
+            )
     rows = []
     for i in range(raw.height):
         cid, verifier, system = (out[k][i] for k in ("criterion_id", "verifier", "system"))
@@ -255,8 +297,12 @@ def load_verdict_table(path: Path, columns: dict[str, str] | None = None, defaul
     dup = ~frame.select(pl.struct("criterion_id", "verifier", "system").is_first_distinct()).to_series()
     if dup.any():
         i = int(dup.arg_max())
-        raise _err(path, i + 1, f"second verdict for {rows[i][0]} by {rows[i][1]} on {rows[i][2]}",
-                   "keep one verdict per criterion, verifier and system")
+        raise _err(
+            path,
+            i + 1,
+            f"second verdict for {rows[i][0]} by {rows[i][1]} on {rows[i][2]}",
+            "keep one verdict per criterion, verifier and system",
+        )
     return frame
 
 
@@ -281,8 +327,12 @@ def _read_table(path: Path) -> pl.DataFrame:
             problem = csv_problem(text, separator)
             if problem is None:
                 raise
-            raise _err(path, None, f"line {problem[0]}: {problem[1]}",
-                       "make every row have as many fields as the header (quote a field that holds the separator)") from None
+            raise _err(
+                path,
+                None,
+                f"line {problem[0]}: {problem[1]}",
+                "make every row have as many fields as the header (quote a field that holds the separator)",
+            ) from None
     except VerdictError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader failure becomes one line
@@ -297,15 +347,19 @@ def _json_lines(path: Path, text: str) -> list[dict]:
             try:
                 rows.append(json.loads(line))
             except ValueError as exc:
-                raise _err(path, None, f"line {number}: invalid JSON ({exc})", "make each line one complete JSON object") from None
+                raise _err(
+                    path, None, f"line {number}: invalid JSON ({exc})", "make each line one complete JSON object"
+                ) from None
     return rows
 
 
 def _missing_fix(name: str, path: Path) -> str:
     """The fix of a missing column, as a command-line user gives it."""
     if name == "verifier":
-        return (f"add a `verifier` column naming who judged each row, or name the one verifier of the whole file "
-                f"on the command line: --verdicts VERIFIER={path} (e.g. human={path})")
+        return (
+            f"add a `verifier` column naming who judged each row, or name the one verifier of the whole file "
+            f"on the command line: --verdicts VERIFIER={path} (e.g. human={path})"
+        )
     return f"rename the file's column that holds the {name} to `{name}`"
 
 
@@ -327,8 +381,12 @@ def load_verdicts(spec: str) -> pl.DataFrame:
         return load_devai_judgments(Path(rest)) if kind == "devai" else load_paperbench_grades(Path(rest))
     path = Path(spec)
     if not path.exists() and sep and "/" not in kind and len(kind) > 1:
-        raise _err(spec, None, f"unknown verdict source `{kind}`",
-                   "use devai:PATH, paperbench:PATH or a .csv/.jsonl/.parquet file")
+        raise _err(
+            spec,
+            None,
+            f"unknown verdict source `{kind}`",
+            "use devai:PATH, paperbench:PATH or a .csv/.jsonl/.parquet file",
+        )
     # One table is usually one rollout; without a `system` column the file name stands for it.
     system = path.name.split(".")[0]
     return load_verdict_table(path, {}, defaults={"system": system})

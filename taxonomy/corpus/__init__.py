@@ -28,6 +28,7 @@ Bad input raises CorpusError with a one-line message "<file>: <where>: <what>; f
 the 1-based data row, in Parquet; `at /pointer` in JSON documents; absent for the whole file.
 A bare file with no pipeline TOML is recognised by detect.detect (format and column names).
 """
+
 from __future__ import annotations
 
 import logging
@@ -90,9 +91,19 @@ def load_corpus(cfg: CorpusConfig, base_dir: Path) -> Corpus:
         )
     loaded = LOADERS[cfg.format](path, cfg)
     if not loaded.records:
-        raise CorpusError(show_path(path), "-", "no criteria in it (an empty file, or a header with no rows)", "add criteria, or point [corpus] path at the right file")
+        raise CorpusError(
+            show_path(path),
+            "-",
+            "no criteria in it (an empty file, or a header with no rows)",
+            "add criteria, or point [corpus] path at the right file",
+        )
     corpus = finalize(loaded, cfg, lint=f"taxonomy lint {show_path(path)}")
     _say_once(path, corpus.warnings)
     if corpus.frame.is_empty():
-        raise CorpusError(show_path(path), "-", "no criteria left after filtering (on_empty, papers)", "check the [corpus] filters, or the criterion text column")
+        raise CorpusError(
+            show_path(path),
+            "-",
+            "no criteria left after filtering (on_empty, papers)",
+            "check the [corpus] filters, or the criterion text column",
+        )
     return corpus

@@ -1,4 +1,5 @@
 """Corpus settings (CorpusConfig, ColumnMap), the loaded Corpus, its columns, and CorpusError."""
+
 from __future__ import annotations
 
 import re
@@ -78,7 +79,8 @@ class CorpusError(ValueError):
 
 
 def place(row: Any) -> str:
-    """How a message names a place in a file: an int is a file line, "/..." a JSON pointer, None or "-" the whole file."""
+    """How a message names a place in a file: an int is a file line, "/..." a JSON pointer, None or "-" the whole
+    file."""
     text = "" if row is None else str(row).strip()
     if text in ("", "-") or text.startswith(("line ", "row ", "at ")):
         return text.removeprefix("-")

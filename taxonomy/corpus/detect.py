@@ -4,6 +4,7 @@
 comes from the suffix and, for JSON lines and JSON lists, from the keys of the records; a table's
 columns are matched by common names (case, spaces and hyphens ignored), first name found wins.
 """
+
 from __future__ import annotations
 
 import re
@@ -25,8 +26,10 @@ COLUMN_NAMES: dict[str, tuple[str, ...]] = {
     "brief": ("brief", "prompt"),
     "context": ("context",),
 }
-EXPECTED = ("a pipeline TOML (.toml), a corpus file (.csv, .tsv, .jsonl, .json or .parquet, optionally gzipped) "
-            "or a corpus folder (PaperBench papers/, DevAI instances/, or one rubric-list .json per task)")
+EXPECTED = (
+    "a pipeline TOML (.toml), a corpus file (.csv, .tsv, .jsonl, .json or .parquet, optionally gzipped) "
+    "or a corpus folder (PaperBench papers/, DevAI instances/, or one rubric-list .json per task)"
+)
 
 
 @dataclass
@@ -41,8 +44,11 @@ class Detected:
 
     def describe(self) -> str:
         if self.format != "table":
-            return f"{show_path(self.path)}: format {self.format} (detected from its {'folder layout' if self.path.is_dir() else 'keys'})"
-        used = ", ".join(f"{key} = \"{src}\"" for key, src in self.used.items())
+            return (
+                f"{show_path(self.path)}: format {self.format} (detected from "
+                f"its {'folder layout' if self.path.is_dir() else 'keys'})"
+            )
+        used = ", ".join(f'{key} = "{src}"' for key, src in self.used.items())
         missing = [k for k in ("task_id", "weight", "category", "brief") if k not in self.used]
         unused = [c for c in self.found if c not in self.used.values()]
         line = f"{show_path(self.path)}: columns used: {used}"
@@ -96,12 +102,19 @@ def folder_format(path: Path) -> str:
 def detect(path: Path) -> Detected:
     """The format and column map of a bare corpus file or folder; CorpusError when it is neither."""
     if not path.exists():
-        raise CorpusError(show_path(path), None, "no such file or folder", "check the path (relative to the folder you run in)")
+        raise CorpusError(
+            show_path(path), None, "no such file or folder", "check the path (relative to the folder you run in)"
+        )
     if path.is_dir():
         return Detected(path, folder_format(path))
     name = path.name.lower()
     if not name.endswith(CORPUS_SUFFIXES):
-        raise CorpusError(show_path(path), None, f"not a corpus or pipeline file (suffix {''.join(path.suffixes) or 'none'})", f"pass {EXPECTED}")
+        raise CorpusError(
+            show_path(path),
+            None,
+            f"not a corpus or pipeline file (suffix {''.join(path.suffixes) or 'none'})",
+            f"pass {EXPECTED}",
+        )
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
         first = next(iter(read_jsonl(path)), (0, {}))[1]
         if {"prompt_id", "rubrics"} <= set(first):
@@ -116,8 +129,11 @@ def detect(path: Path) -> Detected:
     used = match_columns(found)
     if "text" not in used:
         raise CorpusError(
-            show_path(path), None,
-            f"no criterion column: none of {', '.join(COLUMN_NAMES['text'])} among its columns ({', '.join(found) or 'none'})",
-            f"rename the criterion column to one of those, or run `taxonomy init {path.name}` and set text = \"<your column>\" under [corpus.columns]",
+            show_path(path),
+            None,
+            f"no criterion column: none of {', '.join(COLUMN_NAMES['text'])} "
+            f"among its columns ({', '.join(found) or 'none'})",
+            "rename the criterion column to one of those, or run `taxonomy init "
+            f'{path.name}` and set text = "<your column>" under [corpus.columns]',
         )
     return Detected(path, "table", ColumnMap(**used), used, list(found))

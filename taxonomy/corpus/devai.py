@@ -1,4 +1,5 @@
 """The "devai" format: DevAI instances/*.json, one criterion per requirement."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -33,7 +34,7 @@ def load_devai(path: Path, cfg: CorpusConfig) -> Loaded:
                 show,
                 "/requirements",
                 "no requirements list",
-                "a DevAI instance needs \"requirements\": [{\"requirement_id\", \"criteria\", \"category\"}, ...]",
+                'a DevAI instance needs "requirements": [{"requirement_id", "criteria", "category"}, ...]',
             )
         brief = str(inst.get("query") or "")
         for i, req in enumerate(reqs):
@@ -58,7 +59,9 @@ def load_devai(path: Path, cfg: CorpusConfig) -> Loaded:
                 fixed.append(f"{rel}#{where}")
                 category = _DEVAI_CATEGORY_FIXES[category]
             text = req.get("criteria")
-            records.append(make_record(stem, f"{stem}/{rid}", text, 1.0, category, brief, "", show, where, f"{rel}#{where}"))
+            records.append(
+                make_record(stem, f"{stem}/{rid}", text, 1.0, category, brief, "", show, where, f"{rel}#{where}")
+            )
             prereq = req.get("prerequisites") or []
             prereq = [p for p in prereq if isinstance(p, int) and not isinstance(p, bool)]
             extras.append({"requirement_id": rid, "prerequisites": prereq})

@@ -9,6 +9,7 @@ the example's `theme:` tags become the extra columns `axis`, `level` and `theme`
 gold labels of the benchmark, kept for measuring, and no stage reads them (`category` stays
 empty).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,14 +26,16 @@ EXTRA_SCHEMA = {"axis": pl.Utf8, "level": pl.Utf8, "theme": pl.Utf8, "example_in
 
 
 def _tag_values(tags: Any, prefix: str) -> list[str]:
-    return [t[len(prefix):] for t in tags or [] if isinstance(t, str) and t.startswith(prefix)]
+    return [t[len(prefix) :] for t in tags or [] if isinstance(t, str) and t.startswith(prefix)]
 
 
 def _conversation(prompt: Any, show: str, row: int) -> tuple[str, str]:
     """(brief, context): the only turn as written, else every turn as "role: content" lines (both)."""
     if not isinstance(prompt, list) or not all(isinstance(t, dict) for t in prompt):
         raise CorpusError(
-            show, row, "prompt is not a list of {role, content} turns",
+            show,
+            row,
+            "prompt is not a list of {role, content} turns",
             'give "prompt": [{"role": "user", "content": "..."}, ...]',
         )
     turns = [(str(t.get("role") or ""), str(t.get("content") or "")) for t in prompt]
@@ -47,7 +50,9 @@ def _find(path: Path) -> Path:
         found = files[0] if len(files) == 1 else None
     if found is None:
         raise CorpusError(
-            show_path(path), "-", f"no {DEFAULT_FILE}[.gz] here",
+            show_path(path),
+            "-",
+            f"no {DEFAULT_FILE}[.gz] here",
             "point path at a HealthBench JSONL file or the folder holding it",
         )
     return found
@@ -61,7 +66,9 @@ def load_healthbench(path: Path, cfg: CorpusConfig) -> Loaded:
         missing = [k for k in ("prompt_id", "prompt", "rubrics") if k not in ex]
         if missing:
             raise CorpusError(
-                show, lineno, f"missing key(s) {', '.join(missing)} (keys found: {', '.join(ex) or 'none'})",
+                show,
+                lineno,
+                f"missing key(s) {', '.join(missing)} (keys found: {', '.join(ex) or 'none'})",
                 "give every line prompt_id, prompt and rubrics",
             )
         brief, context = _conversation(ex["prompt"], show, lineno)
@@ -69,20 +76,46 @@ def load_healthbench(path: Path, cfg: CorpusConfig) -> Loaded:
         themes = ",".join(_tag_values(ex.get("example_tags"), "theme:")) or None
         items = ex["rubrics"]
         if not isinstance(items, list):
-            raise CorpusError(show, lineno, f"rubrics is a {type(items).__name__}, not a list",
-                              'give "rubrics": [{"criterion": "...", "points": 5, "tags": [...]}]')
+            raise CorpusError(
+                show,
+                lineno,
+                f"rubrics is a {type(items).__name__}, not a list",
+                'give "rubrics": [{"criterion": "...", "points": 5, "tags": [...]}]',
+            )
         for i, item in enumerate(items):
             row = f"{lineno} (rubrics item {i})"
             if not isinstance(item, dict) or "criterion" not in item:
-                raise CorpusError(show, row, "rubric item has no 'criterion'",
-                                  'make each item {"criterion": "...", "points": 5, "tags": [...]}')
+                raise CorpusError(
+                    show,
+                    row,
+                    "rubric item has no 'criterion'",
+                    'make each item {"criterion": "...", "points": 5, "tags": [...]}',
+                )
             points = parse_weight(item.get("points", 1), show, row, name="points")
             if points == 0:
                 raise CorpusError(show, row, "points is 0", "give a positive number, or a negative one for a penalty")
-            records.append(make_record(task, f"{task}/{i}", item["criterion"], points, None, brief, context,
-                                   show, row, f"{rel}:{lineno}#/rubrics/{i}"))
+            records.append(
+                make_record(
+                    task,
+                    f"{task}/{i}",
+                    item["criterion"],
+                    points,
+                    None,
+                    brief,
+                    context,
+                    show,
+                    row,
+                    f"{rel}:{lineno}#/rubrics/{i}",
+                )
+            )
             tags = item.get("tags")
             axis, level = _tag_values(tags, "axis:"), _tag_values(tags, "level:")
-            extras.append({"axis": axis[0] if axis else None, "level": level[0] if level else None,
-                           "theme": themes, "example_index": lineno})
+            extras.append(
+                {
+                    "axis": axis[0] if axis else None,
+                    "level": level[0] if level else None,
+                    "theme": themes,
+                    "example_index": lineno,
+                }
+            )
     return Loaded(records, pl.DataFrame(extras, schema=EXTRA_SCHEMA))

@@ -1,4 +1,5 @@
 """Reading JSON and JSONL corpus files, plain or gzipped."""
+
 from __future__ import annotations
 
 import codecs
@@ -25,28 +26,49 @@ def read_text_file(path: Path) -> str:
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise CorpusError(show_path(path), "-", f"not a readable gzip file ({exc})", "re-compress it with gzip, or give the uncompressed file") from None
+            raise CorpusError(
+                show_path(path),
+                "-",
+                f"not a readable gzip file ({exc})",
+                "re-compress it with gzip, or give the uncompressed file",
+            ) from None
     try:
         text = decode(data)
     except UnicodeDecodeError as exc:
         if exc.encoding != "utf-8":
-            raise CorpusError(show_path(path), "-", f"not valid {exc.encoding.upper()} although it starts with that byte-order mark ({exc.reason})",
-                              "save the file again as UTF-8") from None
+            raise CorpusError(
+                show_path(path),
+                "-",
+                f"not valid {exc.encoding.upper()} although it starts with that byte-order mark ({exc.reason})",
+                "save the file again as UTF-8",
+            ) from None
         line = data[: exc.start].count(b"\n") + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
-        raise CorpusError(show_path(path), line, f"not UTF-8 (byte 0x{data[exc.start]:02x} at column {column})",
-                          "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)") from None
+        raise CorpusError(
+            show_path(path),
+            line,
+            f"not UTF-8 (byte 0x{data[exc.start]:02x} at column {column})",
+            "save the file as UTF-8 (e.g. `iconv -f latin1 -t utf-8`)",
+        ) from None
     if "\x00" in text[:4096]:
         # ASCII written as UTF-16 or UTF-32 without a byte-order mark is valid UTF-8 with a NUL after every letter.
-        raise CorpusError(show_path(path), text.count("\n", 0, text.index("\x00")) + 1,
-                          "holds NUL bytes: UTF-16 or UTF-32 written without a byte-order mark",
-                          "save it as UTF-8, or as UTF-16 with a byte-order mark (e.g. `iconv -f utf-16le -t utf-8`)")
+        raise CorpusError(
+            show_path(path),
+            text.count("\n", 0, text.index("\x00")) + 1,
+            "holds NUL bytes: UTF-16 or UTF-32 written without a byte-order mark",
+            "save it as UTF-8, or as UTF-16 with a byte-order mark (e.g. `iconv -f utf-16le -t utf-8`)",
+        )
     return text
 
 
 # UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"), (codecs.BOM_UTF16_LE, "utf-16"),
-         (codecs.BOM_UTF16_BE, "utf-16"), (codecs.BOM_UTF8, "utf-8-sig"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+)
 
 
 def decode(data: bytes) -> str:
@@ -107,7 +129,7 @@ def read_jsonl(path: Path) -> list[tuple[int, dict]]:
                 show_path(path),
                 lineno,
                 f"expected a JSON object, got {type(obj).__name__}",
-                "make each line one JSON object such as {\"text\": \"...\"}",
+                'make each line one JSON object such as {"text": "..."}',
             )
         out.append((lineno, obj))
     return out

@@ -1,4 +1,5 @@
 """The "paperbench" format: papers/<paper>/rubric.json trees, one criterion per leaf."""
+
 from __future__ import annotations
 
 import json
@@ -128,7 +129,11 @@ def load_paperbench(path: Path, cfg: CorpusConfig) -> Loaded:
             text = node.get("requirements")
             context = " > ".join(ancestors)
             category = node.get("task_category")
-            records.append(make_record(paper, criterion_id, text, weight, category, brief, context, file, pointer, f"{rel}#{pointer}"))
+            records.append(
+                make_record(
+                    paper, criterion_id, text, weight, category, brief, context, file, pointer, f"{rel}#{pointer}"
+                )
+            )
             finegrained = str_or_none(node.get("finegrained_task_category"))
             extras.append({"finegrained_category": finegrained, "node_id": node_id})
     warnings = []

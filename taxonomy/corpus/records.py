@@ -1,4 +1,5 @@
 """Helpers shared by the format loaders (weights, directions, records, extras) and the final checks."""
+
 from __future__ import annotations
 
 import json
@@ -71,7 +72,9 @@ def str_or_none(value: Any) -> str | None:
     return s or None
 
 
-def make_record(task_id, criterion_id, text, weight, category, brief, context, file, row, source, direction=None) -> dict:
+def make_record(
+    task_id, criterion_id, text, weight, category, brief, context, file, row, source, direction=None
+) -> dict:
     weight, direction = _direction(weight, direction, file, row)
     return {
         "task_id": str(task_id),
@@ -96,6 +99,7 @@ def extras_frame(rows: list[dict]) -> pl.DataFrame:
     try:
         return pl.from_dicts(rows, schema=names, infer_schema_length=None, strict=False)
     except Exception:  # noqa: BLE001 - polars raises various types on mixed nested values
+
         def as_text(v: Any) -> str | None:
             return v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
@@ -153,11 +157,15 @@ def finalize(loaded: Loaded, cfg: CorpusConfig, lint: str = "taxonomy lint") -> 
         if cfg.on_long == "error":
             raise CorpusError(
                 *where(idx[0]),
-                f"criterion text is {frame['text'][idx[0]].__len__():,} characters, above corpus.max_chars = {cfg.max_chars:,}",
+                f"criterion text is {frame['text'][idx[0]].__len__():,} "
+                f"characters, above corpus.max_chars = {cfg.max_chars:,}",
                 'shorten it, raise max_chars in [corpus], or set on_long = "truncate" to cut such criteria',
             )
         frame = frame.with_columns(text=pl.col("text").str.slice(0, cfg.max_chars))
-        warnings.append(f"truncated {len(idx)} criteria to corpus.max_chars = {cfg.max_chars:,} characters: {short_list([frame['source'][i] for i in idx])}")
+        warnings.append(
+            f"truncated {len(idx)} criteria to corpus.max_chars = {cfg.max_chars:,} "
+            f"characters: {short_list([frame['source'][i] for i in idx])}"
+        )
 
     first: dict[str, int] = {}
     for i, cid in enumerate(frame["criterion_id"].to_list()):

@@ -1,4 +1,5 @@
 """The "rubric_list" and "tasks_jsonl" formats: flat lists of {"criteria", "weight", ...} items."""
+
 from __future__ import annotations
 
 import json
@@ -29,7 +30,7 @@ def _rubric_items(
             file,
             whole,
             f"expected a list of rubric items, got {type(items).__name__}",
-            "give a JSON list like [{\"criteria\": \"...\", \"weight\": 1}]",
+            'give a JSON list like [{"criteria": "...", "weight": 1}]',
         )
     for i, item in enumerate(items):
         row, source = at(i)
@@ -38,7 +39,7 @@ def _rubric_items(
                 file,
                 row,
                 f"expected a rubric item object, got {type(item).__name__}",
-                "make each item {\"criteria\": \"...\", \"weight\": 1}",
+                'make each item {"criteria": "...", "weight": 1}',
             )
         key = "criteria" if "criteria" in item else "criterion" if "criterion" in item else None
         if key is None:
@@ -46,7 +47,7 @@ def _rubric_items(
                 file,
                 row,
                 f"no 'criteria' or 'criterion' key (keys found: {', '.join(item) or 'none'})",
-                "put the criterion text under \"criteria\"",
+                'put the criterion text under "criteria"',
             )
         weight = 1.0 if item.get("weight") is None else parse_weight(item["weight"], file, row)
         cid = item.get("criterion_id", item.get("id", i + 1))

@@ -1,4 +1,5 @@
 """The "table" format: one criterion per row of a .jsonl, .csv, .tsv, .parquet file, or of a JSON list of objects."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,7 +20,7 @@ def _not_a_folder(path: Path) -> None:
             show_path(path),
             "-",
             "format 'table' needs a file but this is a folder",
-            f"point path at a .jsonl/.csv/.parquet file, or set format = \"{hint}\"",
+            f'point path at a .jsonl/.csv/.parquet file, or set format = "{hint}"',
         )
 
 
@@ -33,7 +34,7 @@ def _columns(path: Path, cfg: CorpusConfig, found: list[str]) -> ColumnMap:
                 show_path(path),
                 "line 1" if path.name.lower().endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None,
                 f"column {src!r} (columns.{key}) not found; columns found: {', '.join(found) or 'none'}",
-                f"rename the column in the file or set [corpus.columns] {key} = \"<your column>\"",
+                f'rename the column in the file or set [corpus.columns] {key} = "<your column>"',
             )
     return cols
 
@@ -73,7 +74,9 @@ def load_table(path: Path, cfg: CorpusConfig) -> Loaded:
                 context=ctxs[i],
                 file=show,
                 row=row,
-                source=f"{rel}:{row.split(' ', 1)[-1]}" if row.startswith(("line", "row")) else f"{rel}#{row.removeprefix('at ')}",
+                source=f"{rel}:{row.split(' ', 1)[-1]}"
+                if row.startswith(("line", "row"))
+                else f"{rel}#{row.removeprefix('at ')}",
                 direction=dirs[i],
             )
         )

@@ -1,5 +1,6 @@
 """A corpus file read as a raw table (.jsonl, .csv, .tsv, .parquet, a JSON list of objects), each row with
 where it is as messages name it: what the "table" format loads and what detection reads the columns of."""
+
 from __future__ import annotations
 
 import csv
@@ -60,8 +61,12 @@ def read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
     if name.endswith((".json", ".json.gz")):
         items = read_json(path)
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise CorpusError(show, None, "expected a JSON list of objects, one per criterion",
-                              'write [{"criterion": "...", "task": "...", "weight": 1}, ...], or use a .jsonl file')
+            raise CorpusError(
+                show,
+                None,
+                "expected a JSON list of objects, one per criterion",
+                'write [{"criterion": "...", "task": "...", "weight": 1}, ...], or use a .jsonl file',
+            )
         return extras_frame(items), [f"at /{i}" for i in range(len(items))]
     try:
         if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
@@ -78,16 +83,21 @@ def read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
                 show,
                 "-",
                 f"unknown table suffix in {path.name!r}",
-                f"use one of {', '.join(CORPUS_SUFFIXES)}, or set another format (paperbench, devai, rubric_list, tasks_jsonl, healthbench)",
+                f"use one of {', '.join(CORPUS_SUFFIXES)}, or set another format "
+                "(paperbench, devai, rubric_list, tasks_jsonl, healthbench)",
             )
     except CorpusError:
         raise
     except Exception as exc:  # noqa: BLE001 - polars/arrow parse errors
         problem = csv_problem(text, separator) if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")) else None
         if problem is not None:
-            raise CorpusError(show, problem[0], problem[1],
-                              "make every row have as many fields as the header: quote a field that holds the separator "
-                              "or a line break with double quotes, and double a quote inside it (\"\")") from None
+            raise CorpusError(
+                show,
+                problem[0],
+                problem[1],
+                "make every row have as many fields as the header: quote a field that holds the separator "
+                'or a line break with double quotes, and double a quote inside it ("")',
+            ) from None
         raise CorpusError(
             show,
             "-",

@@ -3,6 +3,7 @@
 Every embedder returns float32 rows of unit L2 norm, so a dot product is a cosine and
 euclidean (ward) distances rank pairs exactly as cosine distances do.
 """
+
 from __future__ import annotations
 
 from typing import Protocol, runtime_checkable

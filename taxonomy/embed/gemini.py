@@ -1,4 +1,5 @@
 """Gemini embeddings through google-genai, batched and cached like LLM calls."""
+
 from __future__ import annotations
 
 import json
@@ -61,8 +62,10 @@ class GeminiEmbedder:
             return [e.values for e in response.embeddings]
 
         retrying = Retrying(
-            retry=retry_if_exception_type(TransientError), stop=stop_after_attempt(self.max_retries + 1),
-            wait=wait_exponential_jitter(initial=1, max=30), reraise=True,
+            retry=retry_if_exception_type(TransientError),
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=wait_exponential_jitter(initial=1, max=30),
+            reraise=True,
         )
         return retrying(once)
 

@@ -4,6 +4,7 @@ No model download and no GPU: a fair baseline for short snake_case capability la
 Character n-grams let `recompute_totals` and
 `recomputing_total` land close together; words keep whole-token matches sharp.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -75,7 +76,9 @@ class LocalEmbedder:
         if not words:
             raise ValueError("LocalEmbedder: the texts contain no letters or digits to embed")
         self._word_index = {w: i for i, w in enumerate(words)}
-        self._chars = CountVectorizer(analyzer="char_wb", ngram_range=(3, 5), lowercase=False, dtype=np.float32).fit(words)
+        self._chars = CountVectorizer(analyzer="char_wb", ngram_range=(3, 5), lowercase=False, dtype=np.float32).fit(
+            words
+        )
         self._word_tfidf = TfidfTransformer(sublinear_tf=True).fit(counts)
         self._char_tfidf = TfidfTransformer(sublinear_tf=True).fit(counts @ self._chars.transform(words))
         x = self._features(docs, (counts, words))  # counted once: recounting 1,000,000 labels took ~9 s
@@ -87,11 +90,17 @@ class LocalEmbedder:
         # Map this call's words onto the fitted word vocabulary; unseen words drop out here.
         known = [(j, self._word_index[w]) for j, w in enumerate(words) if w in self._word_index]
         rows, cols = zip(*known) if known else ((), ())
-        select = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(len(words), len(self._word_index)))
+        select = sp.csr_matrix(
+            (np.ones(len(rows), np.float32), (rows, cols)), shape=(len(words), len(self._word_index))
+        )
         # char_wb n-grams never cross a word boundary, so a doc's n-gram counts are the sum of
         # its words' counts: n-gram each distinct word once, not every doc (~50x less work).
         # Unseen words still contribute their known n-grams.
-        word_chars = self._chars.transform(words) if words else sp.csr_matrix((0, len(self._chars.vocabulary_)), dtype=np.float32)
+        word_chars = (
+            self._chars.transform(words)
+            if words
+            else sp.csr_matrix((0, len(self._chars.vocabulary_)), dtype=np.float32)
+        )
         word_block = self._word_tfidf.transform(counts @ select)
         char_block = self._char_tfidf.transform(counts @ word_chars)
         # Both blocks are unit-norm per row, so words and characters weigh the same.
@@ -107,7 +116,9 @@ class LocalEmbedder:
         if n > _SVD_FIT_MAX:
             rows = np.sort(np.random.default_rng(self.seed).choice(n, _SVD_FIT_MAX, replace=False))
             x = x[rows]
-        svd = TruncatedSVD(n_components=min(self.dim, x.shape[0] - 1), algorithm="randomized", n_iter=4, random_state=self.seed)
+        svd = TruncatedSVD(
+            n_components=min(self.dim, x.shape[0] - 1), algorithm="randomized", n_iter=4, random_state=self.seed
+        )
         svd.fit(x)
         return _fix_signs(svd.components_.astype(np.float64)).astype(np.float32)
 

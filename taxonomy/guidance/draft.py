@@ -1,4 +1,5 @@
 """Drafting judge guidance per capability (where a model runs) and the whole `taxonomy guidance` use."""
+
 from __future__ import annotations
 
 import logging
@@ -36,7 +37,12 @@ Ask = Callable[[str, Sequence[Job], str], "list[Answer] | None"]
 
 
 def draft_guidance(
-    taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame, notes: str | None, ask: Ask, examples_per_cap: int = 5,
+    taxonomy: Taxonomy,
+    criteria: pl.DataFrame,
+    tags: pl.DataFrame,
+    notes: str | None,
+    ask: Ask,
+    examples_per_cap: int = 5,
 ) -> GuidanceDrafts:
     """Guidance per capability, one model call each (stage "guidance"): `ask(stage, jobs, title)` returns the
     model's answers, or None where no model runs.
@@ -48,9 +54,19 @@ def draft_guidance(
     routed = routed_criteria(criteria, tags)
     notes = notes if notes and notes.strip() else None
     order = p3_first(taxonomy)
-    jobs = [Job(render(PROMPT, cap=cap.as_stated(), examples=select_examples(routed, cap.name, examples_per_cap),
-                       notes=notes_for_prompt(cap, notes, taxonomy=taxonomy)), GuidanceAnswer, validate_guidance)
-            for cap in order]
+    jobs = [
+        Job(
+            render(
+                PROMPT,
+                cap=cap.as_stated(),
+                examples=select_examples(routed, cap.name, examples_per_cap),
+                notes=notes_for_prompt(cap, notes, taxonomy=taxonomy),
+            ),
+            GuidanceAnswer,
+            validate_guidance,
+        )
+        for cap in order
+    ]
     answers = ask(STAGE, jobs, "Judge guidance")
     drafts = GuidanceDrafts()
     for i, cap in enumerate(order):
@@ -61,8 +77,12 @@ def draft_guidance(
         drafts[cap.name], drafts.source[cap.name] = None, "offline" if answer is None else "fallback"
         if answer is not None:
             reasons = [str(v) for v in answer.violations] or ["no valid answer"]
-            log.warning("guidance for %s: no valid answer after %d attempts (%s); it has no guidance",
-                        cap.name, answer.attempts, "; ".join(reasons))
+            log.warning(
+                "guidance for %s: no valid answer after %d attempts (%s); it has no guidance",
+                cap.name,
+                answer.attempts,
+                "; ".join(reasons),
+            )
             drafts.fallbacks[cap.name] = reasons
     return drafts
 
@@ -73,11 +93,16 @@ def read_notes(notes_path: Path | None) -> str | None:
         return None
     path = Path(notes_path)
     if not path.is_file():
-        raise GuidanceError(f"{path}: no such domain-notes file; fix: pass an existing text or markdown file of the benchmark's conventions, or leave out the notes")
+        raise GuidanceError(
+            f"{path}: no such domain-notes file; fix: pass an existing text or "
+            "markdown file of the benchmark's conventions, or leave out the notes"
+        )
     try:
         text = decode(path.read_bytes())  # UTF-8, or UTF-16/32 with a byte-order mark
     except UnicodeDecodeError:
-        raise GuidanceError(f"{path}: not UTF-8 text; fix: save the domain notes as UTF-8 plain text or markdown") from None
+        raise GuidanceError(
+            f"{path}: not UTF-8 text; fix: save the domain notes as UTF-8 plain text or markdown"
+        ) from None
     return text if text.strip() else None
 
 
@@ -98,8 +123,11 @@ def generate_guidance(session: Any, notes_path: Path | None = None, examples_per
     files = write_guidance(run, shown, criteria, tags, drafts, examples_per_cap)
     save_drafts(run, drafts, inputs_fingerprint(taxonomy, criteria, tags), notes)
     if notes and all(source == "offline" for source in drafts.source.values()):
-        log.warning("%s: domain notes are woven into guidance by a model, and no model ran; set a key (or --provider) "
-                    "and run `taxonomy guidance` again to use them", notes_path)
+        log.warning(
+            "%s: domain notes are woven into guidance by a model, and no model ran; set a key (or --provider) "
+            "and run `taxonomy guidance` again to use them",
+            notes_path,
+        )
     info: dict[str, Any] = {
         **files.as_dict(),
         "notes": str(notes_path) if notes_path is not None else None,

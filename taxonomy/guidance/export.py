@@ -8,6 +8,7 @@
 DIR defaults to RUN/export/. The guidance text is the run's own (guidance/drafts.json, as `taxonomy
 guidance` drafted it); when that is missing, or was drafted from other inputs, it is drafted again first.
 """
+
 from __future__ import annotations
 
 import time
@@ -25,7 +26,10 @@ from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, record_use, taxonomy_
 
 # One writer per format, each in its own module; the order is the one `--to all` writes and lists them in.
 WRITERS: dict[str, Callable[[ExportInputs, RunDir], Written]] = {
-    "vally": vally.write, "openjudge": openjudge.write, "gandalf": gandalf.write, "jsonl": jsonl.write,
+    "vally": vally.write,
+    "openjudge": openjudge.write,
+    "gandalf": gandalf.write,
+    "jsonl": jsonl.write,
 }
 FORMATS = tuple(WRITERS)
 DEFAULT_FOLDER = "export"
@@ -36,7 +40,10 @@ def parse_formats(values: list[str]) -> list[str]:
     asked = {v.strip().lower() for value in values for v in str(value).split(",") if v.strip()}
     unknown = sorted(asked - set(FORMATS) - {"all"})
     if unknown or not asked:
-        raise ExportError(f"--to {', '.join(unknown) or '(nothing)'}: unknown export format; fix: use one or more of {', '.join(FORMATS)}, or all")
+        raise ExportError(
+            f"--to {', '.join(unknown) or '(nothing)'}: unknown export "
+            f"format; fix: use one or more of {', '.join(FORMATS)}, or all"
+        )
     return list(FORMATS) if "all" in asked else [f for f in FORMATS if f in asked]
 
 
@@ -52,9 +59,19 @@ class ExportResult:
         return sum(p.stat().st_size for p in self.files[fmt])
 
     def as_dict(self) -> dict[str, Any]:
-        return {"folder": str(self.folder), "guidance": self.guidance, "formats": {
-            f: {"files": [str(p) for p in self.files[f]], "bytes": self.bytes(f), "seconds": self.seconds[f], **self.counts[f]}
-            for f in self.files}}
+        return {
+            "folder": str(self.folder),
+            "guidance": self.guidance,
+            "formats": {
+                f: {
+                    "files": [str(p) for p in self.files[f]],
+                    "bytes": self.bytes(f),
+                    "seconds": self.seconds[f],
+                    **self.counts[f],
+                }
+                for f in self.files
+            },
+        }
 
 
 def _drafts(session: Any, fingerprint: str, notes_path: Path | None) -> tuple[GuidanceDrafts, str]:
@@ -71,7 +88,9 @@ def _drafts(session: Any, fingerprint: str, notes_path: Path | None) -> tuple[Gu
     return drafts, "drafted"
 
 
-def export_run(session: Any, formats: list[str], out: Path | None = None, notes_path: Path | None = None) -> ExportResult:
+def export_run(
+    session: Any, formats: list[str], out: Path | None = None, notes_path: Path | None = None
+) -> ExportResult:
     """Write the asked formats under `out` (default RUN/export/) and record them in the run's manifest."""
     from taxonomy.taxonomy_io import load_taxonomy
 
@@ -83,8 +102,17 @@ def export_run(session: Any, formats: list[str], out: Path | None = None, notes_
     tags = run.read_parquet(TAGS, "tag")
     tasks = load_tasks(taxonomy, criteria, tags)  # checked before any guidance is (re)drafted
     drafts, how = _drafts(session, inputs_fingerprint(taxonomy, criteria, tags), notes_path)
-    inputs = ExportInputs(run.path.name, used, tasks, judge_view(taxonomy), drafts, criteria, tags, cfg,
-                          cfg.judge_model or session.cfg.llm.model)
+    inputs = ExportInputs(
+        run.path.name,
+        used,
+        tasks,
+        judge_view(taxonomy),
+        drafts,
+        criteria,
+        tags,
+        cfg,
+        cfg.judge_model or session.cfg.llm.model,
+    )
     target = RunDir(Path(out) if out is not None else run.path / DEFAULT_FOLDER)
     result = ExportResult(target.path, guidance=how)
     for fmt in formats:

@@ -1,4 +1,5 @@
 """Guidance written to disk: capability and per-task markdown, the routing table, and stale-file cleanup."""
+
 from __future__ import annotations
 
 import hashlib
@@ -36,9 +37,16 @@ class GuidanceFiles:
         return len(self.capability_files) + len(self.task_files) + 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {"folder": str(self.folder), "files": self.n_files, "capabilities": len(self.capability_files),
-                "tasks": len(self.task_files), "criteria": self.n_criteria, "routed_criteria": self.n_routed,
-                "untagged_criteria": self.n_criteria - self.n_routed, "removed_stale": len(self.removed)}
+        return {
+            "folder": str(self.folder),
+            "files": self.n_files,
+            "capabilities": len(self.capability_files),
+            "tasks": len(self.task_files),
+            "criteria": self.n_criteria,
+            "routed_criteria": self.n_routed,
+            "untagged_criteria": self.n_criteria - self.n_routed,
+            "removed_stale": len(self.removed),
+        }
 
 
 def title(name: str, given: str = "") -> str:
@@ -77,7 +85,11 @@ def _capital(text: str) -> str:
 
 def _pitfall_lines(pitfalls: list[str]) -> list[str]:
     """Grouped under false passes / false fails when the items say which they are."""
-    groups: dict[str, list[str]] = {"False passes (an unmet criterion passed)": [], "False fails (a met criterion rejected)": [], "Other traps": []}
+    groups: dict[str, list[str]] = {
+        "False passes (an unmet criterion passed)": [],
+        "False fails (a met criterion rejected)": [],
+        "Other traps": [],
+    }
     keys = list(groups)
     for p in pitfalls:
         low = p.strip().lower()
@@ -102,9 +114,11 @@ def _sentence(text: str) -> str:
 
 
 # Where no model drafted guidance the judge is told so, and the person running the export how to get it.
-NO_DRAFT = ("No model drafted guidance for this kind of check: judge each criterion from its own text. "
-            "For guidance, run `taxonomy guidance RUN_DIR` with a model (`export GEMINI_API_KEY=...`, or "
-            "`--provider openai` with `llm.base_url` set to a local server), then export again.")
+NO_DRAFT = (
+    "No model drafted guidance for this kind of check: judge each criterion from its own text. "
+    "For guidance, run `taxonomy guidance RUN_DIR` with a model (`export GEMINI_API_KEY=...`, or "
+    "`--provider openai` with `llm.base_url` set to a local server), then export again."
+)
 
 
 def _when_it_applies(cap: TaxonomyCapability, summary: str) -> list[str]:
@@ -116,7 +130,9 @@ def _when_it_applies(cap: TaxonomyCapability, summary: str) -> list[str]:
     return head + ([""] if head and card else []) + card
 
 
-def guidance_body(cap: TaxonomyCapability, draft: GuidanceAnswer | None, level: str, say_undrafted: bool = True) -> list[str]:
+def guidance_body(
+    cap: TaxonomyCapability, draft: GuidanceAnswer | None, level: str, say_undrafted: bool = True
+) -> list[str]:
     """The guidance proper, with sub-headings at `level` ("##" in a capability file, "###" in a task file).
     Without a model's draft: the NO_DRAFT line (unless the caller said it once already), what is known of
     the capability, and P2/P3."""
@@ -127,9 +143,18 @@ def guidance_body(cap: TaxonomyCapability, draft: GuidanceAnswer | None, level: 
     if draft is None:
         return lines
     return lines + [
-        f"{level} Procedure", "", *_numbered(draft.procedure), "",
-        f"{level} Evidence that settles a verdict", "", *_bullets(draft.evidence), "",
-        f"{level} Pitfalls", "", *_pitfall_lines(draft.pitfalls), "",
+        f"{level} Procedure",
+        "",
+        *_numbered(draft.procedure),
+        "",
+        f"{level} Evidence that settles a verdict",
+        "",
+        *_bullets(draft.evidence),
+        "",
+        f"{level} Pitfalls",
+        "",
+        *_pitfall_lines(draft.pitfalls),
+        "",
     ]
 
 
@@ -139,10 +164,21 @@ _SOURCE_NOTE = {
 }
 
 
-def capability_markdown(cap: TaxonomyCapability, draft: GuidanceAnswer | None, examples: list[dict[str, str]],
-                        n_primary: int, n_any: int, source: str = "") -> str:
-    lines = [f"# Judge guidance: {title(cap.name, cap.title)}", "", f"Capability `{cap.name}`: primary tag of {n_primary} criteria, "
-             f"needed (any tag) by {n_any}.", "", *guidance_body(cap, draft, "##")]
+def capability_markdown(
+    cap: TaxonomyCapability,
+    draft: GuidanceAnswer | None,
+    examples: list[dict[str, str]],
+    n_primary: int,
+    n_any: int,
+    source: str = "",
+) -> str:
+    lines = [
+        f"# Judge guidance: {title(cap.name, cap.title)}",
+        "",
+        f"Capability `{cap.name}`: primary tag of {n_primary} criteria, needed (any tag) by {n_any}.",
+        "",
+        *guidance_body(cap, draft, "##"),
+    ]
     if examples:
         lines += ["## Example criteria", ""]
         lines += [f"- [{_line(ex['task_id'], 120)}] {_line(ex['text'])}" for ex in examples]
@@ -152,12 +188,20 @@ def capability_markdown(cap: TaxonomyCapability, draft: GuidanceAnswer | None, e
     return "\n".join(lines).rstrip() + "\n"
 
 
-def task_markdown(task_id: str, sections: list[tuple[TaxonomyCapability, GuidanceAnswer | None, list[str]]],
-                  n_criteria: int, n_untagged: int) -> str:
+def task_markdown(
+    task_id: str,
+    sections: list[tuple[TaxonomyCapability, GuidanceAnswer | None, list[str]]],
+    n_criteria: int,
+    n_untagged: int,
+) -> str:
     """One judge-guidance document for a task: a `##` section per capability its criteria need."""
-    lines = [f"# Judge guidance for task {_line(task_id, 200)}", "",
-             f"This task has {n_criteria} criteria; they need {len(sections)} kinds of check, one section each below, "
-             "the most needed first. The criterion text always governs: this guidance says how to check, not what to require."]
+    lines = [
+        f"# Judge guidance for task {_line(task_id, 200)}",
+        "",
+        f"This task has {n_criteria} criteria; they need {len(sections)} kinds of check, one section each below, "
+        "the most needed first. The criterion text always governs: "
+        "this guidance says how to check, not what to require.",
+    ]
     none_drafted = all(draft is None for _, draft, _ in sections)
     if sections and none_drafted:  # said once for the whole file, not once per section
         lines += ["", NO_DRAFT]
@@ -165,22 +209,36 @@ def task_markdown(task_id: str, sections: list[tuple[TaxonomyCapability, Guidanc
         lines += ["", f"{n_untagged} of its criteria have no capability tag; judge them from the criterion text alone."]
     lines.append("")
     for cap, draft, ids in sections:
-        lines += [f"## {title(cap.name, cap.title)} (`{cap.name}`)", "",
-                  f"Needed by {len(ids)} of the task's criteria: {', '.join(_line(i, 80) for i in ids[:20])}"
-                  + (", …" if len(ids) > 20 else "") + ".", "",
-                  *guidance_body(cap, draft, "###", say_undrafted=not none_drafted)]
+        lines += [
+            f"## {title(cap.name, cap.title)} (`{cap.name}`)",
+            "",
+            f"Needed by {len(ids)} of the task's criteria: {', '.join(_line(i, 80) for i in ids[:20])}"
+            + (", …" if len(ids) > 20 else "")
+            + ".",
+            "",
+            *guidance_body(cap, draft, "###", say_undrafted=not none_drafted),
+        ]
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_guidance(run: RunDir, taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame,
-                   drafts: dict[str, GuidanceAnswer | None], examples_per_cap: int = 5, folder: str = FOLDER) -> GuidanceFiles:
+def write_guidance(
+    run: RunDir,
+    taxonomy: Taxonomy,
+    criteria: pl.DataFrame,
+    tags: pl.DataFrame,
+    drafts: dict[str, GuidanceAnswer | None],
+    examples_per_cap: int = 5,
+    folder: str = FOLDER,
+) -> GuidanceFiles:
     """Capability files, the routing table and per-task guidance, written atomically under run/<folder>/
     (`run` may be any folder opened as a RunDir, e.g. an export's)."""
     routed = routed_criteria(criteria, tags)
     caps = {c.name: c for c in taxonomy.capabilities}
     missing = [n for n in caps if n not in drafts]
     if missing:
-        raise GuidanceError(f"no guidance draft for {', '.join(missing)}; fix: draft every capability of the taxonomy (draft_guidance)")
+        raise GuidanceError(
+            f"no guidance draft for {', '.join(missing)}; fix: draft every capability of the taxonomy (draft_guidance)"
+        )
     source = getattr(drafts, "source", {})
     root = run.path / folder
 
@@ -189,8 +247,17 @@ def write_guidance(run: RunDir, taxonomy: Taxonomy, criteria: pl.DataFrame, tags
         n_primary = routed.filter(pl.col("primary") == name).height
         n_any = routed.filter(pl.col("tags").list.contains(name)).height
         rel = f"{folder}/{name}.md"
-        run.write_text(rel, capability_markdown(cap, drafts[name], select_examples(routed, name, examples_per_cap),
-                                                n_primary, n_any, source.get(name, "")))
+        run.write_text(
+            rel,
+            capability_markdown(
+                cap,
+                drafts[name],
+                select_examples(routed, name, examples_per_cap),
+                n_primary,
+                n_any,
+                source.get(name, ""),
+            ),
+        )
         cap_files[name] = run.path / rel
 
     # Per task: the capabilities any of its criteria needs, most needed first (ties: taxonomy order).
@@ -210,25 +277,42 @@ def write_guidance(run: RunDir, taxonomy: Taxonomy, criteria: pl.DataFrame, tags
         stem = task_filename(task_id, taken)
         taken.add(stem)
         rel = f"{folder}/tasks/{stem}.md"
-        run.write_text(rel, task_markdown(task_id, [(caps[n], drafts[n], need[n]) for n in ranked], group.height, untagged))
+        run.write_text(
+            rel, task_markdown(task_id, [(caps[n], drafts[n], need[n]) for n in ranked], group.height, untagged)
+        )
         task_files[task_id] = run.path / rel
         task_rel[task_id] = f"tasks/{stem}.md"
 
     rows = []
     for r in routed.iter_rows(named=True):
         known = [t for t in r["tags"] if t in caps]
-        rows.append({
-            "criterion_id": r["criterion_id"], "task_id": r["task_id"], "primary": r["primary"] if r["primary"] in caps else "",
-            "tags": ";".join(known), "guidance_files": ";".join(f"{t}.md" for t in known), "task_file": task_rel[str(r["task_id"])],
-            # P2/P3 of the criterion: needed when any capability it is tagged with needs it (principles.any_of)
-            **{f: WORD[any_of(getattr(caps[t], f) for t in known)] for f in PRINCIPLES},
-        })
-    schema = {k: pl.Utf8 for k in ("criterion_id", "task_id", "primary", "tags", "guidance_files", "task_file", *PRINCIPLES)}
+        rows.append(
+            {
+                "criterion_id": r["criterion_id"],
+                "task_id": r["task_id"],
+                "primary": r["primary"] if r["primary"] in caps else "",
+                "tags": ";".join(known),
+                "guidance_files": ";".join(f"{t}.md" for t in known),
+                "task_file": task_rel[str(r["task_id"])],
+                # P2/P3 of the criterion: needed when any capability it is tagged with needs it (principles.any_of)
+                **{f: WORD[any_of(getattr(caps[t], f) for t in known)] for f in PRINCIPLES},
+            }
+        )
+    schema = {
+        k: pl.Utf8 for k in ("criterion_id", "task_id", "primary", "tags", "guidance_files", "task_file", *PRINCIPLES)
+    }
     run.write_text(f"{folder}/routing.csv", pl.DataFrame(rows, schema=schema).write_csv())
 
     written = set(cap_files.values()) | set(task_files.values())
     removed = [p for p in [*root.glob("*.md"), *(root / "tasks").glob("*.md")] if p not in written]
     for p in removed:
         p.unlink()
-    return GuidanceFiles(root, cap_files, root / "routing.csv", task_files, n_criteria=routed.height,
-                         n_routed=sum(1 for r in rows if r["tags"]), removed=removed)
+    return GuidanceFiles(
+        root,
+        cap_files,
+        root / "routing.csv",
+        task_files,
+        n_criteria=routed.height,
+        n_routed=sum(1 for r in rows if r["tags"]),
+        removed=removed,
+    )

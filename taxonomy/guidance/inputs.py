@@ -1,5 +1,6 @@
 """What guidance is drafted from: criteria joined with their tags, example criteria per capability, and the
 capability cards as judges may read them."""
+
 from __future__ import annotations
 
 import polars as pl
@@ -14,7 +15,9 @@ def routed_criteria(criteria: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     A criterion without tags (Stage 3 failed, or absent from the tags table) has tags [] and primary null.
     """
     keep = tags.select("criterion_id", "tags", "primary")
-    joined = criteria.select("criterion_id", "task_id", "text").join(keep, on="criterion_id", how="left", maintain_order="left")
+    joined = criteria.select("criterion_id", "task_id", "text").join(
+        keep, on="criterion_id", how="left", maintain_order="left"
+    )
     return joined.with_columns(pl.col("tags").fill_null(pl.lit([], dtype=pl.List(pl.Utf8))))
 
 
@@ -36,7 +39,10 @@ def select_examples(routed: pl.DataFrame, capability: str, n: int) -> list[dict[
             tasks.add(r["task_id"])
         texts.add(text)
     chosen = (fresh + new_text + rest)[:n]
-    return [{"task_id": str(r["task_id"]), "criterion_id": str(r["criterion_id"]), "text": str(r["text"] or "")} for r in chosen]
+    return [
+        {"task_id": str(r["task_id"]), "criterion_id": str(r["criterion_id"]), "text": str(r["text"] or "")}
+        for r in chosen
+    ]
 
 
 def judge_view(taxonomy: Taxonomy) -> Taxonomy:

@@ -1,4 +1,5 @@
 """The guidance LLM answer, its validation, the drafts of a run, and the error for bad guidance input."""
+
 from __future__ import annotations
 
 from taxonomy.run import RunError
@@ -20,11 +21,15 @@ class GuidanceAnswer(Model):
     pitfalls: list[str]
 
 
-def validate_guidance(answer: GuidanceAnswer, min_items: int = MIN_ITEMS, max_items: int = MAX_ITEMS) -> list[Violation]:
+def validate_guidance(
+    answer: GuidanceAnswer, min_items: int = MIN_ITEMS, max_items: int = MAX_ITEMS
+) -> list[Violation]:
     """Whole-answer violations (item None): an empty summary, a list outside min..max items, a blank item."""
     out = []
     if not answer.summary.strip():
-        out.append(Violation(None, "`summary` is empty; write 2-3 sentences on how to judge criteria of this capability"))
+        out.append(
+            Violation(None, "`summary` is empty; write 2-3 sentences on how to judge criteria of this capability")
+        )
     for key in ("procedure", "evidence", "pitfalls"):
         items = getattr(answer, key)
         if not min_items <= len(items) <= max_items:

@@ -1,4 +1,5 @@
 """The domain-note lines relevant to a capability, so long notes reach each guidance prompt cut to what concerns it."""
+
 from __future__ import annotations
 
 import re
@@ -13,7 +14,8 @@ NOTES_MAX_CHARS = 6000  # longer domain notes are cut to the lines relevant to e
 # Words every capability card uses; they say nothing about which capability a note concerns.
 _GENERIC = frozenset(
     "the and for with that this from into onto each every any all are was were has have had not but its their "
-    "capability capabilities verifier verify verifies verified verifying check checks checked checking confirm confirms "
+    "capability capabilities verifier verify verifies verified "
+    "verifying check checks checked checking confirm confirms "
     "inspect inspects inspection audit audits validate validates criterion criteria deliverable deliverables agent "
     "whether against must should would could does done when where which what there these those than then also only "
     "same such other more most some given need needs needed required requires require specification spec stated "
@@ -52,8 +54,11 @@ def capability_keywords(cap: TaxonomyCapability) -> tuple[set[str], set[str], se
 
 
 def relevant_note_lines(
-    cap: TaxonomyCapability, notes: str | None, limit: int | None = None,
-    taxonomy: Taxonomy | None = None, min_score: float = 1.5,
+    cap: TaxonomyCapability,
+    notes: str | None,
+    limit: int | None = None,
+    taxonomy: Taxonomy | None = None,
+    min_score: float = 1.5,
 ) -> list[str]:
     """Note lines that share words with the capability; best overlap first, ties in file order.
 
@@ -67,7 +72,7 @@ def relevant_note_lines(
     # A word counts against the capabilities that use it at the same place (name, card, phrases):
     # quoted criteria put many words in every card, and must not dilute a word two names share.
     spread: list[dict[str, int]] = [{}, {}, {}]
-    for other in (taxonomy.capabilities if taxonomy else [cap]):
+    for other in taxonomy.capabilities if taxonomy else [cap]:
         for level, vocab in enumerate(capability_keywords(other)):
             for w in vocab:
                 spread[level][w] = spread[level].get(w, 0) + 1
@@ -82,8 +87,9 @@ def relevant_note_lines(
     return [line for _, _, line in scored[:limit]]
 
 
-def notes_for_prompt(cap: TaxonomyCapability, notes: str | None, max_chars: int = NOTES_MAX_CHARS,
-                     taxonomy: Taxonomy | None = None) -> str | None:
+def notes_for_prompt(
+    cap: TaxonomyCapability, notes: str | None, max_chars: int = NOTES_MAX_CHARS, taxonomy: Taxonomy | None = None
+) -> str | None:
     """The whole notes when short; otherwise the lines relevant to this capability (None if none are)."""
     if not notes or not notes.strip():
         return None

@@ -5,6 +5,7 @@ to text or rendered. P3 (`needs_domain_conventions`): it depends on conventions 
 state. Each is true, false or None (unknown: the offline backend decides neither without a domain-free
 signal), with a one-sentence reason. P1 (reactive verification) applies to every capability.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -17,18 +18,32 @@ WORD = {True: "yes", False: "no", None: "unknown"}
 
 # What a judge should make of each value; the reason follows it.
 _JUDGE = {
-    "needs_native_inspection": ("Native inspection (P2)", {
-        True: "needed: inspect the artifacts themselves (structure, metadata, cross-file references), not a text or rendered view of them.",
-        False: "not needed: the content read as text or rendered is enough to judge.",
-        None: ("unknown: not decided for this kind of check; where a criterion turns on how an artifact is built "
-               "(structure, metadata, cross-file references), inspect the artifact itself."),
-    }),
-    "needs_domain_conventions": ("Domain conventions (P3)", {
-        True: "needed: the check depends on conventions the criterion text does not state.",
-        False: "not needed: the criterion text states what the check depends on.",
-        None: ("unknown: not decided for this kind of check; where a criterion relies on a convention it does not state, "
-               "say in your reason which convention you applied."),
-    }),
+    "needs_native_inspection": (
+        "Native inspection (P2)",
+        {
+            True: (
+                "needed: inspect the artifacts themselves (structure, metadata, cross-file references), not a text or "
+                "rendered view of them."
+            ),
+            False: "not needed: the content read as text or rendered is enough to judge.",
+            None: (
+                "unknown: not decided for this kind of check; where a criterion turns on how an artifact is built "
+                "(structure, metadata, cross-file references), inspect the artifact itself."
+            ),
+        },
+    ),
+    "needs_domain_conventions": (
+        "Domain conventions (P3)",
+        {
+            True: "needed: the check depends on conventions the criterion text does not state.",
+            False: "not needed: the criterion text states what the check depends on.",
+            None: (
+                "unknown: not decided for this kind of check; where a "
+                "criterion relies on a convention it does not state, "
+                "say in your reason which convention you applied."
+            ),
+        },
+    ),
 }
 
 
@@ -65,6 +80,14 @@ def summary(caps: Iterable[TaxonomyCapability]) -> str:
     for field in FIELDS:
         head = _JUDGE[field][0]
         by = {v: [c.name for c in caps if getattr(c, field) is v] for v in (True, False, None)}
-        parts.append(f"{head}: " + "; ".join(f"{WORD[v]} for all {len(caps)} capabilities" if len(names) == len(caps) else
-                                             f"{WORD[v]} for {', '.join(names)}" for v, names in by.items() if names))
+        parts.append(
+            f"{head}: "
+            + "; ".join(
+                f"{WORD[v]} for all {len(caps)} capabilities"
+                if len(names) == len(caps)
+                else f"{WORD[v]} for {', '.join(names)}"
+                for v, names in by.items()
+                if names
+            )
+        )
     return ". ".join(parts) + "."

@@ -1,5 +1,6 @@
 """What every export routes: each task's brief and criteria (weight, penalty sign, ranked capabilities),
 grouped by the capabilities they need, and the text a judge gets for one group."""
+
 from __future__ import annotations
 
 import json
@@ -63,22 +64,29 @@ def load_tasks(taxonomy: Taxonomy, criteria: pl.DataFrame, tags: pl.DataFrame) -
         caps = tuple(tagged.get(r["criterion_id"]) or ())
         unknown = [c for c in caps if c not in known]
         if unknown:
-            raise ExportError(f"stage3_tags.parquet: criterion {r['criterion_id']} is tagged {unknown[0]!r}, which is not in taxonomy.json; "
-                              "fix: re-run `taxonomy tag RUN_DIR` against the current taxonomy")
+            raise ExportError(
+                f"stage3_tags.parquet: criterion {r['criterion_id']} is "
+                f"tagged {unknown[0]!r}, which is not in taxonomy.json; "
+                "fix: re-run `taxonomy tag RUN_DIR` against the current taxonomy"
+            )
         weight = float(r["weight"]) if "weight" in cols and r["weight"] is not None else 1.0
         penalty = weight < 0 or ("direction" in cols and r["direction"] == "penalty")
         task = tasks.setdefault(str(r["task_id"]), Task(str(r["task_id"]), ""))
         if not task.brief and "brief" in cols and r["brief"]:
             task.brief = str(r["brief"])
-        task.criteria.append(Criterion(str(r["criterion_id"]), task.task_id, str(r["text"] or ""), weight, penalty, caps))
+        task.criteria.append(
+            Criterion(str(r["criterion_id"]), task.task_id, str(r["text"] or ""), weight, penalty, caps)
+        )
     return list(tasks.values())
 
 
 # ---- the text a judge gets --------------------------------------------------------------
 RULES = (
-    "Judge each criterion on its own, met or unmet, from evidence in the agent's work (its files, outputs and actions), "
+    "Judge each criterion on its own, met or unmet, from evidence "
+    "in the agent's work (its files, outputs and actions), "
     "never from the agent's own account of it. A criterion with a positive weight is a requirement: it counts for the "
-    "agent when met. A criterion marked penalty (negative weight) describes a fault: it counts against the agent when it "
+    "agent when met. A criterion marked penalty (negative weight) "
+    "describes a fault: it counts against the agent when it "
     "holds. The criterion text governs; the guidance says how to check, not what to require."
 )
 BINARY = "Score 1 (pass) only if every requirement listed is met and no penalty listed holds; otherwise score 0 (fail)."
@@ -98,7 +106,10 @@ def guidance_text(cap: TaxonomyCapability | None, draft: GuidanceAnswer | None) 
     """A capability's guidance as markdown with `###` sub-headings (the one no-draft line where no model
     drafted it); a fixed line for untagged criteria (cap None)."""
     if cap is None:
-        return "No capability guidance applies to these criteria (Stage 3 gave them no capability); judge them from the criterion text alone."
+        return (
+            "No capability guidance applies to these criteria (Stage 3 gave "
+            "them no capability); judge them from the criterion text alone."
+        )
     return "\n".join(guidance_body(cap, draft, "###")).strip()
 
 
@@ -107,6 +118,7 @@ def guidance_text(cap: TaxonomyCapability | None, draft: GuidanceAnswer | None) 
 class ExportInputs:
     """What every export format writes from: the run's tasks with their routed criteria, the judge's view
     of the taxonomy, the drafted guidance, and the run and taxonomy it came from (for headers)."""
+
     run_name: str
     taxonomy_hash: str
     tasks: list[Task]

@@ -1,6 +1,7 @@
 """The guidance drafts of a run kept as JSON (guidance/drafts.json), so exports reuse the text that
 `taxonomy guidance` wrote (LLM-drafted ones included) instead of paying for it again, and never reuse
 drafts made from other inputs than the run's current taxonomy, criteria and tags."""
+
 from __future__ import annotations
 
 import hashlib
@@ -33,15 +34,22 @@ def notes_fingerprint(notes: str | None) -> str | None:
 
 
 def save_drafts(run: RunDir, drafts: GuidanceDrafts, fingerprint: str, notes: str | None) -> None:
-    run.write_json(DRAFTS, {
-        "inputs": fingerprint,
-        "notes": notes_fingerprint(notes),
-        "drafts": {name: {**(answer.model_dump() if answer is not None else {}), "source": drafts.source.get(name, "")}
-                   for name, answer in drafts.items()},
-    })
+    run.write_json(
+        DRAFTS,
+        {
+            "inputs": fingerprint,
+            "notes": notes_fingerprint(notes),
+            "drafts": {
+                name: {**(answer.model_dump() if answer is not None else {}), "source": drafts.source.get(name, "")}
+                for name, answer in drafts.items()
+            },
+        },
+    )
 
 
-def load_drafts(run: RunDir, fingerprint: str, notes: str | None = None, check_notes: bool = False) -> GuidanceDrafts | None:
+def load_drafts(
+    run: RunDir, fingerprint: str, notes: str | None = None, check_notes: bool = False
+) -> GuidanceDrafts | None:
     """The stored drafts, or None when there are none or they were made from other inputs (or other notes,
     when `check_notes`). A damaged file is an error naming the fix."""
     path = run.path / DRAFTS
@@ -56,5 +64,7 @@ def load_drafts(run: RunDir, fingerprint: str, notes: str | None = None, check_n
             drafts.source[name] = item.pop("source", "")
             drafts[name] = GuidanceAnswer.model_validate(item) if item else None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise GuidanceError(f"{path}: damaged ({str(exc).splitlines()[0]}); fix: delete it and run `taxonomy guidance {run.path}` again") from None
+        raise GuidanceError(
+            f"{path}: damaged ({str(exc).splitlines()[0]}); fix: delete it and run `taxonomy guidance {run.path}` again"
+        ) from None
     return drafts

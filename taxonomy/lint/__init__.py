@@ -1,6 +1,7 @@
 """`taxonomy lint`: find defective criteria in a rubric corpus, like a code linter finds defective code.
 
-    lint(frame, capability=None, select=None) -> [Finding]   the offline rules (default: those on by default), deterministic
+    lint(frame, capability=None, select=None) -> [Finding]   the offline rules (default: those on by default),
+                                                              deterministic
     summary_line(frame, target) -> str                        one line: the findings summed, the command listing them
     run_summary(run_dir) -> str                               that line for a finished run (`taxonomy run` prints it)
     findings_by_criterion(frame, capability=None) -> {criterion_id: [Finding]}
@@ -9,6 +10,7 @@
 The rules live one family per module (signs, duplicates, wording, grounding, weights), registered once
 in rules.py; the LLM's findings (llm.py) are validated and merged with them; output.py writes every format.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,7 +25,9 @@ from taxonomy.lint.rules import RULES
 __all__ = ["RULES", "SEVERITIES", "Finding", "lint", "summary_line", "run_summary", "findings_by_criterion", "counts"]
 
 
-def lint(frame: pl.DataFrame, capability: dict[str, str] | None = None, select: Iterable[str] | None = None) -> list[Finding]:
+def lint(
+    frame: pl.DataFrame, capability: dict[str, str] | None = None, select: Iterable[str] | None = None
+) -> list[Finding]:
     """The offline rules over a criteria frame (criterion_id, task_id, text, weight, brief), in the corpus's order;
     `select` None runs the rules on by default (not the previews)."""
     return run_rules(Corpus.of(frame, capability), select)
@@ -65,8 +69,20 @@ def report_section(criteria: pl.DataFrame, tags: pl.DataFrame | None = None, lim
     capability = primary_capability(tags)
     per = findings_by_criterion(criteria, capability)
     text = dict(zip(criteria["criterion_id"].to_list(), criteria["text"].to_list()))
-    rows = [{"criterion_id": cid, "task_id": f.task_id, "text": text.get(cid, ""), "severity": f.severity, "rule": f.rule,
-             "message": f.message, "fix": f.fix} for cid, found in per.items() for f in found if f.severity != "info"]
+    rows = [
+        {
+            "criterion_id": cid,
+            "task_id": f.task_id,
+            "text": text.get(cid, ""),
+            "severity": f.severity,
+            "rule": f.rule,
+            "message": f.message,
+            "fix": f.fix,
+        }
+        for cid, found in per.items()
+        for f in found
+        if f.severity != "info"
+    ]
     notes = {cid for cid, found in per.items() if any(f.severity == "info" for f in found)}
     return {"rows": rows[:limit], "more": max(len(rows) - limit, 0), "criteria_with_notes": len(notes)}
 

@@ -1,5 +1,6 @@
 """`taxonomy lint` as a library call: read the target, run the offline rules, add the model's review
 when a model is configured, place every finding on its file's line."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -37,11 +38,14 @@ def choice(option: str, value: str, allowed: tuple[str, ...]) -> str:
 def rules(select: str | None, ignore: str | None, preview: bool = False) -> Plan:
     """The rules `--select`, `--ignore` and `--preview` leave, per source: a rule named in --select runs
     from every source it has, previews included; an unknown name is a one-line error naming the known ones."""
+
     def names(option: str, value: str | None) -> list[str]:
         listed = [n.strip() for n in (value or "").split(",") if n.strip()]
         for n in listed:
             if n not in RULES:
-                raise ConfigError(f"{option} {n}: unknown rule; fix: use one or more of {', '.join(RULES)}, separated by commas")
+                raise ConfigError(
+                    f"{option} {n}: unknown rule; fix: use one or more of {', '.join(RULES)}, separated by commas"
+                )
         return listed
 
     chosen, dropped = set(names("--select", select)), set(names("--ignore", ignore))
@@ -81,8 +85,9 @@ def check(path: Path, plan: Plan, provider: str | None = None, quiet: bool = Tru
     return found, summ
 
 
-def _with_model(target: Target, corpus: Corpus, found: list[Finding], chosen: list[str], provider: str | None,
-                quiet: bool) -> tuple[list[Finding], dict]:
+def _with_model(
+    target: Target, corpus: Corpus, found: list[Finding], chosen: list[str], provider: str | None, quiet: bool
+) -> tuple[list[Finding], dict]:
     from taxonomy.llm.providers import resolve_provider_name
 
     backend = resolve_provider_name(provider or target.cfg.llm.provider)
@@ -92,7 +97,13 @@ def _with_model(target: Target, corpus: Corpus, found: list[Finding], chosen: li
         return found, {"asked": 0, "why": "no rule selected that the model reviews"}
     from taxonomy.pipeline import open_session
 
-    session = open_session(target.cfg, provider=backend, run_dir=target.run_dir, show_progress=not quiet, from_source=target.run_dir is None)
+    session = open_session(
+        target.cfg,
+        provider=backend,
+        run_dir=target.run_dir,
+        show_progress=not quiet,
+        from_source=target.run_dir is None,
+    )
     asked = jobs(corpus)
     answers = session.engine.ask(STAGE, [job for _, job in asked], "lint: reviewing each task's criteria")
     if answers is None:
@@ -116,6 +127,10 @@ def review_cost(path: Path) -> str:
     usage = {"prompt_tokens": prompt, "output_tokens": OUTPUT_TOKENS_PER_TASK * len(asked)}
     batch = {**usage, "batch_prompt_tokens": prompt, "batch_output_tokens": usage["output_tokens"]}
     prices = target.cfg.llm.prices
-    return (f"Model review ({target.cfg.llm.model}): {len(asked)} calls (one per task), {prompt} prompt tokens (exact prompts), "
-            f"~{usage['output_tokens']} output tokens; {prices.cost(usage):.4f} USD online, {prices.cost(batch):.4f} USD in batch mode; "
-            "re-asks not included. The offline rules cost nothing.\n")
+    return (
+        f"Model review ({target.cfg.llm.model}): {len(asked)} calls "
+        f"(one per task), {prompt} prompt tokens (exact prompts), "
+        f"~{usage['output_tokens']} output tokens; {prices.cost(usage):.4f} "
+        f"USD online, {prices.cost(batch):.4f} USD in batch mode; "
+        "re-asks not included. The offline rules cost nothing.\n"
+    )

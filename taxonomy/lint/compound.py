@@ -13,6 +13,7 @@ is one procedure graded all or nothing by design, and so is a template repeated 
 tasks or more: a note at most (its joined clauses are not reported). Every cue is English grammar or
 typography; the verbs are learned from the corpus.
 """
+
 from __future__ import annotations
 
 import re
@@ -22,7 +23,8 @@ from taxonomy.lint.reading import SUBORDINATORS, Corpus
 from taxonomy.text import NEGATIONS, words
 
 CLAUSE_WORDS = 3  # each side of a joint this long, to be a check of its own
-TEMPLATE_TASKS = 3  # a criterion written word for word in this many tasks is the benchmark's template: its bundling is a design
+# a criterion written word for word in this many tasks is the benchmark's template: its bundling is a design
+TEMPLATE_TASKS = 3
 PROCEDURE_CHARS = 1000  # a criterion this long is a grading instruction: its list is one procedure
 DETERMINERS = frozenset("the a an this its their".split())  # "The report covers ...": the verb is the third word
 ADVERBS = frozenset("also never always only still then further".split())  # stand before the verb
@@ -33,12 +35,20 @@ _LEAD_ITEM = re.compile(r"(?:^|[:;]\s*|\n\s*)([1-9]|[a-hA-H]|i{1,3}|iv)[.)]\s+\S
 _SERIES = ({"1", "2"}, {"a", "b"}, {"i", "ii"})  # a list numbers its first two items
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(\S.*)$", re.M)
 # "- Resource context: ...", "- A safe response is one that ...": a definition, not a check.
-_DEFINITION = re.compile(r"^(?:\*\*)?[^:\n]{1,50}?(?:\*\*)?:\s|^(?:an?|the)\s+(?:[\w'-]+\s+){0,5}?(?:is|are|refers?\s+to|means)\b", re.I)
+_DEFINITION = re.compile(
+    r"^(?:\*\*)?[^:\n]{1,50}?(?:\*\*)?:\s|^(?:an?|the)\s+(?:[\w'-]+\s+){0,5}?(?:is|are|refers?\s+to|means)\b", re.I
+)
 _EXAMPLES = re.compile(r"\b(?:such as|e\.g\.|for example|for instance|like|including|examples?)\b[^;.]*$", re.I)
-_N_OF = re.compile(r"\b(?:\d+|two|three|four|five|six)\s+(?:out\s+)?of\s+(?:the\s+following|these|the\s+\d+)\b"
-                   r"|\b(?:at\s+least|at\s+most|any|exactly)\s+(?:\d+|two|three|four|five|six)\s+(?:out\s+)?of\s+(?:the\s+)?\d+\b", re.I)
-_ANNOUNCED = re.compile(r"(?:;|,|[.!?](?=\s))\s*(?:and\s*,?\s*)?(?:(?:it|they|the\s+[^\W\d_]+)\s+)?(?:separately|additionally|in\s+addition|also)\b"
-                        r"(?!\s+(?:known|called|named|referred))[,:]?\s*", re.I)
+_N_OF = re.compile(
+    r"\b(?:\d+|two|three|four|five|six)\s+(?:out\s+)?of\s+(?:the\s+following|these|the\s+\d+)\b"
+    r"|\b(?:at\s+least|at\s+most|any|exactly)\s+(?:\d+|two|three|four|five|six)\s+(?:out\s+)?of\s+(?:the\s+)?\d+\b",
+    re.I,
+)
+_ANNOUNCED = re.compile(
+    r"(?:;|,|[.!?](?=\s))\s*(?:and\s*,?\s*)?(?:(?:it|they|the\s+[^\W\d_]+)\s+)?(?:separately|additionally|in\s+addition|also)\b"
+    r"(?!\s+(?:known|called|named|referred))[,:]?\s*",
+    re.I,
+)
 _JOINT = re.compile(r"(?:;|[.!?](?=\s+[A-Z])|,\s+(?:and|but|while|as\s+well\s+as)\b|\s+and\b)\s*([^\W\d_]+)", re.U)
 _WH = frozenset("how what why which who".split())  # ", as well as how to escalate": a second object clause
 _PARENTHESIS = re.compile(r"\([^()]*(?:\([^()]*\)[^()]*)*\)")
@@ -56,12 +66,26 @@ def compound(c: Corpus) -> list[Finding]:
     out = []
     for r in c.rows:
         severity, why = bundled(r.text, verbs)
-        if why and len(tasks_of[r.text]) >= TEMPLATE_TASKS:  # a template's list stays a note; its joined clauses, nothing
-            severity, why = ("info", f"{why} (a template of {len(tasks_of[r.text])} tasks: bundled on purpose, perhaps)") if severity == "warning" else ("", "")
+        # a template's list stays a note; its joined clauses, nothing
+        if why and len(tasks_of[r.text]) >= TEMPLATE_TASKS:
+            severity, why = (
+                ("info", f"{why} (a template of {len(tasks_of[r.text])} tasks: bundled on purpose, perhaps)")
+                if severity == "warning"
+                else ("", "")
+            )
         if why:
-            out.append(Finding(
-                "compound", severity, r.task_id, [r.criterion_id], f'"{clip(r.text, 100)}" {why}', r.text,
-                "split it into one criterion per check, each with its own weight, so a response meeting half of it gets half the points"))
+            out.append(
+                Finding(
+                    "compound",
+                    severity,
+                    r.task_id,
+                    [r.criterion_id],
+                    f'"{clip(r.text, 100)}" {why}',
+                    r.text,
+                    "split it into one criterion per check, each with its own "
+                    "weight, so a response meeting half of it gets half the points",
+                )
+            )
     return out
 
 
@@ -85,7 +109,7 @@ def _verb(ws: list[str]) -> str | None:
 
 
 def _third_person(word: str | None) -> bool:
-    """"explains", "grants": how a criterion without a subject states its check (English grammar)."""
+    """ "explains", "grants": how a criterion without a subject states its check (English grammar)."""
     return bool(word) and len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is"))
 
 
@@ -93,16 +117,20 @@ def bundled(text: str, verbs: frozenset[str]) -> tuple[str, str]:
     """(severity, why), or ("", "") for one check."""
     listed = _listed(text)
     if listed:
-        return ("info", listed + " (in a grading instruction this long, perhaps one procedure)") if len(text) > PROCEDURE_CHARS else ("warning", listed)
+        return (
+            ("info", listed + " (in a grading instruction this long, perhaps one procedure)")
+            if len(text) > PROCEDURE_CHARS
+            else ("warning", listed)
+        )
     text = _PARENTHESIS.sub(" ", text)  # an aside or a justification states no check
     m = _N_OF.search(text)
     if m:
         return "warning", f'scores "{m.group(0)}" items as one check'
     for m in _ANNOUNCED.finditer(text):
-        left = text[:m.start()].split()
+        left = text[: m.start()].split()
         # "If recommending a journal, also give its impact factor": the comma closes a condition, not a check.
         conditional = m.group(0).startswith(",") and left and left[0].lower() in SUBORDINATORS
-        if len(left) >= CLAUSE_WORDS and len(text[m.end():].split()) >= CLAUSE_WORDS and not conditional:
+        if len(left) >= CLAUSE_WORDS and len(text[m.end() :].split()) >= CLAUSE_WORDS and not conditional:
             return "warning", f'adds a check of its own with "{" ".join(m.group(0).split())}"'
     for joint in _JOINT.finditer(text):
         if _joins(text, joint, verbs):
@@ -114,7 +142,11 @@ def _listed(text: str) -> str:
     """Why a list in the text is several checks, or "" (no list, a list of examples, of definitions)."""
     first = min((m.start() for m in (_PAREN_ITEM.search(text), _LEAD_ITEM.search(text)) if m), default=None)
     marks = {m.lower() for m in _PAREN_ITEM.findall(text) + _LEAD_ITEM.findall(text)}
-    if first is not None and any(series <= marks for series in _SERIES) and not _EXAMPLES.search(text[:first + 1][-80:]):
+    if (
+        first is not None
+        and any(series <= marks for series in _SERIES)
+        and not _EXAMPLES.search(text[: first + 1][-80:])
+    ):
         return "lists several items, each a check of its own"
     checks = [item for item in _BULLET.findall(text) if not _DEFINITION.search(item)]
     if len(checks) >= 2:
@@ -124,7 +156,7 @@ def _listed(text: str) -> str:
 
 def _joins(text: str, joint: re.Match, verbs: frozenset[str]) -> bool:
     word = joint.group(1).lower()
-    left, right = text[:joint.start()], text[joint.start(1):]
+    left, right = text[: joint.start()], text[joint.start(1) :]
     if len(left.split()) < CLAUSE_WORDS or len(right.split()) < CLAUSE_WORDS or word in SUBORDINATORS:
         return False
     said, own = words(right), words(left)
@@ -146,7 +178,8 @@ def _joins(text: str, joint: re.Match, verbs: frozenset[str]) -> bool:
     # "...; all models trained on NetHack use ...": a subject of its own, then a verb (one of the corpus's,
     # a verb of being, or one that says "that").
     head = said[1:8]
-    # (Not after a full stop: a specification's next sentence, "The number of clusters is set to ...", details one check.)
+    # (Not after a full stop: a specification's next sentence, "The number of clusters is set to ...", details one
+    # check.)
     # (After a comma, "..., and the model trained with ..." as often names one check's second object.)
     verbal = any(w in verbs or w in BEING for w in head) or "that" in head[1:]
     if mark == ";" and (word in DETERMINERS or word in QUANTIFIERS) and verbal:

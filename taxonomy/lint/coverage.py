@@ -1,6 +1,7 @@
 """What a lint did not check, so a silent rule is never read as a clean rubric: criteria a rule cannot
 read (another language or script, for the rules that read English grammar), a corpus too small for a
 rule, rules off by default, and the model's review when no model ran. JSON `summary.skipped`."""
+
 from __future__ import annotations
 
 import unicodedata
@@ -22,17 +23,37 @@ def skipped(corpus: Corpus, offline: list[str], model: list[str], llm: dict, n_c
         out += [{"rule": rule, "reason": why, "criteria": n} for rule in offline if RULES[rule].english]
     english_tasks = {r.task_id for r in corpus.rows if r.english}
     if "vague" in offline and len(english_tasks) < VAGUE_MIN_TASKS:
-        out.append({"rule": "vague", "reason": f"{plural(len(english_tasks), 'task')} in English: the rule needs {VAGUE_MIN_TASKS} to tell "
-                    "a common word from a particular one", "criteria": _count([r for r in corpus.rows if r.english])})
+        out.append(
+            {
+                "rule": "vague",
+                "reason": f"{plural(len(english_tasks), 'task')} in English: the rule needs {VAGUE_MIN_TASKS} to tell "
+                "a common word from a particular one",
+                "criteria": _count([r for r in corpus.rows if r.english]),
+            }
+        )
     for rule in RULES.values():
         if rule.id not in offline and "offline" in rule.preview:
-            out.append({"rule": rule.id, "reason": "a preview offline, judged precision under 0.5: --preview or --select turns it on",
-                        "criteria": n_criteria})
+            out.append(
+                {
+                    "rule": rule.id,
+                    "reason": "a preview offline, judged precision under 0.5: --preview or --select turns it on",
+                    "criteria": n_criteria,
+                }
+            )
     if not llm.get("asked"):
-        out.append({"rule": "model review", "reason": f"no model ran: {llm.get('why', 'not asked')}", "criteria": n_criteria})
+        out.append(
+            {"rule": "model review", "reason": f"no model ran: {llm.get('why', 'not asked')}", "criteria": n_criteria}
+        )
     else:
-        out += [{"rule": rule.id, "reason": "a preview from the model, judged precision under 0.5: --preview or --select turns it on",
-                 "criteria": n_criteria} for rule in RULES.values() if "llm" in rule.preview and rule.id not in model]
+        out += [
+            {
+                "rule": rule.id,
+                "reason": "a preview from the model, judged precision under 0.5: --preview or --select turns it on",
+                "criteria": n_criteria,
+            }
+            for rule in RULES.values()
+            if "llm" in rule.preview and rule.id not in model
+        ]
     return out
 
 
@@ -43,7 +64,10 @@ def line(skips: list[dict]) -> str:
     grouped: dict[tuple[str, int], list[str]] = {}
     for s in skips:
         grouped.setdefault((s["reason"], s["criteria"]), []).append(s["rule"])
-    parts = [f"{', '.join(rules)} on {plural(n, 'criterion').replace('criterions', 'criteria')} ({reason})" for (reason, n), rules in grouped.items()]
+    parts = [
+        f"{', '.join(rules)} on {plural(n, 'criterion').replace('criterions', 'criteria')} ({reason})"
+        for (reason, n), rules in grouped.items()
+    ]
     return "Not checked: " + "; ".join(parts)
 
 
@@ -52,7 +76,7 @@ def _count(rows: list[Row]) -> int:
 
 
 def _scripts(rows: list[Row]) -> str:
-    """"CJK script", "Cyrillic script", "another language in Latin letters", or several of them."""
+    """ "CJK script", "Cyrillic script", "another language in Latin letters", or several of them."""
     named = Counter(_script(r.text) for r in rows)
     return " and ".join(f"{name} ({n:,})" if len(named) > 1 else name for name, n in named.most_common())
 

@@ -2,6 +2,7 @@
 
 Exact after folding case, space and punctuation; near when the folded words differ by one word
 that is neither a number nor a negation (those change what is checked)."""
+
 from __future__ import annotations
 
 import re
@@ -12,12 +13,13 @@ from taxonomy.lint.grounding import items
 from taxonomy.lint.reading import Corpus, Row, fold, pairs
 from taxonomy.text import NEGATIONS, normalized
 
-MIN_WORDS = 5    # a one-word change in a shorter criterion is another criterion
+MIN_WORDS = 5  # a one-word change in a shorter criterion is another criterion
 
 
 def duplicate(c: Corpus) -> list[Finding]:
     folded = {r.idx: tuple(fold(w) for w in normalized(r.text).split()) for r in c.rows}
-    same: dict[tuple, list[Row]] = defaultdict(list)  # one set per check repeated: same task, parent, folded text and sign
+    # one set per check repeated: same task, parent, folded text and sign
+    same: dict[tuple, list[Row]] = defaultdict(list)
     for r in c.rows:
         if folded[r.idx]:
             same[(r.task_id, r.context, normalized(r.text), r.weight < 0)].append(r)
@@ -27,6 +29,7 @@ def duplicate(c: Corpus) -> list[Finding]:
 
 def _near(c: Corpus, rows: list[Row], folded: dict) -> list[Finding]:
     """Pairs one word apart, among criteria that are not repeats of each other."""
+
     def keys(r: Row):
         t = folded[r.idx]
         # One word changed, added or dropped leaves the first or the last h words as they were, h
@@ -54,8 +57,14 @@ def _near(c: Corpus, rows: list[Row], folded: dict) -> list[Finding]:
         a, b = c.rows[i], c.rows[j]
         # A name added or swapped ("TGAN" / "TGAN+ADA") may as well be another check.
         swapped = swapped or _names_differ(a.text, b.text)
-        out.append(_finding(a, b, "info" if swapped else "warning",
-                            "one word apart, but naming different things (perhaps two checks)" if swapped else "one word apart"))
+        out.append(
+            _finding(
+                a,
+                b,
+                "info" if swapped else "warning",
+                "one word apart, but naming different things (perhaps two checks)" if swapped else "one word apart",
+            )
+        )
     return out
 
 
@@ -67,16 +76,28 @@ def _repeats(rows: list[Row]) -> Finding:
     a = rows[0]
     points = sum(abs(r.weight) * (1 + len(r.copies)) for r in rows)
     return Finding(
-        "duplicate", "error", a.task_id, ids,
-        f'the same criterion {"twice" if len(ids) == 2 else f"{len(ids)} times"}: "{clip(a.text, 80)}" ({a.sign}); the check counts {points:g} points',
-        a.text, "keep one of them (with the weight the check deserves) and delete the others")
+        "duplicate",
+        "error",
+        a.task_id,
+        ids,
+        f"the same criterion {'twice' if len(ids) == 2 else f'{len(ids)} times'}: "
+        f'"{clip(a.text, 80)}" ({a.sign}); the check counts {points:g} points',
+        a.text,
+        "keep one of them (with the weight the check deserves) and delete the others",
+    )
 
 
 def _finding(a: Row, b: Row, severity: str, how: str) -> Finding:
     return Finding(
-        "duplicate", severity, a.task_id, [a.criterion_id, b.criterion_id],
-        f'{how}: "{clip(a.text, 80)}" ({a.sign}) and "{clip(b.text, 80)}" ({b.sign}); the check counts {abs(a.weight) + abs(b.weight):g} points',
-        f"{a.text} | {b.text}", "delete one of them (or merge them into one criterion with the weight the check deserves)")
+        "duplicate",
+        severity,
+        a.task_id,
+        [a.criterion_id, b.criterion_id],
+        f'{how}: "{clip(a.text, 80)}" ({a.sign}) and "{clip(b.text, 80)}" '
+        f"({b.sign}); the check counts {abs(a.weight) + abs(b.weight):g} points",
+        f"{a.text} | {b.text}",
+        "delete one of them (or merge them into one criterion with the weight the check deserves)",
+    )
 
 
 def _one_word_apart(a: tuple, b: tuple, function: frozenset[str]) -> bool | None:
@@ -93,7 +114,7 @@ def _one_word_apart(a: tuple, b: tuple, function: frozenset[str]) -> bool | None
         return None if not all(w in function for w in diff[0]) else False
     long, short = (a, b) if len(a) > len(b) else (b, a)
     k = next((n for n, (x, y) in enumerate(zip(long, short)) if x != y), len(short))
-    return False if long[:k] + long[k + 1:] == short and not _meaningful(long[k]) else None
+    return False if long[:k] + long[k + 1 :] == short and not _meaningful(long[k]) else None
 
 
 def _variant(i: int, j: int, near: dict[int, set[int]], folded: dict) -> bool:
@@ -103,9 +124,11 @@ def _variant(i: int, j: int, near: dict[int, set[int]], folded: dict) -> bool:
 
 def _names_differ(a: str, b: str) -> bool:
     """The names (capitalised words; the first word only when it holds a second capital, "TGAN") differ."""
+
     def names(text: str) -> list[str]:
         ws = re.findall(r"[^\W\d_][\w+-]*", text)
         return [w for i, w in enumerate(ws) if w[0].isupper() and (i > 0 or sum(ch.isupper() for ch in w) > 1)]
+
     return names(a) != names(b)
 
 

@@ -1,10 +1,12 @@
 """What a lint finding is, and the severity order (the rules are in rules.py)."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
 SEVERITIES = ("info", "warning", "error")  # in rising order
 SOURCES = ("offline", "llm", "offline+llm")
+
 
 def rank(severity: str) -> int:
     return SEVERITIES.index(severity)

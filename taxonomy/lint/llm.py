@@ -7,6 +7,7 @@ duplicate, a note for the others); where an offline rule finds the same defect t
 marked offline+llm. Criteria are fenced as data but shown verbatim, so a quote copied from the prompt
 is the criterion's own text.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -57,8 +58,13 @@ class Review:
     unanswered: list[str] = field(default_factory=list)  # tasks whose answer never parsed
 
     def summary(self) -> dict:
-        return {"asked": self.asked, "kept": len(self.findings), "dropped": len(self.dropped),
-                "dropped_findings": self.dropped[:50], "unanswered": len(self.unanswered)}
+        return {
+            "asked": self.asked,
+            "kept": len(self.findings),
+            "dropped": len(self.dropped),
+            "dropped_findings": self.dropped[:50],
+            "unanswered": len(self.unanswered),
+        }
 
 
 def _flat(text: str) -> str:
@@ -78,22 +84,44 @@ def item_problems(item: LintItem, rows: list[Row]) -> list[str]:
     short = len(text.split()) < MIN_QUOTE_WORDS
     copied = any(_flat(quote) in _flat(shown) for shown in (text, fenced(text)))
     if not quote or not copied or (len(quote.split()) < MIN_QUOTE_WORDS and not short):
-        return [f"quote {item.quote!r} is not copied verbatim (at least {MIN_QUOTE_WORDS} words) from criterion {item.criterion_idx[0]}"]
+        return [
+            f"quote {item.quote!r} is not copied verbatim (at least "
+            f"{MIN_QUOTE_WORDS} words) from criterion {item.criterion_idx[0]}"
+        ]
     if not item.message.strip() or not item.fix.strip():
         return ["message and fix must both say something"]
     return []
 
 
 def validate(answer: LintAnswer, rows: list[Row]) -> list[Violation]:
-    return [Violation(None, f"finding {k}: {p}") for k, item in enumerate(answer.findings) for p in item_problems(item, rows)]
+    return [
+        Violation(None, f"finding {k}: {p}")
+        for k, item in enumerate(answer.findings)
+        for p in item_problems(item, rows)
+    ]
 
 
 def jobs(c: Corpus) -> list[tuple[str, Job[LintAnswer]]]:
     out = []
     for task_id, rows in c.tasks.items():
-        prompt = render("lint.j2", rules=asked_of_model(), task_id=task_id, brief=fenced(rows[0].brief),
-                        criteria=[{"text": fenced(r.text), "weight": f"{r.weight:+g}"} for r in rows])
-        out.append((task_id, Job(prompt=prompt, schema=LintAnswer, validate=partial(validate, rows=rows), prefix=shared_prefix(prompt))))
+        prompt = render(
+            "lint.j2",
+            rules=asked_of_model(),
+            task_id=task_id,
+            brief=fenced(rows[0].brief),
+            criteria=[{"text": fenced(r.text), "weight": f"{r.weight:+g}"} for r in rows],
+        )
+        out.append(
+            (
+                task_id,
+                Job(
+                    prompt=prompt,
+                    schema=LintAnswer,
+                    validate=partial(validate, rows=rows),
+                    prefix=shared_prefix(prompt),
+                ),
+            )
+        )
     return out
 
 
@@ -110,8 +138,18 @@ def read_answers(c: Corpus, asked: list[str], answers: list[Answer[LintAnswer]])
                 review.dropped.append(f"task {task_id}: {item.rule} {item.criterion_idx}: {problems[0]}")
                 continue
             ids = list(dict.fromkeys(rows[i].criterion_id for i in item.criterion_idx))
-            review.findings.append(Finding(item.rule, RULES[item.rule].model, task_id, ids, item.message.strip(), item.quote.strip(),
-                                           item.fix.strip(), "llm"))
+            review.findings.append(
+                Finding(
+                    item.rule,
+                    RULES[item.rule].model,
+                    task_id,
+                    ids,
+                    item.message.strip(),
+                    item.quote.strip(),
+                    item.fix.strip(),
+                    "llm",
+                )
+            )
     return review
 
 
@@ -125,7 +163,14 @@ def merge(offline: list[Finding], model: list[Finding]) -> list[Finding]:
             by_criterion.setdefault((f.rule, cid), []).append(f)
     extra, seen = [], set()
     for f in model:
-        same = next((g for g in by_criterion.get((f.rule, f.criterion_ids[0]), []) if set(f.criterion_ids) <= set(g.criterion_ids)), None)
+        same = next(
+            (
+                g
+                for g in by_criterion.get((f.rule, f.criterion_ids[0]), [])
+                if set(f.criterion_ids) <= set(g.criterion_ids)
+            ),
+            None,
+        )
         if same is not None:
             same.source = "offline+llm"
             same.severity = max(same.severity, f.severity, "warning", key=rank)

@@ -1,4 +1,5 @@
 """The four output formats of `taxonomy lint`: text (grouped by task), json, sarif (2.1.0) and github."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,10 @@ _GITHUB_LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 def summary(findings: list[Finding], n_criteria: int, n_tasks: int, llm: dict | None = None) -> dict:
     flagged = {cid for f in findings for cid in f.criterion_ids}
     out = {
-        "criteria": n_criteria, "tasks": n_tasks, "findings": len(findings), "criteria_flagged": len(flagged),
+        "criteria": n_criteria,
+        "tasks": n_tasks,
+        "findings": len(findings),
+        "criteria_flagged": len(flagged),
         "by_severity": {s: sum(f.severity == s for f in findings) for s in reversed(SEVERITIES)},
         "by_rule": dict(sorted(Counter(f.rule for f in findings).items())),
     }
@@ -53,10 +57,16 @@ def text(findings: list[Finding], summ: dict) -> str:
         lines.append("")
     s = summ["by_severity"]
     rules = ", ".join(f"{rule} {n}" for rule, n in summ["by_rule"].items()) or "none"
-    counted = ", ".join(plural(s[k], name) for k, name in (("error", "error"), ("warning", "warning"), ("info", "note")))
+    counted = ", ".join(
+        plural(s[k], name) for k, name in (("error", "error"), ("warning", "warning"), ("info", "note"))
+    )
     hidden = summ["findings"] - summ.get("shown", summ["findings"])
-    lines.append(f"{plural(summ['findings'], 'finding')} ({counted}) on {summ['criteria_flagged']} of {summ['criteria']} criteria "
-                 f"in {summ['tasks']} tasks; by rule: {rules}" + (f"; {hidden} below --min-severity not listed" if hidden else ""))
+    lines.append(
+        f"{plural(summ['findings'], 'finding')} ({counted}) on "
+        f"{summ['criteria_flagged']} of {summ['criteria']} criteria "
+        f"in {summ['tasks']} tasks; by rule: {rules}"
+        + (f"; {hidden} below --min-severity not listed" if hidden else "")
+    )
     if "llm" in summ:
         lines.append(_llm_line(summ["llm"]))
     if "skipped" in summ:
@@ -67,12 +77,17 @@ def text(findings: list[Finding], summ: dict) -> str:
 def _llm_line(llm: dict) -> str:
     if not llm.get("asked"):
         return f"LLM review: not run ({llm.get('why', 'no model')})"
-    line = f"LLM review: {llm['asked']} tasks asked, {llm['kept']} findings kept, {llm['dropped']} dropped as invalid after re-asks"
+    line = (
+        f"LLM review: {llm['asked']} tasks asked, {llm['kept']} findings "
+        f"kept, {llm['dropped']} dropped as invalid after re-asks"
+    )
     return line + (f", {llm['unanswered']} tasks without a valid answer" if llm.get("unanswered") else "")
 
 
 def as_json(findings: list[Finding], summ: dict) -> str:
-    return json.dumps({"findings": [f.as_dict() for f in findings], "summary": summ}, indent=2, ensure_ascii=False) + "\n"
+    return (
+        json.dumps({"findings": [f.as_dict() for f in findings], "summary": summ}, indent=2, ensure_ascii=False) + "\n"
+    )
 
 
 def _uri(file: str) -> str:
@@ -85,9 +100,16 @@ def sarif(findings: list[Finding], summ: dict) -> str:
     results = []
     for f in findings:
         result = {
-            "ruleId": f.rule, "ruleIndex": rules.index(f.rule), "level": _SARIF_LEVEL[f.severity],
+            "ruleId": f.rule,
+            "ruleIndex": rules.index(f.rule),
+            "level": _SARIF_LEVEL[f.severity],
             "message": {"text": f"{f.message}. Fix: {f.fix}"},
-            "properties": {"task_id": f.task_id, "criterion_ids": f.criterion_ids, "source": f.source, "evidence": f.evidence},
+            "properties": {
+                "task_id": f.task_id,
+                "criterion_ids": f.criterion_ids,
+                "source": f.source,
+                "evidence": f.evidence,
+            },
         }
         loc = f.location or {}
         if loc.get("file"):
@@ -100,11 +122,19 @@ def sarif(findings: list[Finding], summ: dict) -> str:
             result["locations"] = [place]
         results.append(result)
     driver = {
-        "name": "taxonomy lint", "version": _version(), "informationUri": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/",
-        "rules": [{"id": r, "name": r.replace("-", " ").title().replace(" ", ""), "shortDescription": {"text": d.description}} for r, d in RULES.items()],
+        "name": "taxonomy lint",
+        "version": _version(),
+        "informationUri": "https://docs.oasis-open.org/sarif/sarif/v2.1.0/",
+        "rules": [
+            {"id": r, "name": r.replace("-", " ").title().replace(" ", ""), "shortDescription": {"text": d.description}}
+            for r, d in RULES.items()
+        ],
     }
-    log = {"$schema": "https://json.schemastore.org/sarif-2.1.0.json", "version": "2.1.0",
-           "runs": [{"tool": {"driver": driver}, "results": results, "properties": {"summary": summ}}]}
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{"tool": {"driver": driver}, "results": results, "properties": {"summary": summ}}],
+    }
     return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
 
 

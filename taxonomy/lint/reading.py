@@ -4,6 +4,7 @@ Every cue list here is English grammar, not a domain: negation words (taxonomy.t
 the auxiliaries that carry a negation ("does not"), and verbs that negate what follows them
 ("fails to"). Which openings go with rewards or penalties is learned from each corpus.
 """
+
 from __future__ import annotations
 
 import re
@@ -23,7 +24,9 @@ AUXILIARIES = frozenset("do does did doing".split())
 NEGATING_VERBS = frozenset("fail fails failed failing".split())
 LANGUAGE_SAMPLE = 500
 # Words that open a subordinate clause (a condition, a reason, a time): English grammar.
-SUBORDINATORS = frozenset("if when whenever unless whether because although though while since until before after where".split())
+SUBORDINATORS = frozenset(
+    "if when whenever unless whether because although though while since until before after where".split()
+)
 _SUBORDINATE = re.compile(r"\b(?:" + "|".join(sorted(SUBORDINATORS)) + r")\b[^,;.:]*", re.I)
 _QUOTED = re.compile(r"`[^`]*`|\"[^\"]*\"|“[^”]*”|\$[^$]*\$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
@@ -74,7 +77,7 @@ def opening(ws: list[str], function: frozenset[str]) -> str | None:
 
 
 def negated_opening(ws: list[str]) -> bool:
-    """"Does not ...", "No ...": rewarding an absence is a legitimate wording ("fails to" is not one)."""
+    """ "Does not ...", "No ...": rewarding an absence is a legitimate wording ("fails to" is not one)."""
     return any(w in NEGATIONS for w in ws[:3])
 
 
@@ -96,7 +99,8 @@ class Row:
     context: str  # the ancestor requirements in a tree corpus: the same leaf text under two parents is two checks
     ws: list[str]
     content: set[str] = field(default_factory=set)  # folded content words, set by Corpus.of
-    copies: list[str] = field(default_factory=list)  # ids of the rows repeating this one word for word (same task, parent, weight)
+    # ids of the rows repeating this one word for word (same task, parent, weight)
+    copies: list[str] = field(default_factory=list)
     english: bool = True  # written in English, which the grammar rules read
 
     @property
@@ -119,10 +123,19 @@ class Corpus:
         copies' ids: a file of repeats costs what its distinct rows cost."""
         unique = _distinct(frame)
         texts = [t or "" for t in unique["text"].to_list()]
-        rows = [Row(i, ids[0], tid, text, float(w), brief or "", ctx or "", words(text), copies=ids[1:])
-                for i, (ids, tid, text, w, brief, ctx) in enumerate(zip(
-                    unique["criterion_id"].to_list(), unique["task_id"].to_list(), texts, unique["weight"].to_list(),
-                    unique["brief"].to_list(), unique["context"].to_list()))]
+        rows = [
+            Row(i, ids[0], tid, text, float(w), brief or "", ctx or "", words(text), copies=ids[1:])
+            for i, (ids, tid, text, w, brief, ctx) in enumerate(
+                zip(
+                    unique["criterion_id"].to_list(),
+                    unique["task_id"].to_list(),
+                    texts,
+                    unique["weight"].to_list(),
+                    unique["brief"].to_list(),
+                    unique["context"].to_list(),
+                )
+            )
+        ]
         # Which languages the corpus uses is clear from a few hundred criteria; reading 3,000 costs seconds.
         function = function_words(texts[:: max(1, len(texts) // LANGUAGE_SAMPLE)])
         other = function - FUNCTION_WORDS
@@ -149,10 +162,12 @@ def _distinct(frame: pl.DataFrame) -> pl.DataFrame:
     if "context" not in frame.columns:
         frame = frame.with_columns(pl.lit("").alias("context"))
     keys = ["task_id", "context", "text", "weight"]
-    return (frame.select("criterion_id", *keys, pl.col("brief").cast(pl.Utf8))
-            .with_columns(pl.col("context").fill_null(""), pl.col("text").fill_null(""))
-            .group_by(keys, maintain_order=True)
-            .agg(pl.col("criterion_id"), pl.col("brief").first()))
+    return (
+        frame.select("criterion_id", *keys, pl.col("brief").cast(pl.Utf8))
+        .with_columns(pl.col("context").fill_null(""), pl.col("text").fill_null(""))
+        .group_by(keys, maintain_order=True)
+        .agg(pl.col("criterion_id"), pl.col("brief").first())
+    )
 
 
 def is_english(text: str, ws: list[str], other_function: frozenset[str]) -> bool:

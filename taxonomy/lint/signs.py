@@ -6,6 +6,7 @@ a failure ("fails to", "incorrectly", "neglects to"), a penalised one that state
 sign is a cue learned from the corpus. A negated opening ("Does not ...", "No ...") never warns:
 rewarding an absence is a legitimate wording.
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -15,18 +16,20 @@ from taxonomy.lint.grounding import items
 from taxonomy.lint.reading import Corpus, Row, core, main_clause, negated_opening, negations, opening, pairs
 from taxonomy.text import NEGATIONS
 
-STRONG_SUPPORT = 50   # other criteria with the opening: so many that, none the other way, the other sign's rate is under 6% (rule of three),
-STRONG_SHARE = 0.97   # a near-unanimous sign, and an opening that is not a negation
+# other criteria with the opening: so many that, none the other way, the other sign's rate is under 6% (rule of three),
+STRONG_SUPPORT = 50
+STRONG_SHARE = 0.97  # a near-unanimous sign, and an opening that is not a negation
 # English words that state the criterion's behaviour failed or succeeded, whatever the field: implicative
 # verbs of failing (with "to": "fails to mention") and adverbs of manner ("incorrectly states").
 FAILING_VERBS = frozenset("fail fails failed neglect neglects neglected forget forgets forgot".split())
 FAILURE_ADVERBS = frozenset("incorrectly wrongly inaccurately falsely erroneously mistakenly".split())
 SUCCESS_ADVERBS = frozenset("correctly accurately successfully".split())
 BEING = frozenset("is are was were be been being has have had".split())
-SUBJECT_WORDS = 3     # a subject of at most this many words minus one, besides function words ("The training loop has been correctly ...")
-SAME_CHECK = 0.8      # content-word overlap (Jaccard) at which two criteria state one thing...
-MAX_APART = 3         # ...when at most this many content words tell them apart
-NEGATION_APART = 1    # a statement and its negation: at most one other word apart
+# a subject of at most this many words minus one, besides function words ("The training loop has been correctly ...")
+SUBJECT_WORDS = 3
+SAME_CHECK = 0.8  # content-word overlap (Jaccard) at which two criteria state one thing...
+MAX_APART = 3  # ...when at most this many content words tell them apart
+NEGATION_APART = 1  # a statement and its negation: at most one other word apart
 
 
 def _penalty(r: Row) -> bool:
@@ -34,18 +37,21 @@ def _penalty(r: Row) -> bool:
 
 
 def stated(ws: list[str], function: frozenset[str]) -> str | None:
-    """"failure" or "success" when the main clause's verb says so ("Fails to ...", "The agent incorrectly
+    """ "failure" or "success" when the main clause's verb says so ("Fails to ...", "The agent incorrectly
     ...", "Correctly ..."), None otherwise or when a negation comes first ("Does not incorrectly ...")."""
     nouns = 0
-    for k, w in enumerate(ws[:SUBJECT_WORDS + 4]):
+    for k, w in enumerate(ws[: SUBJECT_WORDS + 4]):
         if w in NEGATIONS or nouns > SUBJECT_WORDS - 1:
             return None  # a negated verb ("Does not incorrectly ..."), or a subject too long to be one
         cue = w in FAILURE_ADVERBS or w in FAILING_VERBS or w in SUCCESS_ADVERBS
         # The cue is the verb's when the criterion opens with it, after a determiner's subject ("The agent fails
-        # to"), or after a verb of being ("Model inference is correctly performed"); not in "Explains the fee correctly".
+        # to"), or after a verb of being ("Model inference is correctly performed"); not in "Explains the fee
+        # correctly".
         if cue and k and ws[0] not in function and ws[k - 1] not in BEING:
             return None
-        if w in FAILURE_ADVERBS or (w in FAILING_VERBS and (w.startswith(("neglect", "forg")) or ws[k + 1:k + 2] == ["to"])):
+        if w in FAILURE_ADVERBS or (
+            w in FAILING_VERBS and (w.startswith(("neglect", "forg")) or ws[k + 1 : k + 2] == ["to"])
+        ):
             return "failure"
         if w in SUCCESS_ADVERBS:
             return "success"
@@ -86,13 +92,24 @@ def _learned(r: Row, cue: str, seen: Counter) -> Finding | None:
     if n < STRONG_SUPPORT or against / n < STRONG_SHARE or negated_opening(r.ws):
         return None
     kind = "penalties" if not _penalty(r) else "rewards"
-    return _finding(r, f'"{clip(r.text, 90)}" carries {r.sign}, but {against} of {n} other criteria opening with "{r.text.split()[0]}" are {kind}')
+    return _finding(
+        r,
+        f'"{clip(r.text, 90)}" carries {r.sign}, but {against} of {n} '
+        f'other criteria opening with "{r.text.split()[0]}" are {kind}',
+    )
 
 
 def _finding(r: Row, message: str) -> Finding:
     wanted = "negative" if not _penalty(r) else "positive"
-    return Finding("sign-mismatch", "warning", r.task_id, [r.criterion_id], message, r.text,
-                   f"make the weight {wanted} ({-r.weight:+g}), or reword the criterion as the behaviour its sign scores")
+    return Finding(
+        "sign-mismatch",
+        "warning",
+        r.task_id,
+        [r.criterion_id],
+        message,
+        r.text,
+        f"make the weight {wanted} ({-r.weight:+g}), or reword the criterion as the behaviour its sign scores",
+    )
 
 
 def _opposite_elsewhere(c: Corpus) -> list[Finding]:
@@ -108,10 +125,17 @@ def _opposite_elsewhere(c: Corpus) -> list[Finding]:
             continue
         for r in rows:
             other = next(o for o in rows if _penalty(o) != _penalty(r) and o.task_id != r.task_id)
-            out.append(Finding(
-                "sign-mismatch", "info", r.task_id, [r.criterion_id],
-                f'"{clip(r.text, 90)}" carries {r.sign} here and {other.sign} in task {other.task_id}',
-                r.text, "give the same wording the same sign, or reword one of them to say what differs"))
+            out.append(
+                Finding(
+                    "sign-mismatch",
+                    "info",
+                    r.task_id,
+                    [r.criterion_id],
+                    f'"{clip(r.text, 90)}" carries {r.sign} here and {other.sign} in task {other.task_id}',
+                    r.text,
+                    "give the same wording the same sign, or reword one of them to say what differs",
+                )
+            )
     return out
 
 
@@ -122,7 +146,7 @@ def contradiction(c: Corpus) -> list[Finding]:
     def keys(r: Row):
         yield read[r.idx][0]
         # Two sets at most MAX_APART words apart share one of their MAX_APART + 1 rarest words.
-        yield from sorted(r.content, key=lambda w: (spread[w], w))[:MAX_APART + 1]
+        yield from sorted(r.content, key=lambda w: (spread[w], w))[: MAX_APART + 1]
 
     out = []
     for i, j in sorted(pairs(c.rows, keys)):
@@ -137,10 +161,17 @@ def contradiction(c: Corpus) -> list[Finding]:
             what = "the same statement carries opposite signs"
         else:
             continue  # same sign and wording is a duplicate; a statement and its negation with opposite signs agree
-        out.append(Finding(
-            "contradiction", "error", a.task_id, [a.criterion_id, b.criterion_id],
-            f'{what}: "{clip(a.text, 80)}" ({a.sign}) and "{clip(b.text, 80)}" ({b.sign})',
-            f"{a.text} | {b.text}", "keep the one whose sign matches what the task wants and delete the other"))
+        out.append(
+            Finding(
+                "contradiction",
+                "error",
+                a.task_id,
+                [a.criterion_id, b.criterion_id],
+                f'{what}: "{clip(a.text, 80)}" ({a.sign}) and "{clip(b.text, 80)}" ({b.sign})',
+                f"{a.text} | {b.text}",
+                "keep the one whose sign matches what the task wants and delete the other",
+            )
+        )
     return out
 
 

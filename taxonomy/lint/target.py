@@ -1,5 +1,6 @@
 """What `taxonomy lint TARGET` reads: the criteria of a corpus file, a pipeline TOML or a run
 directory (with that run's tags), and where each criterion sits in its file."""
+
 from __future__ import annotations
 
 import gzip
@@ -52,6 +53,7 @@ class Target:
                 line = _line_of(str(file), text or "")
             out[cid] = {"file": show, "line": line, "pointer": pointer}
         return out
+
 
 def load_target(target: Path) -> Target:
     """A run directory (it has manifest.json), a pipeline TOML, or a corpus file or folder (detected)."""

@@ -3,6 +3,7 @@
 Similar criteria are those of the same capability when a run's tags are given, else the nearest
 neighbours by TF-IDF cosine over the whole corpus; both are read with the same sign only.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -13,12 +14,12 @@ import numpy as np
 from taxonomy.lint.findings import Finding, clip
 from taxonomy.lint.reading import Corpus, Row
 
-FAR = 10.0        # more than this many times larger or smaller than both references
+FAR = 10.0  # more than this many times larger or smaller than both references
 NEIGHBOURS = 15
-MIN_GROUP = 5     # references made of fewer criteria say nothing
-RANGE_FAR = 2.0   # a weight this many times beyond the corpus's usual range of its sign...
+MIN_GROUP = 5  # references made of fewer criteria say nothing
+RANGE_FAR = 2.0  # a weight this many times beyond the corpus's usual range of its sign...
 RANGE_TASK = 3.0  # ...and this many times its task's median is an outlier as well
-RANGE_MIN = 100   # criteria of one sign a corpus needs before its range says anything
+RANGE_MIN = 100  # criteria of one sign a corpus needs before its range says anything
 
 
 def _far(ratio: float) -> bool:
@@ -48,11 +49,22 @@ def weight_outlier(c: Corpus) -> list[Finding]:
     out = []
     for i, own in suspects.items():
         r = c.rows[i]
-        similar = [abs(c.rows[j].weight) for j in peers.get(i, ()) if (c.rows[j].weight < 0) == (r.weight < 0) and c.rows[j].weight]
+        similar = [
+            abs(c.rows[j].weight)
+            for j in peers.get(i, ())
+            if (c.rows[j].weight < 0) == (r.weight < 0) and c.rows[j].weight
+        ]
         ratio = abs(r.weight) / median(similar) if len(similar) >= MIN_GROUP else 1.0
         if i in beyond or (_far(ratio) and (ratio > 1) == (abs(r.weight) > own)):
             how = "no other criterion of the corpus comes near" if i in beyond else "nearest criteria"
-            out.append(_finding(r, median(similar) if similar else own, own, "same capability" if c.capability and i not in beyond else how))
+            out.append(
+                _finding(
+                    r,
+                    median(similar) if similar else own,
+                    own,
+                    "same capability" if c.capability and i not in beyond else how,
+                )
+            )
     return out
 
 
@@ -71,9 +83,15 @@ def _beyond_the_corpus(c: Corpus) -> set[int]:
 
 def _finding(r: Row, similar: float, own: float, how: str) -> Finding:
     return Finding(
-        "weight-outlier", "warning", r.task_id, [r.criterion_id],
-        f'"{clip(r.text, 90)}" weighs {r.weight:g}; similar criteria ({how}) weigh {similar:g} (median), the task\'s others {own:g}',
-        r.text, f"check the weight: a value near {own:g} fits the task; a typo (an extra digit, a wrong scale) is common")
+        "weight-outlier",
+        "warning",
+        r.task_id,
+        [r.criterion_id],
+        f'"{clip(r.text, 90)}" weighs {r.weight:g}; similar criteria '
+        f"({how}) weigh {similar:g} (median), the task's others {own:g}",
+        r.text,
+        f"check the weight: a value near {own:g} fits the task; a typo (an extra digit, a wrong scale) is common",
+    )
 
 
 def _capability_peers(c: Corpus, suspects: dict) -> dict[int, list[int]]:

@@ -1,5 +1,6 @@
 """The one provider protocol. Providers turn a conversation plus a JSON schema into text and
 token counts; validation, re-asking, caching, retries and accounting live in the runner."""
+
 from __future__ import annotations
 
 import re
@@ -53,10 +54,15 @@ def unreachable(exc: BaseException) -> str | None:
         seen.add(id(exc))
         where = where or _where(exc)
         kind = type(exc).__name__
-        why = ("its name does not resolve" if isinstance(exc, socket.gaierror) or kind == "ClientConnectorDNSError"
-               else "connection refused" if isinstance(exc, ConnectionRefusedError)
-               else "its TLS certificate is refused" if kind in ("ClientConnectorCertificateError", "SSLCertVerificationError")
-               else None)
+        why = (
+            "its name does not resolve"
+            if isinstance(exc, socket.gaierror) or kind == "ClientConnectorDNSError"
+            else "connection refused"
+            if isinstance(exc, ConnectionRefusedError)
+            else "its TLS certificate is refused"
+            if kind in ("ClientConnectorCertificateError", "SSLCertVerificationError")
+            else None
+        )
         if why:
             return f"cannot connect to {where or 'the server'} ({why})"
         exc = exc.__cause__ or exc.__context__

@@ -11,6 +11,7 @@ Resume: before a job is created its display name and request keys are written to
 (or by display name in `batches.list` if it died between the two writes) and polls it instead of
 submitting again. Answers are cached as soon as a job's results arrive, so nothing is paid twice.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -46,8 +47,11 @@ class BatchJobError(PermanentError):
 def check_batch_backend(backend: str) -> None:
     """Batch mode needs the Gemini API: Vertex batch prediction reads and writes Cloud Storage or BigQuery."""
     if backend != "gemini":
-        why = ("Vertex batch prediction needs Cloud Storage or BigQuery buckets this tool does not manage"
-               if backend == "vertex" else f"the {backend} backend has no Gemini Batch API")
+        why = (
+            "Vertex batch prediction needs Cloud Storage or BigQuery buckets this tool does not manage"
+            if backend == "vertex"
+            else f"the {backend} backend has no Gemini Batch API"
+        )
         raise ProviderError(
             f"batch mode works with --provider gemini only ({why}); fix: run in online mode "
             f'(drop --batch, or set llm.mode = "online")'
@@ -81,7 +85,9 @@ def run_batch(runner: Runner, stage: str, jobs: list[Job], description: str, usa
                 usage.reasks += 1
 
 
-def _complete_round(runner: Runner, stage: str, talks: list, usage: Usage, description: str, first: bool) -> list[Completion | _ItemError]:
+def _complete_round(
+    runner: Runner, stage: str, talks: list, usage: Usage, description: str, first: bool
+) -> list[Completion | _ItemError]:
     """The next answer of each conversation: from the cache, a batch job, or online for a few follow-ups."""
     keys = [runner.request_key(t.turns, t.job) for t in talks]
     out: list[Completion | _ItemError | None] = [None] * len(talks)
@@ -120,10 +126,13 @@ class BatchSession:
         for key in requests:
             result = results.get(key)
             if isinstance(result, Completion):
-                # Into the ledger (at the batch price), then cached at once, so a crash after this point never pays for it again.
+                # Into the ledger (at the batch price), then cached at once, so a crash after this point never pays
+                # for it again.
                 self.runner.paid(self.stage, result, self.usage, kind="batch")
                 self.runner.cache.put(key, self.stage, result.text, result.prompt_tokens, result.output_tokens)
-            out[key] = result if result is not None else _ItemError(f"batch job {record['name']}: no result for an item")
+            out[key] = (
+                result if result is not None else _ItemError(f"batch job {record['name']}: no result for an item")
+            )
         self.store.update(record, state="collected")
         return out
 
@@ -156,10 +165,15 @@ class BatchSession:
     def _record(self, keys: list[str]) -> dict:
         """Written before the job exists, so a run killed while creating it finds it by display name."""
         digest = hashlib.sha256("\n".join(sorted(keys)).encode()).hexdigest()
-        return self.store.add({
-            "stage": self.stage, "display_name": f"taxonomy-{self.stage}-{digest[:20]}", "keys": keys,
-            "state": "submitting", "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        })
+        return self.store.add(
+            {
+                "stage": self.stage,
+                "display_name": f"taxonomy-{self.stage}-{digest[:20]}",
+                "keys": keys,
+                "state": "submitting",
+                "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )
 
     def _submit_embeddings(self, model: str, texts: dict[str, str]) -> dict:
         from google.genai import types
@@ -168,7 +182,11 @@ class BatchSession:
         src = types.EmbeddingsBatchJobSource(inlined_requests=types.EmbedContentBatch(contents=list(texts.values())))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # google-genai marks create_embeddings experimental
-            job = self._call(lambda: self.client.batches.create_embeddings(model=model, src=src, config={"display_name": record["display_name"]}))
+            job = self._call(
+                lambda: self.client.batches.create_embeddings(
+                    model=model, src=src, config={"display_name": record["display_name"]}
+                )
+            )
         self.store.update(record, name=job.name, state="submitted", requests=len(texts))
         return record
 
@@ -176,22 +194,36 @@ class BatchSession:
         from google.genai import types
 
         record = self._record(list(requests))
-        lines = [json.dumps({"key": key, "request": _rest_request(turns, job, self.cfg.temperature)}) for key, (turns, job) in requests.items()]
+        lines = [
+            json.dumps({"key": key, "request": _rest_request(turns, job, self.cfg.temperature)})
+            for key, (turns, job) in requests.items()
+        ]
         size_mb = sum(map(len, lines)) / 1e6
         provider = self.runner.provider
         if size_mb <= self.cfg.batch.inline_max_mb:
             src: Any = [
-                types.InlinedRequest(contents=provider.contents(turns), config=provider.generation_config(job.system, job.schema, self.cfg.temperature),
-                                     metadata={"key": key})
+                types.InlinedRequest(
+                    contents=provider.contents(turns),
+                    config=provider.generation_config(job.system, job.schema, self.cfg.temperature),
+                    metadata={"key": key},
+                )
                 for key, (turns, job) in requests.items()
             ]
         else:
             data = ("\n".join(lines) + "\n").encode()
-            uploaded = self._call(lambda: self.client.files.upload(
-                file=io.BytesIO(data), config=types.UploadFileConfig(mime_type="jsonl", display_name=record["display_name"])))
+            uploaded = self._call(
+                lambda: self.client.files.upload(
+                    file=io.BytesIO(data),
+                    config=types.UploadFileConfig(mime_type="jsonl", display_name=record["display_name"]),
+                )
+            )
             self.store.update(record, input_file=uploaded.name)
             src = uploaded.name
-        job = self._call(lambda: self.client.batches.create(model=provider.model, src=src, config={"display_name": record["display_name"]}))
+        job = self._call(
+            lambda: self.client.batches.create(
+                model=provider.model, src=src, config={"display_name": record["display_name"]}
+            )
+        )
         self.store.update(record, name=job.name, state="submitted", requests=len(requests), input_mb=round(size_mb, 3))
         log.info("batch job %s submitted with %d requests (%.1f MB)", job.name, len(requests), size_mb)
         return record
@@ -210,9 +242,12 @@ class BatchSession:
                     job = self._call(lambda: self.client.batches.get(name=name))
                     state = job.state.name if job.state is not None else "JOB_STATE_UNSPECIFIED"
                     stats = self._stats(name)
-                    progress.update(bar, description=f"{self.description}: batch {name} {state.removeprefix('JOB_STATE_').lower()}"
-                                    + (f" ({stats[1]} failed)" if stats and stats[1] else ""),
-                                    completed=total if job.done else (stats[0] + stats[1] if stats else 0))
+                    progress.update(
+                        bar,
+                        description=f"{self.description}: batch {name} {state.removeprefix('JOB_STATE_').lower()}"
+                        + (f" ({stats[1]} failed)" if stats and stats[1] else ""),
+                        completed=total if job.done else (stats[0] + stats[1] if stats else 0),
+                    )
                     if job.done:
                         break
                     time.sleep(self.cfg.batch.poll_s)
@@ -257,7 +292,9 @@ class BatchSession:
             self.store.update(record, state="cancelled")
             log.warning("cancelled batch job %s", record["name"])
         except Exception as exc:  # noqa: BLE001 - the interrupt is what the user asked for; say what is left
-            log.warning("could not cancel batch job %s (%s); cancel it in AI Studio", record["name"], redact(str(exc))[:200])
+            log.warning(
+                "could not cancel batch job %s (%s); cancel it in AI Studio", record["name"], redact(str(exc))[:200]
+            )
 
     # -- results -------------------------------------------------------------------------------------
 
@@ -271,7 +308,9 @@ class BatchSession:
             for line in data.decode().splitlines():
                 if line.strip():
                     item = json.loads(line)
-                    response = types.GenerateContentResponse.model_validate(item["response"]) if item.get("response") else None
+                    response = (
+                        types.GenerateContentResponse.model_validate(item["response"]) if item.get("response") else None
+                    )
                     out[str(item.get("key"))] = _completion(response, item.get("error"))
         elif dest is not None:
             for item in dest.inlined_responses or []:
@@ -292,10 +331,14 @@ class BatchSession:
                 if code == 404:
                     raise _Gone(str(exc.message)) from None
                 if not (code == 429 or code >= 500 or code == 408) or attempt == self.cfg.max_retries:
-                    raise PermanentError(f"gemini batch {code} {exc.status or ''}: {redact(str(exc.message or ''))[:300]}") from None
+                    raise PermanentError(
+                        f"gemini batch {code} {exc.status or ''}: {redact(str(exc.message or ''))[:300]}"
+                    ) from None
             except OSError as exc:
                 if attempt == self.cfg.max_retries:
-                    raise TransientError(f"gemini batch: {type(exc).__name__}: {exc}; fix: run the same command again") from None
+                    raise TransientError(
+                        f"gemini batch: {type(exc).__name__}: {exc}; fix: run the same command again"
+                    ) from None
             time.sleep(min(delay, self.cfg.backoff_max_s))
             delay *= 2
         raise AssertionError("unreachable")
@@ -316,8 +359,11 @@ def _rest_request(turns: list[Turn], job: Job, temperature: float) -> dict:
     """A GenerateContentRequest as a JSONL batch file carries it (the REST shape the SDK sends online)."""
     request: dict[str, Any] = {
         "contents": [{"role": t.role, "parts": [{"text": t.text}]} for t in turns],
-        "generationConfig": {"temperature": temperature, "responseMimeType": "application/json",
-                             "responseJsonSchema": json_schema(job.schema)},
+        "generationConfig": {
+            "temperature": temperature,
+            "responseMimeType": "application/json",
+            "responseJsonSchema": json_schema(job.schema),
+        },
     }
     if job.system:
         request["systemInstruction"] = {"parts": [{"text": job.system}]}
@@ -336,7 +382,11 @@ class _JobStore:
     def find(self, stage: str, keys: set[str]) -> dict | None:
         """A job still worth polling that holds every request asked for now (answered ones are cached)."""
         for record in reversed(self.records):
-            if record["stage"] == stage and record["state"] in ("submitting", "submitted") and keys <= set(record["keys"]):
+            if (
+                record["stage"] == stage
+                and record["state"] in ("submitting", "submitted")
+                and keys <= set(record["keys"])
+            ):
                 return record
         return None
 

@@ -4,6 +4,7 @@ The key is a hash of the exact request (provider identity, model, turns, system,
 generation settings), so a re-run of a finished run sends nothing, and a crash loses at
 most the calls in flight. Identities never hold secrets, so neither does the cache.
 """
+
 from __future__ import annotations
 
 import errno
@@ -30,7 +31,8 @@ class Cache:
             # Survives a crash or Ctrl-C of this process; only an OS crash could lose the last answers.
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(
-                "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, kind TEXT, value TEXT, prompt_tokens INT, output_tokens INT)"
+                "CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, "
+                "kind TEXT, value TEXT, prompt_tokens INT, output_tokens INT)"
             )
         except sqlite3.OperationalError as exc:
             # sqlite says "unable to open database file" or "readonly database"; the folder's own check says why.
@@ -40,13 +42,16 @@ class Cache:
 
     def get(self, key: str) -> tuple[str, int, int] | None:
         with self._lock:
-            row = self._db.execute("SELECT value, prompt_tokens, output_tokens FROM answers WHERE key=?", (key,)).fetchone()
+            row = self._db.execute(
+                "SELECT value, prompt_tokens, output_tokens FROM answers WHERE key=?", (key,)
+            ).fetchone()
         return None if row is None else (row[0], row[1], row[2])
 
     def put(self, key: str, kind: str, value: str, prompt_tokens: int = 0, output_tokens: int = 0) -> None:
         with self._lock:
             self._db.execute(
-                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)", (key, kind, value, prompt_tokens, output_tokens)
+                "INSERT OR REPLACE INTO answers VALUES (?, ?, ?, ?, ?)",
+                (key, kind, value, prompt_tokens, output_tokens),
             )
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ storing it for the cache's whole TTL would cost. The stage deletes its caches wh
 run leaves them to expire after the TTL. The answer cache's key is the whole prompt whether or not a
 context cache carried part of it, so a resumed run never pays a call twice.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,7 +53,11 @@ class ContextCaches:
         self.failed: str | None = None  # why a cache could not be made, said by report() if the calls go through
 
     def supported(self) -> bool:
-        return self.cfg.enabled and self.runner.cfg.mode == "online" and hasattr(self.runner.provider, "create_context_cache")
+        return (
+            self.cfg.enabled
+            and self.runner.cfg.mode == "online"
+            and hasattr(self.runner.provider, "create_context_cache")
+        )
 
     def open(self, jobs: list) -> None:
         """A cache for each prefix the unanswered jobs share, where it pays."""
@@ -64,14 +69,20 @@ class ContextCaches:
             if not pays(tokens(prefix), calls, prices, self.cfg.ttl_s, self.cfg.min_tokens):
                 continue
             try:
-                name, written = self.runner.provider.create_context_cache(prefix, self.cfg.ttl_s, f"taxonomy-{self.stage}")
+                name, written = self.runner.provider.create_context_cache(
+                    prefix, self.cfg.ttl_s, f"taxonomy-{self.stage}"
+                )
             except Exception as exc:  # noqa: BLE001 - a cache is an optimisation: without it the calls send the prefix
                 # Not said yet: a server that refused the cache (a bad key, no connection, no answer) refuses the calls
                 # too, and the run's error says it once. Nor tried again: each attempt could wait llm.timeout_s.
                 self.failed = redact(plain(str(exc)).split("; fix:")[0])
                 if getattr(exc, "timed_out", False):  # the calls are about to wait as long: say what is happening now
-                    log.warning("%s to a request for a context cache; sending the calls without one, and stopping if no call "
-                                "is answered for %g s", self.failed, self.runner.silence_limit())
+                    log.warning(
+                        "%s to a request for a context cache; sending the calls without one, and stopping if no call "
+                        "is answered for %g s",
+                        self.failed,
+                        self.runner.silence_limit(),
+                    )
                     self.failed = None
                 return
             # Writing the prefix is billed as input once; the answers that read it are billed at the cached price.
@@ -86,7 +97,9 @@ class ContextCaches:
     def report(self) -> None:
         """After the stage's calls went through: the cache that could not be made, once, whole."""
         if self.failed is not None:
-            log.warning("no context cache for %s (%s); its prompt prefix was sent with every call", self.stage, self.failed)
+            log.warning(
+                "no context cache for %s (%s); its prompt prefix was sent with every call", self.stage, self.failed
+            )
             self.failed = None
 
     def _ledger(self, completion: Completion, kind: str) -> None:
@@ -103,8 +116,12 @@ class ContextCaches:
             try:
                 self.runner.provider.delete_context_cache(name)
             except Exception as exc:  # noqa: BLE001 - it expires after its TTL anyway (and is accounted so); say so
-                log.warning("could not delete context cache %s (%s); it expires after %d s", name,
-                            redact(plain(str(exc)).split("; fix:")[0]), self.cfg.ttl_s)
+                log.warning(
+                    "could not delete context cache %s (%s); it expires after %d s",
+                    name,
+                    redact(plain(str(exc)).split("; fix:")[0]),
+                    self.cfg.ttl_s,
+                )
                 continue
             held = min(self.cfg.ttl_s, max(1, int(time.monotonic() - created)))
             unused = -written * (self.cfg.ttl_s - held)  # the TTL it was not kept: credited back

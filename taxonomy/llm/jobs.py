@@ -2,6 +2,7 @@
 the model (a Conversation: parsing, validation, the bounded re-ask, the best answer kept) and the
 per-stage accounting (Usage). Online (runner.py) and batch mode (batch.py) both build on these, so
 neither imports the other's internals."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,7 +84,9 @@ class Conversation(Generic[T]):
         # An unparseable answer is always asked again: a focused follow-up needs a parsed one to work from.
         limit = reask_attempts if self.job.reask or self.best is None else 0
         if self.attempts > limit:
-            self.answer = Answer(self.best, self.best_violations if self.best is not None else violations, self.attempts)
+            self.answer = Answer(
+                self.best, self.best_violations if self.best is not None else violations, self.attempts
+            )
             return False
         feedback = render("reask.j2", violations=[str(v) for v in violations[:40]])
         self.turns = self.turns + [Turn("model", text or "(empty)"), Turn("user", feedback)]
@@ -137,8 +140,6 @@ def _keep_valid_items(kept: dict[int, object], value: T, violations: list[Violat
     return value.model_copy(update={"items": merged})
 
 
-
-
 def _strip_fence(text: str) -> str:
     """Some OpenAI-compatible servers wrap JSON in a markdown fence despite the schema."""
     text = text.strip()
@@ -152,4 +153,3 @@ def _first_error(exc: ValidationError) -> str:
     err = exc.errors()[0]
     where = ".".join(str(p) for p in err.get("loc", ())) or "top level"
     return f"{err['msg']} at {where}"
-

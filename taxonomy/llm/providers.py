@@ -3,6 +3,7 @@
 The SDKs' own retries are off: retries live once, in the runner. Each provider maps its
 SDK's errors to TransientError (retry) or PermanentError (stop).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -13,7 +14,16 @@ from typing import Any
 from pydantic import BaseModel
 
 from taxonomy.config import LLMConfig
-from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema, plain, timed_out, unreachable
+from taxonomy.llm.base import (
+    Completion,
+    PermanentError,
+    TransientError,
+    Turn,
+    json_schema,
+    plain,
+    timed_out,
+    unreachable,
+)
 
 GEMINI_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 # A short-lived OAuth access token (e.g. `gcloud auth print-access-token`) for Vertex,
@@ -78,18 +88,25 @@ class GeminiProvider:
                 credentials = Credentials(token=os.environ[VERTEX_TOKEN_ENV])
             self._kwargs = dict(vertexai=True, project=project, location=location, credentials=credentials)
             self._where = {"project": project, "location": location}
-            self._key_fix = (f"check the credentials (gcloud auth application-default login, or {VERTEX_TOKEN_ENV}) "
-                             f"and that project {project} may use Vertex AI")
+            self._key_fix = (
+                f"check the credentials (gcloud auth application-default login, or {VERTEX_TOKEN_ENV}) "
+                f"and that project {project} may use Vertex AI"
+            )
         else:
             key = gemini_api_key()
             if not key:
-                raise ProviderError("gemini: no API key; fix: export GEMINI_API_KEY (or GOOGLE_API_KEY), or use --provider offline")
+                raise ProviderError(
+                    "gemini: no API key; fix: export GEMINI_API_KEY (or GOOGLE_API_KEY), or use --provider offline"
+                )
             self._kwargs = dict(api_key=key)
             self._where = {}
             self._key_fix = "check the API key in GEMINI_API_KEY (or GOOGLE_API_KEY): the provider refuses it"
         base_env = "GOOGLE_VERTEX_BASE_URL" if vertex else "GOOGLE_GEMINI_BASE_URL"
-        self._endpoint = (f"the endpoint in {base_env}" if os.environ.get(base_env)
-                          else "that a proxy or firewall lets the provider's host through")
+        self._endpoint = (
+            f"the endpoint in {base_env}"
+            if os.environ.get(base_env)
+            else "that a proxy or firewall lets the provider's host through"
+        )
         self._clients: dict[int, Any] = {}
         self._genai = genai
 
@@ -117,7 +134,9 @@ class GeminiProvider:
         return [types.Content(role=t.role, parts=[types.Part(text=t.text)]) for t in turns]
 
     @staticmethod
-    def generation_config(system: str | None, schema: type[BaseModel], temperature: float, cached_content: str | None = None):
+    def generation_config(
+        system: str | None, schema: type[BaseModel], temperature: float, cached_content: str | None = None
+    ):
         """The request settings, shared by online calls and batch-mode inline requests."""
         from google.genai import types
 
@@ -134,8 +153,9 @@ class GeminiProvider:
         """An explicit cache holding `prefix` as the first user turn: (its name, the tokens it holds)."""
         from google.genai import types
 
-        config = types.CreateCachedContentConfig(contents=self.contents([Turn("user", prefix)]), ttl=f"{int(ttl_s)}s",
-                                                 display_name=display_name)
+        config = types.CreateCachedContentConfig(
+            contents=self.contents([Turn("user", prefix)]), ttl=f"{int(ttl_s)}s", display_name=display_name
+        )
         try:
             cache = self.client().caches.create(model=self.model, config=config)
         except Exception as exc:
@@ -172,17 +192,24 @@ class GeminiProvider:
         return None
 
     async def complete(
-        self, turns: list[Turn], *, system: str | None, schema: type[BaseModel], temperature: float,
+        self,
+        turns: list[Turn],
+        *,
+        system: str | None,
+        schema: type[BaseModel],
+        temperature: float,
         context_cache: tuple[str, str] | None = None,
     ) -> Completion:
         """`context_cache` = (cache name, the prefix of the first turn it holds): only the rest is sent."""
         cache_name = None
         if context_cache is not None and turns and turns[0].text.startswith(context_cache[1]):
             cache_name, prefix = context_cache
-            turns = [Turn(turns[0].role, turns[0].text[len(prefix):] or " ")] + list(turns[1:])
+            turns = [Turn(turns[0].role, turns[0].text[len(prefix) :] or " ")] + list(turns[1:])
         contents, config = self.contents(turns), self.generation_config(system, schema, temperature, cache_name)
         try:
-            response = await self.client().aio.models.generate_content(model=self.model, contents=contents, config=config)
+            response = await self.client().aio.models.generate_content(
+                model=self.model, contents=contents, config=config
+            )
         except Exception as exc:
             mapped = self.failure(exc)
             if mapped is None:
@@ -209,7 +236,9 @@ class OpenAICompatibleProvider:
         import openai
 
         if not cfg.base_url:
-            raise ProviderError("openai: no base URL; fix: set llm.base_url (e.g. http://localhost:8000/v1) in the pipeline config")
+            raise ProviderError(
+                "openai: no base URL; fix: set llm.base_url (e.g. http://localhost:8000/v1) in the pipeline config"
+            )
         self.name = "openai"
         self.model = cfg.model
         self._base_url = cfg.base_url
@@ -226,7 +255,10 @@ class OpenAICompatibleProvider:
         if loop not in self._clients:
             # Local servers often need no key; the SDK insists on a non-empty one.
             self._clients[loop] = self._openai.AsyncOpenAI(
-                base_url=self._base_url, api_key=os.environ.get(self._key_env) or "none", max_retries=0, timeout=self._timeout
+                base_url=self._base_url,
+                api_key=os.environ.get(self._key_env) or "none",
+                max_retries=0,
+                timeout=self._timeout,
             )
         return self._clients[loop]
 
@@ -250,15 +282,21 @@ class OpenAICompatibleProvider:
             )
         except openai.APIStatusError as exc:
             if exc.status_code == 429 or exc.status_code >= 500 or exc.status_code == 408:
-                raise TransientError(f"openai {exc.status_code}: {str(exc.message)[:300]}", _retry_after(exc.response.headers)) from None
-            raise refused("openai", exc.status_code, "", str(exc.message), f"check the key in {self._key_env}") from None
+                raise TransientError(
+                    f"openai {exc.status_code}: {str(exc.message)[:300]}", _retry_after(exc.response.headers)
+                ) from None
+            raise refused(
+                "openai", exc.status_code, "", str(exc.message), f"check the key in {self._key_env}"
+            ) from None
         except (openai.APITimeoutError, openai.APIConnectionError) as exc:
             why = None if isinstance(exc, openai.APITimeoutError) else unreachable(exc)
             if why is not None:
                 raise not_reached("openai", why, f"llm.base_url ({self._base_url})") from None
             if isinstance(exc, openai.APITimeoutError):
                 raise timed_out("openai", self._timeout) from None
-            raise TransientError(f"openai: {type(exc).__name__}: {plain(str(exc)) or 'the connection failed'}") from None
+            raise TransientError(
+                f"openai: {type(exc).__name__}: {plain(str(exc)) or 'the connection failed'}"
+            ) from None
         usage = response.usage
         details = getattr(usage, "prompt_tokens_details", None) if usage else None
         return Completion(

@@ -7,6 +7,7 @@ stage's shared prompt prefix (context_cache.py), and per-stage usage and cost.
 
 Batch mode (batch.py) builds on this module's public methods; batch.py never imports it back.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -65,7 +66,13 @@ class Runner:
             try:
                 self._quiet_from = time.monotonic()  # a cache the server never answers counts towards its silence
                 if caches.supported():  # only the calls still to be paid count towards a cache paying off
-                    caches.open([job for job in jobs if job.prefix and self.cache.get(self.request_key([Turn("user", job.prompt)], job)) is None])
+                    caches.open(
+                        [
+                            job
+                            for job in jobs
+                            if job.prefix and self.cache.get(self.request_key([Turn("user", job.prompt)], job)) is None
+                        ]
+                    )
                 answers = asyncio.run(self._run_all(stage, list(jobs), description or stage, usage, caches))
                 caches.report()  # a cache that could not be made, said only when the calls went through without it
                 return answers
@@ -78,6 +85,7 @@ class Runner:
 
     def complete_online(self, stage: str, asks: Sequence[tuple[list[Turn], Job]], usage: Usage) -> list[Completion]:
         """One online completion per (turns, job), cached and accounted: batch mode's follow-ups."""
+
         async def all_of() -> list[Completion]:
             self._open_limits()
             return await _all_or_none(self._complete(stage, turns, job, usage) for turns, job in asks)
@@ -106,7 +114,9 @@ class Runner:
         self._requests = AsyncLimiter(self.cfg.requests_per_minute, self.rate_period_s)
         self._tokens = AsyncLimiter(self.cfg.tokens_per_minute, self.rate_period_s)
 
-    async def _run_all(self, stage: str, jobs: list[Job[T]], description: str, usage: Usage, caches: ContextCaches) -> list[Answer[T]]:
+    async def _run_all(
+        self, stage: str, jobs: list[Job[T]], description: str, usage: Usage, caches: ContextCaches
+    ) -> list[Answer[T]]:
         self._open_limits()
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         with Progress(*columns, disable=not self.show_progress, transient=False) as progress:
@@ -141,15 +151,19 @@ class Runner:
         return self._key(turns, job)
 
     def _key(self, turns: list[Turn], job: Job) -> str:
-        return request_key({
-            **self.provider.identity(),
-            "system": job.system,
-            "turns": [[t.role, t.text] for t in turns],
-            "schema": json_schema(job.schema),
-            "temperature": self.cfg.temperature,
-        })
+        return request_key(
+            {
+                **self.provider.identity(),
+                "system": job.system,
+                "turns": [[t.role, t.text] for t in turns],
+                "schema": json_schema(job.schema),
+                "temperature": self.cfg.temperature,
+            }
+        )
 
-    async def _complete(self, stage: str, turns: list[Turn], job: Job[T], usage: Usage, caches: ContextCaches | None = None) -> Completion:
+    async def _complete(
+        self, stage: str, turns: list[Turn], job: Job[T], usage: Usage, caches: ContextCaches | None = None
+    ) -> Completion:
         key = self.request_key(turns, job)
         cached = self.cache.get(key)
         if cached is not None:
@@ -161,7 +175,9 @@ class Runner:
         self.cache.put(key, stage, completion.text, completion.prompt_tokens, completion.output_tokens)
         return completion
 
-    async def _call_with_retries(self, turns: list[Turn], job: Job[T], usage: Usage, context: tuple[str, str] | None) -> Completion:
+    async def _call_with_retries(
+        self, turns: list[Turn], job: Job[T], usage: Usage, context: tuple[str, str] | None
+    ) -> Completion:
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(TransientError),
             stop=_stop(self.cfg),
@@ -173,11 +189,19 @@ class Runner:
             return await self._attempts(retrying, turns, job, context)
         except TransientError as exc:
             tries = retrying.statistics.get("attempt_number", 1)
-            said = f"{exc}" if exc.silent else f"{exc} (gave up after {tries - 1} {'retry' if tries == 2 else 'retries'})"
-            fix = ("check that the server answers at all (the network, llm.base_url or the provider's base URL variable), "
-                   "or raise llm.timeout_s if it is only slow" if exc.timed_out else "check the network, quota or llm.base_url")
-            raise TransientError(f"{said}; fix: {fix}, then run the same command again: answers already received are cached",
-                                 timed_out=exc.timed_out) from None
+            said = (
+                f"{exc}" if exc.silent else f"{exc} (gave up after {tries - 1} {'retry' if tries == 2 else 'retries'})"
+            )
+            fix = (
+                "check that the server answers at all (the network, llm.base_url or the provider's base URL variable), "
+                "or raise llm.timeout_s if it is only slow"
+                if exc.timed_out
+                else "check the network, quota or llm.base_url"
+            )
+            raise TransientError(
+                f"{said}; fix: {fix}, then run the same command again: answers already received are cached",
+                timed_out=exc.timed_out,
+            ) from None
 
     def silence_limit(self) -> float:
         return (self.cfg.timeout_retries + 1) * self.cfg.timeout_s
@@ -191,7 +215,9 @@ class Runner:
             exc.silent = True
         return exc
 
-    async def _attempts(self, retrying: AsyncRetrying, turns: list[Turn], job: Job[T], context: tuple[str, str] | None) -> Completion:
+    async def _attempts(
+        self, retrying: AsyncRetrying, turns: list[Turn], job: Job[T], context: tuple[str, str] | None
+    ) -> Completion:
         estimate = min(sum(len(t.text) for t in turns) // 4 + 1, self.cfg.tokens_per_minute)
         kwargs = {"context_cache": context} if context is not None else {}
         async for attempt in retrying:
@@ -201,7 +227,9 @@ class Runner:
                     await self._tokens.acquire(estimate)
                     try:
                         completion = await asyncio.wait_for(
-                            self.provider.complete(turns, system=job.system, schema=job.schema, temperature=self.cfg.temperature, **kwargs),
+                            self.provider.complete(
+                                turns, system=job.system, schema=job.schema, temperature=self.cfg.temperature, **kwargs
+                            ),
                             timeout=self.cfg.timeout_s,
                         )
                     except asyncio.TimeoutError:
@@ -229,6 +257,7 @@ async def _all_or_none(coros) -> list:
 def _stop(cfg: LLMConfig):
     """llm.max_retries retries; a call the server never answers only llm.timeout_retries times; none once
     the server has answered no call for (1 + timeout_retries) x llm.timeout_s (Runner._silent)."""
+
     def stop(state) -> bool:
         exc = state.outcome.exception() if state.outcome else None
         if getattr(exc, "silent", False):

@@ -1,5 +1,6 @@
 """The merge checker: every broken merge rule as a message that says what to change, and the hard
 constraints a taxonomy must meet to be served."""
+
 from __future__ import annotations
 
 from collections import Counter
@@ -53,7 +54,10 @@ def check_merge(
     for c, cap in enumerate(proposal):
         if shares[c] > cfg.max_share + EPS:
             parts = ", ".join(micro[i].name for i in sorted(members[c], key=lambda i: (-w[i], i)))
-            out.append(f"`{cap.name}` holds {shares[c]:.1%} of criteria (max {pct(cfg.max_share)}); split it along its members: {parts}")
+            out.append(
+                f"`{cap.name}` holds {shares[c]:.1%} of criteria (max "
+                f"{pct(cfg.max_share)}); split it along its members: {parts}"
+            )
         elif not members[c]:
             out.append(f"`{cap.name}` has no valid members; give it input names or drop it")
         elif shares[c] < cfg.min_share - EPS:
@@ -61,7 +65,10 @@ def check_merge(
             if similarity is not None and n > 1:
                 row = [(similarity[c, d], -d) for d in range(n) if d != c]
                 hint = f" (nearest: `{proposal[-max(row)[1]].name}`)"
-            out.append(f"`{cap.name}` holds {shares[c]:.1%} of criteria (min {pct(cfg.min_share)}); merge it into its nearest neighbour{hint}")
+            out.append(
+                f"`{cap.name}` holds {shares[c]:.1%} of criteria (min "
+                f"{pct(cfg.min_share)}); merge it into its nearest neighbour{hint}"
+            )
 
     if cards:
         for cap in proposal:
@@ -72,7 +79,9 @@ def check_merge(
 
     if similarity is not None:
         # Every capability draws boundaries against its nearest siblings (merge/siblings.py), no cosine cut-off.
-        out += non_example_problems([c.name for c in proposal], [c.non_examples for c in proposal], choose_siblings(similarity, co_counts))
+        out += non_example_problems(
+            [c.name for c in proposal], [c.non_examples for c in proposal], choose_siblings(similarity, co_counts)
+        )
     return [Violation(None, msg) for msg in out]
 
 
@@ -84,7 +93,7 @@ def _count_problems(proposal: list[MergedCapability], by_share: list[int], cfg: 
         fix = f"split the broadest ({broad}) along their members" if broad else "map the input names into capabilities"
         return [f"you gave {n} capabilities; give {span}: {fix}"]
     if n > cfg.max_caps:
-        small = ", ".join(f"`{proposal[c].name}`" for c in by_share[cfg.max_caps:][::-1])
+        small = ", ".join(f"`{proposal[c].name}`" for c in by_share[cfg.max_caps :][::-1])
         return [f"you gave {n} capabilities; give {span}: merge the smallest ({small}) into their nearest neighbours"]
     return []
 
@@ -125,7 +134,9 @@ def share_violations(names: list[str], shares: list[float], cfg: MergeConfig) ->
     return out
 
 
-def _mapping_problems(proposal: list[MergedCapability], micro: list[MicroCapability], index: dict[str, int]) -> list[str]:
+def _mapping_problems(
+    proposal: list[MergedCapability], micro: list[MicroCapability], index: dict[str, int]
+) -> list[str]:
     out = []
     places: dict[int, list[str]] = {}
     for cap in proposal:
@@ -143,5 +154,8 @@ def _mapping_problems(proposal: list[MergedCapability], micro: list[MicroCapabil
     unmapped = [m.name for i, m in enumerate(micro) if i not in places]
     if unmapped:
         listed = ", ".join(f"`{u}`" for u in unmapped)
-        out.append(f"{len(unmapped)} input name(s) are not mapped: {listed}; add each to exactly one capability's member_input_names")
+        out.append(
+            f"{len(unmapped)} input name(s) are not mapped: {listed}; "
+            "add each to exactly one capability's member_input_names"
+        )
     return out

@@ -5,6 +5,7 @@ of criteria whose dominant micro-cluster is i); numbers a model states are ignor
 When no micro-capability has criteria (all zero) each counts as one, so shares stay defined.
 `centroids` rows are aligned with `micro` (row i belongs to micro[i]).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -53,7 +54,9 @@ def micro_index(micro: list[MicroCapability]) -> dict[str, int]:
     index = {m.name: i for i, m in enumerate(micro)}
     if len(index) != len(micro):
         dupes = sorted(n for n, c in Counter(m.name for m in micro).items() if c > 1)
-        raise ValueError(f"micro-capability names must be unique (Stage 2b guarantees it); repeated: {', '.join(dupes)}")
+        raise ValueError(
+            f"micro-capability names must be unique (Stage 2b guarantees it); repeated: {', '.join(dupes)}"
+        )
     return index
 
 
@@ -83,15 +86,23 @@ def capability_similarity(
     return c @ c.T
 
 
-def to_taxonomy_capabilities(proposal: list[MergedCapability], micro: list[MicroCapability]) -> list[TaxonomyCapability]:
+def to_taxonomy_capabilities(
+    proposal: list[MergedCapability], micro: list[MicroCapability]
+) -> list[TaxonomyCapability]:
     """Artifact form: members are the known input names (first mapping wins), share computed from n_criteria."""
     index = micro_index(micro)
     w = micro_weights(micro)
     out = []
     for cap, members in zip(proposal, first_owner_members(proposal, index)):
-        out.append(TaxonomyCapability(
-            name=cap.name, description=cap.description, diagnostic_signal=cap.diagnostic_signal,
-            example_pattern=cap.example_pattern, non_examples=list(cap.non_examples),
-            members=[micro[i].name for i in members], share=round(float(w[members].sum() / w.sum()), 6),
-        ))
+        out.append(
+            TaxonomyCapability(
+                name=cap.name,
+                description=cap.description,
+                diagnostic_signal=cap.diagnostic_signal,
+                example_pattern=cap.example_pattern,
+                non_examples=list(cap.non_examples),
+                members=[micro[i].name for i in members],
+                share=round(float(w[members].sum() / w.sum()), 6),
+            )
+        )
     return out

@@ -2,6 +2,7 @@
 
 The LLM path repairs its best answer with `solve_merge` as a last resort; the offline path calls it
 without a start and agglomerates from scratch. `edit.py` splits with the same `Solver.bisect`."""
+
 from __future__ import annotations
 
 import itertools
@@ -14,7 +15,13 @@ from sklearn.cluster import AgglomerativeClustering
 from taxonomy.config import LabelRules, MergeConfig
 from taxonomy.merge.check import CARD_FIELDS
 from taxonomy.merge.measures import (
-    EPS, capability_similarity, checked_centroids, micro_index, micro_weights, pct, weighted_centroid,
+    EPS,
+    capability_similarity,
+    checked_centroids,
+    micro_index,
+    micro_weights,
+    pct,
+    weighted_centroid,
 )
 from taxonomy.merge.siblings import MAX_NON_EXAMPLES, capability_co_counts, choose_siblings, named_siblings
 from taxonomy.schemas import MergedCapability, MicroCapability
@@ -29,8 +36,14 @@ class Group:
 
 
 class Solver:
-    def __init__(self, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules,
-                 co_micro: np.ndarray | None = None):
+    def __init__(
+        self,
+        micro: list[MicroCapability],
+        centroids: np.ndarray,
+        cfg: MergeConfig,
+        rules: LabelRules,
+        co_micro: np.ndarray | None = None,
+    ):
         self.micro, self.cfg, self.rules, self.co_micro = micro, cfg, rules, co_micro
         self.centroids = checked_centroids(micro, centroids)
         self.index = micro_index(micro)
@@ -89,10 +102,14 @@ class Solver:
         self.fix_names(groups)
         for i in range(len(self.micro)):
             if i not in owner:
-                g = self.nearest(self.centroids[i], groups, self.w[i] / self.total) or self.nearest(self.centroids[i], groups, 0.0)
+                g = self.nearest(self.centroids[i], groups, self.w[i] / self.total) or self.nearest(
+                    self.centroids[i], groups, 0.0
+                )
                 if g is None:  # every group is already over max_share; the split step will fix that
                     g = groups[0]
-                self.repairs.append(f"mapped the unmapped `{self.micro[i].name}` to `{self.label(g)}` (nearest by centroid)")
+                self.repairs.append(
+                    f"mapped the unmapped `{self.micro[i].name}` to `{self.label(g)}` (nearest by centroid)"
+                )
                 g.members.append(i)
         return groups
 
@@ -128,10 +145,13 @@ class Solver:
             over = [g for g in groups if self.share(g) > cfg.max_share + EPS]
             for g in over:
                 if len(g.members) == 1:
-                    self.note_once(("alone", g.members[0]), (
-                        f"infeasible: `{self.label(g)}` alone holds {self.share(g):.1%} of criteria "
-                        f"(max {pct(cfg.max_share)}); one micro-cluster cannot be split, re-cluster with a larger k"
-                    ))
+                    self.note_once(
+                        ("alone", g.members[0]),
+                        (
+                            f"infeasible: `{self.label(g)}` alone holds {self.share(g):.1%} of criteria "
+                            f"(max {pct(cfg.max_share)}); one micro-cluster cannot be split, re-cluster with a larger k"
+                        ),
+                    )
             splittable = [g for g in over if len(g.members) > 1]
             if splittable:
                 self.split(groups, max(splittable, key=self.share), need_min_share=False)
@@ -165,13 +185,23 @@ class Solver:
                 continue
             target = self.nearest(self.centroid(g), groups, self.share(g), skip=g)
             if target is None:
-                self.note_once(("stuck", tuple(sorted(g.members))), (
-                    f"could not fold `{self.label(g)}` ({self.share(g):.1%}) into any group without exceeding "
-                    f"{pct(self.cfg.max_share)}; left it"
-                ))
+                self.note_once(
+                    ("stuck", tuple(sorted(g.members))),
+                    (
+                        f"could not fold `{self.label(g)}` ({self.share(g):.1%}) into any group without exceeding "
+                        f"{pct(self.cfg.max_share)}; left it"
+                    ),
+                )
                 continue
-            why = f"below the {pct(self.cfg.min_share)} minimum" if small else f"more than {self.cfg.max_caps} capabilities"
-            self.repairs.append(f"folded `{self.label(g)}` ({self.share(g):.1%}, {why}) into its nearest neighbour `{self.label(target)}`")
+            why = (
+                f"below the {pct(self.cfg.min_share)} minimum"
+                if small
+                else f"more than {self.cfg.max_caps} capabilities"
+            )
+            self.repairs.append(
+                f"folded `{self.label(g)}` ({self.share(g):.1%}, {why}) "
+                f"into its nearest neighbour `{self.label(target)}`"
+            )
             target.members += g.members
             groups.remove(g)
             return True
@@ -187,13 +217,17 @@ class Solver:
         # group goes by (the card may hold that name), so no note names two groups alike and cards() keeps it.
         taken = {self.label(x) for x in groups if x is not g} | {self.label(a)}
         b = Group(small, name=unique_valid_name([self.micro[i].name for i in self.ranked(small)], taken, self.rules))
-        why = f"above the {pct(self.cfg.max_share)} maximum" if not need_min_share else f"fewer than {self.cfg.min_caps} capabilities"
+        why = (
+            f"above the {pct(self.cfg.max_share)} maximum"
+            if not need_min_share
+            else f"fewer than {self.cfg.min_caps} capabilities"
+        )
         self.repairs.append(
             f"split `{self.label(g)}` ({self.share(g):.1%}, {why}) along its micro-clusters into "
             f"`{self.label(a)}` ({self.share(a):.1%}) and `{self.label(b)}` ({self.share(b):.1%})"
         )
         at = groups.index(g)
-        groups[at:at + 1] = [a, b]
+        groups[at : at + 1] = [a, b]
         return True
 
     def bisect(self, members: list[int], need_min_share: bool) -> tuple[list[int], list[int]] | None:
@@ -250,16 +284,23 @@ class Solver:
                 # the solver formed never had a name to rename: it keeps the one it was cut off with, else takes its
                 # first member name no card holds.
                 card = MergedCapability(
-                    name=unique_valid_name([g.name] * bool(g.name) + [self.micro[i].name for i in ranked], used | carded, self.rules),
-                    description=top.description, diagnostic_signal=top.diagnostic_signal,
-                    example_pattern=top.example_pattern, non_examples=[], member_input_names=[],
+                    name=unique_valid_name(
+                        [g.name] * bool(g.name) + [self.micro[i].name for i in ranked], used | carded, self.rules
+                    ),
+                    description=top.description,
+                    diagnostic_signal=top.diagnostic_signal,
+                    example_pattern=top.example_pattern,
+                    non_examples=[],
+                    member_input_names=[],
                 )
             else:
                 card = g.card.model_copy(deep=True)
                 for field in CARD_FIELDS:
                     if not getattr(card, field).strip():
                         setattr(card, field, getattr(top, field))
-                        self.repairs.append(f"filled the empty {field} of `{card.name}` from its largest member `{top.name}`")
+                        self.repairs.append(
+                            f"filled the empty {field} of `{card.name}` from its largest member `{top.name}`"
+                        )
             problems = label_problems(card.name, self.rules)
             if problems or card.name in used:
                 new = unique_valid_name([self.micro[i].name for i in ranked], used, self.rules)
@@ -281,7 +322,9 @@ class Solver:
         siblings = choose_siblings(sim, capability_co_counts(proposal, self.micro, self.co_micro))
         dropped, added = 0, []
         for i, cap in enumerate(proposal):
-            kept = [t for t in cap.non_examples if len(set(named_siblings(t, names)) - {cap.name}) == 1][:MAX_NON_EXAMPLES]
+            kept = [t for t in cap.non_examples if len(set(named_siblings(t, names)) - {cap.name}) == 1][
+                :MAX_NON_EXAMPLES
+            ]
             dropped += len(cap.non_examples) - len(kept)
             near = [names[j] for j in siblings[i]]
             named = {s for t in kept for s in named_siblings(t, names)}
@@ -295,7 +338,9 @@ class Solver:
                     added.append(f"`{cap.name}` -> `{names[j]}`")
             cap.non_examples = kept
         if dropped:
-            self.repairs.append(f"dropped {dropped} non-example(s) that name no single capability of the final taxonomy")
+            self.repairs.append(
+                f"dropped {dropped} non-example(s) that name no single capability of the final taxonomy"
+            )
         if added:
             shown = ", ".join(added[:4]) + (f" and {len(added) - 4} more" if len(added) > 4 else "")
             self.repairs.append(f"added {len(added)} boundary sentence(s) against nearest siblings: {shown}")

@@ -3,6 +3,7 @@
 No model reads the criteria: every step is corpus statistics, deterministic, on a laptop CPU. Its
 outputs pass the validators an LLM's answers do; what fails is marked failed, never kept.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,7 +20,9 @@ NOTICE = (
     "Backend: offline (no LLM: criteria grouped by classical NLP statistics; no model read them, so names are their "
     "characteristic phrases). For meaning set GEMINI_API_KEY, or pass --provider gemini | vertex | openai."
 )
-UNKNOWN = "Unknown: the offline backend reads no meaning, so it cannot decide this; set it by hand or run the LLM merge."
+UNKNOWN = (
+    "Unknown: the offline backend reads no meaning, so it cannot decide this; set it by hand or run the LLM merge."
+)
 
 
 class OfflineBackend:
@@ -69,15 +72,25 @@ class OfflineBackend:
         problems: dict[str, list[str]] = {}
         for batch in criterion_batches(criteria, cfg.discover.batch_size, 0):
             ids = [r["criterion_id"] for r in batch.rows]
-            for v in check_distinct_in_batch({i: labels_of.get(cid) or [] for i, cid in enumerate(ids)}, rules, batch.category):
+            for v in check_distinct_in_batch(
+                {i: labels_of.get(cid) or [] for i, cid in enumerate(ids)}, rules, batch.category
+            ):
                 problems.setdefault(ids[v.item], []).append(v.message)
         of_label = {label: label_problems(label, rules) for labels in labels_of.values() for label in labels}
         rows = []
         for cid, labels, rationale in found.iter_rows():
             wrong = check_label_count(labels, rules) + [p for label in labels for p in of_label[label]]
             wrong += check_rationale_prefix(rationale, rules) + problems.get(cid, [])
-            rows.append({"criterion_id": cid, "labels": [] if wrong else labels, "rationale": rationale,
-                         "attempts": 0, "status": "failed" if wrong else "ok", "problems": wrong})
+            rows.append(
+                {
+                    "criterion_id": cid,
+                    "labels": [] if wrong else labels,
+                    "rationale": rationale,
+                    "attempts": 0,
+                    "status": "failed" if wrong else "ok",
+                    "problems": wrong,
+                }
+            )
         return pl.DataFrame(rows, schema=SCHEMA)
 
     def label_embedder(self, criteria, stage1, cfg: PipelineConfig, default):
@@ -106,8 +119,15 @@ class OfflineBackend:
         from taxonomy.merge.siblings import merge_siblings
         from taxonomy.stages.merge import assemble
 
-        proposal, notes = solve_merge(micro, centroids, cfg.merge, cfg.labels, start=_ward_start(micro, centroids, cfg),
-                                      co_micro=co_micro, boundaries=True)
+        proposal, notes = solve_merge(
+            micro,
+            centroids,
+            cfg.merge,
+            cfg.labels,
+            start=_ward_start(micro, centroids, cfg),
+            co_micro=co_micro,
+            boundaries=True,
+        )
         taxonomy = assemble(proposal, micro, centroids, cfg, corpus, co_micro, notes, UNKNOWN)
         if taxonomy.violations:
             return taxonomy
@@ -116,7 +136,9 @@ class OfflineBackend:
         tagger = fit_tagger(criteria, ok, taxonomy, None, cfg.offline, cfg.merge)
         primary = tagger.scores([t or "" for t in criteria["text"].to_list()]).argmax(axis=1)
         # No model names the offline capabilities: their criteria's own phrases do.
-        taxonomy = describe_offline(taxonomy, criteria, primary, cfg, merge_siblings(taxonomy, micro, centroids, co_micro))
+        taxonomy = describe_offline(
+            taxonomy, criteria, primary, cfg, merge_siblings(taxonomy, micro, centroids, co_micro)
+        )
         taxonomy.violations = share_violations(taxonomy.names(), [c.share for c in taxonomy.capabilities], cfg.merge)
         return taxonomy
 
@@ -133,8 +155,15 @@ class OfflineBackend:
         else:
             if stage1 is None:  # a new corpus against a bare taxonomy: derive its labels first
                 stage1 = discover_offline(criteria, cfg.labels, cfg.offline)
-            found = tag_offline(criteria, stage1.select("criterion_id", "labels"), taxonomy, micro_labels, cfg.tag.max_tags,
-                                cfg.offline, cfg.merge)
+            found = tag_offline(
+                criteria,
+                stage1.select("criterion_id", "labels"),
+                taxonomy,
+                micro_labels,
+                cfg.tag.max_tags,
+                cfg.offline,
+                cfg.merge,
+            )
         return checked(found, taxonomy.names(), cfg.tag)
 
 
@@ -145,15 +174,23 @@ def checked(found: pl.DataFrame, names: list[str], rules) -> pl.DataFrame:
     rows = []
     for r in found.iter_rows(named=True):
         problems = tag_problems(r["tags"], names, rules)
-        rows.append({
-            "criterion_id": r["criterion_id"], "tags": [] if problems else r["tags"],
-            "primary": None if problems else r["primary"], "score": r["score"],
-            "attempts": 0, "status": "failed" if problems else "ok", "problems": problems,
-        })
+        rows.append(
+            {
+                "criterion_id": r["criterion_id"],
+                "tags": [] if problems else r["tags"],
+                "primary": None if problems else r["primary"],
+                "score": r["score"],
+                "attempts": 0,
+                "status": "failed" if problems else "ok",
+                "problems": problems,
+            }
+        )
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
-def _ward_start(micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig) -> list[MergedCapability] | None:
+def _ward_start(
+    micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig
+) -> list[MergedCapability] | None:
     """Ward over the micro-capability centroids, k the middle of the allowed count; the solver then repairs
     count and shares as for any start. Ward needs no seed, so a corpus gives the same capabilities every run."""
     k = (cfg.merge.min_caps + cfg.merge.max_caps) // 2
@@ -166,6 +203,12 @@ def _ward_start(micro: list[MicroCapability], centroids: np.ndarray, cfg: Pipeli
     for g in sorted(set(groups.tolist())):
         members = [m for m, gi in zip(micro, groups) if gi == g]
         lead = max(members, key=lambda m: (m.n_criteria, m.name))
-        start.append(MergedCapability(**lead.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}),
-                                      member_input_names=[m.name for m in members]))
+        start.append(
+            MergedCapability(
+                **lead.model_dump(
+                    include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}
+                ),
+                member_input_names=[m.name for m in members],
+            )
+        )
     return start

@@ -6,6 +6,7 @@ most of the mass names the cluster itself. Taken names get the cluster's next wo
 a letter tag, so naming is unique and reproducible. The card quotes the cluster's own
 criteria; nothing comes from a fixed vocabulary.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -91,14 +92,18 @@ def _candidates(head: str, shared: list[str], rest: list[str], rules: LabelRules
     for a in _TAGS:
         for b in _TAGS:
             tag = ["variant", a + b]
-            yield _compose(head, (base + tag)[: hi] if len(base) + 2 <= hi else base[: hi - 2] + tag, rules)
+            yield _compose(head, (base + tag)[:hi] if len(base) + 2 <= hi else base[: hi - 2] + tag, rules)
 
 
 def _card_text(name: str, examples: list[str], rules: LabelRules) -> tuple[str, str, str]:
     readable = " ".join(_stem_words(name, rules)[1:]) or "the stated point"
-    shown = [e.strip() if len(e.strip()) <= 160 else e.strip()[:157].rstrip() + "..." for e in examples if e and e.strip()]
-    description = (f"The verifier establishes the kind of point these criteria assert ({readable}), "
-                   "reading the deliverable for evidence that it holds.")
+    shown = [
+        e.strip() if len(e.strip()) <= 160 else e.strip()[:157].rstrip() + "..." for e in examples if e and e.strip()
+    ]
+    description = (
+        f"The verifier establishes the kind of point these criteria assert ({readable}), "
+        "reading the deliverable for evidence that it holds."
+    )
     if shown:
         description += f' For example: "{shown[0]}"'
     signal = f"The criterion is phrased around {readable}" + (f', as in "{shown[1]}".' if len(shown) > 1 else ".")
@@ -125,6 +130,10 @@ def name_cluster_offline(
         candidates = itertools.chain([members[0][0]], candidates)  # one label carries the cluster: keep its name
     name = next((c for c in candidates if not label_problems(c, rules) and c not in taken), None)
     if name is None:
-        raise ValueError(f"cluster {cluster_id}: no valid unused name under the label rules; fix: widen min_words/max_words")
+        raise ValueError(
+            f"cluster {cluster_id}: no valid unused name under the label rules; fix: widen min_words/max_words"
+        )
     description, signal, pattern = _card_text(name, examples, rules)
-    return CapabilityCard(name=name, description=description, diagnostic_signal=signal, example_pattern=pattern, non_examples=[])
+    return CapabilityCard(
+        name=name, description=description, diagnostic_signal=signal, example_pattern=pattern, non_examples=[]
+    )

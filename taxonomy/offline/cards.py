@@ -11,6 +11,7 @@ capability that holds its Stage 1 label (tag.py). Each capability is then shown 
 Nothing here says what a capability checks, since no model read the criteria; `written_by = "offline"`
 marks every text as drawn from the corpus, and a person can add the meaning (`taxonomy edit describe`).
 """
+
 from __future__ import annotations
 
 import re
@@ -23,8 +24,15 @@ import polars as pl
 
 from taxonomy.config import LabelRules, PipelineConfig
 from taxonomy.offline.kinds import ascii_word
-from taxonomy.offline.represent import (ClassTfidf, MaximalMarginalRelevance, OncePerTitle, PhraseSpace, Term, WholeWords,
-                                        representative)
+from taxonomy.offline.represent import (
+    ClassTfidf,
+    MaximalMarginalRelevance,
+    OncePerTitle,
+    PhraseSpace,
+    Term,
+    WholeWords,
+    representative,
+)
 from taxonomy.schemas import Taxonomy
 from taxonomy.text import corpus_languages, function_words, language_name, words
 from taxonomy.validate import label_problems
@@ -32,7 +40,7 @@ from taxonomy.validate import label_problems
 __all__ = ["describe_offline", "describe_groups"]
 
 QUOTE_CHARS = 180
-NAME_WORDS = 3       # words of a name after `check`: a longer one reads as one member
+NAME_WORDS = 3  # words of a name after `check`: a longer one reads as one member
 _CLAUSE = re.compile(r"[，、。；：,;:!?！？]")
 
 
@@ -58,7 +66,7 @@ def _name(sources: list[Callable[[], list[str]]], rules: LabelRules, banned: set
     for source in sources:  # each read only when the ones before it gave no name
         words = list(dict.fromkeys(w for w in source() if w not in banned))
         cands = [words[:n] for n in range(min(2, len(words)), room + 1)] + [["for", *words][:room]] if words else []
-        cands += [[a, b] for i, a in enumerate(words[:8]) for b in words[i + 1:8]]
+        cands += [[a, b] for i, a in enumerate(words[:8]) for b in words[i + 1 : 8]]
         for cand in cands:
             name = "_".join(["check", *cand]) + rules.suffix
             if name not in taken and not label_problems(name, rules):
@@ -86,13 +94,20 @@ def _quoted_title(texts: list[str]) -> str:
     return f"“{text}”" if text else ""
 
 
-def _titles(texts: list[str], tasks: list[str], groups: list[np.ndarray], top: int) -> tuple[PhraseSpace, list[list[Term]]]:
+def _titles(
+    texts: list[str], tasks: list[str], groups: list[np.ndarray], top: int
+) -> tuple[PhraseSpace, list[list[Term]]]:
     """Each group's title phrases. A piece of a script written without spaces may cut a word in half, so it
     never titles a group (the group's title then quotes its criteria)."""
     space = PhraseSpace.fit(texts, tasks)
     terms: list[list[Term]] = [[] for _ in groups]
-    steps = (ClassTfidf(pool=40), WholeWords(glued=False), MaximalMarginalRelevance(diversity=0.5, top=2 * top), WholeWords(),
-             OncePerTitle(top=top))
+    steps = (
+        ClassTfidf(pool=40),
+        WholeWords(glued=False),
+        MaximalMarginalRelevance(diversity=0.5, top=2 * top),
+        WholeWords(),
+        OncePerTitle(top=top),
+    )
     for step in steps:
         terms = step(space, groups, terms)
     return space, [[replace(t, text=space.written(t.col)) for t in ts] for ts in terms]
@@ -103,8 +118,9 @@ def _renamed(repairs: list[str], renamed: dict[str, str]) -> list[str]:
     return [re.sub(r"`([^`]+)`", lambda m: f"`{renamed.get(m.group(1), m.group(1))}`", note) for note in repairs]
 
 
-def describe_groups(criteria: pl.DataFrame, groups: list[np.ndarray], labels: list[list[str]], cfg: PipelineConfig,
-                    taken: set[str]) -> tuple[list[dict], list[list[Term]]]:
+def describe_groups(
+    criteria: pl.DataFrame, groups: list[np.ndarray], labels: list[list[str]], cfg: PipelineConfig, taken: set[str]
+) -> tuple[list[dict], list[list[Term]]]:
     """Each group of criteria (row indices) titled, named (unique, not in `taken`) and shown by its own criteria:
     the fields of its card, largest group named first; and its title terms. `labels[g]` are the Stage 1 labels
     its criteria carry, a name's second source of words."""
@@ -116,8 +132,11 @@ def describe_groups(criteria: pl.DataFrame, groups: list[np.ndarray], labels: li
     taken = set(taken)
     for g in sorted(range(len(groups)), key=lambda g: -len(groups[g])):
         title_words = [w for t in terms[g] for w in _ascii_words(t.text)]
-        sources = [lambda tw=title_words: tw, lambda g=g: _label_words(labels[g], cfg.labels),
-                   lambda g=g: _criterion_words([texts[i] for i in groups[g]])]
+        sources = [
+            lambda tw=title_words: tw,
+            lambda g=g: _label_words(labels[g], cfg.labels),
+            lambda g=g: _criterion_words([texts[i] for i in groups[g]]),
+        ]
         cards[g]["name"] = _name(sources, cfg.labels, banned, taken)
         taken.add(cards[g]["name"])
     shown = cfg.offline.shown_criteria
@@ -127,16 +146,22 @@ def describe_groups(criteria: pl.DataFrame, groups: list[np.ndarray], labels: li
         top = max((t.score for t in terms[g]), default=0.0) or 1.0
         card.update(
             title=" · ".join(t.text for t in terms[g]) or _quoted_title([texts[i] for i in picks]),
-            key_phrases=[t.text for t in terms[g]], phrase_weights=[round(t.score / top, 4) for t in terms[g]],
+            key_phrases=[t.text for t in terms[g]],
+            phrase_weights=[round(t.score / top, 4) for t in terms[g]],
             description="Criteria such as " + "; ".join(quotes[:shown]) if quotes else "No criterion of this corpus.",
-            diagnostic_signal=(f"Its criteria use {_phrases(terms[g])} more often than the rest of the corpus does."
-                               if terms[g] else "No phrase sets its criteria apart."),
-            example_pattern=quotes[-1] if quotes else "")
+            diagnostic_signal=(
+                f"Its criteria use {_phrases(terms[g])} more often than the rest of the corpus does."
+                if terms[g]
+                else "No phrase sets its criteria apart."
+            ),
+            example_pattern=quotes[-1] if quotes else "",
+        )
     return cards, terms
 
 
-def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, primary: np.ndarray, cfg: PipelineConfig,
-                     siblings: list[list[int]]) -> Taxonomy:
+def describe_offline(
+    taxonomy: Taxonomy, criteria: pl.DataFrame, primary: np.ndarray, cfg: PipelineConfig, siblings: list[list[int]]
+) -> Taxonomy:
     """The taxonomy with every capability titled, named and shown by its criteria. Members stay; shares become
     those of the primary tags Stage 3 gives (`primary[i]`: criterion i's capability); `siblings[c]` are
     capability c's nearest siblings, which its boundaries name."""
@@ -144,12 +169,18 @@ def describe_offline(taxonomy: Taxonomy, criteria: pl.DataFrame, primary: np.nda
     k = len(taxonomy.capabilities)
     groups = [np.flatnonzero(primary == c) for c in range(k)]
     cards, terms = describe_groups(criteria, groups, [c.labels for c in taxonomy.capabilities], cfg, set())
-    caps = [c.model_copy(deep=True, update={**card, "share": round(len(groups[i]) / max(len(texts), 1), 6)})
-            for i, (c, card) in enumerate(zip(taxonomy.capabilities, cards))]
+    caps = [
+        c.model_copy(deep=True, update={**card, "share": round(len(groups[i]) / max(len(texts), 1), 6)})
+        for i, (c, card) in enumerate(zip(taxonomy.capabilities, cards))
+    ]
     for c, cap in enumerate(caps):
-        cap.non_examples = [f"if the criterion uses {_phrases(terms[s][:2])} rather than {_phrases(terms[c][:2])}, prefer `{caps[s].name}`."
-                            if terms[s] and terms[c] else f"if the criterion reads more like `{caps[s].name}`'s criteria, prefer it."
-                            for s in siblings[c][:2]]
+        cap.non_examples = [
+            f"if the criterion uses {_phrases(terms[s][:2])} rather "
+            f"than {_phrases(terms[c][:2])}, prefer `{caps[s].name}`."
+            if terms[s] and terms[c]
+            else f"if the criterion reads more like `{caps[s].name}`'s criteria, prefer it."
+            for s in siblings[c][:2]
+        ]
     out = taxonomy.model_copy(deep=True)
     out.capabilities = caps
     out.written_by = "offline"

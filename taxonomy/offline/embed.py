@@ -6,6 +6,7 @@ by the share of those criteria in each broad kind (the high cut of the Ward tree
 from, kinds.py), so merging the micro-clusters recovers the broad kinds instead of re-deriving them
 from averages. Labels no criterion carries embed as zero rows.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -25,7 +26,8 @@ class CriterionLabelEmbedder:
     def __init__(self, criteria: pl.DataFrame, stage1: pl.DataFrame, opts: OfflineConfig | None = None):
         ok = stage1.filter(pl.col("status") == "ok") if "status" in stage1.columns else stage1
         joined = criteria.select(pl.col("criterion_id").cast(pl.Utf8), "task_id", "text").join(
-            ok.select("criterion_id", "labels"), on="criterion_id", how="left")
+            ok.select("criterion_id", "labels"), on="criterion_id", how="left"
+        )
         self._texts = [t or "" for t in joined["text"].to_list()]
         self._tasks = joined["task_id"].cast(pl.Utf8).to_list()
         self._labels = [list(x) if x is not None else [] for x in joined["labels"].to_list()]

@@ -13,6 +13,7 @@ unigrams and bigrams of scripts written without spaces). The signals:
 - Task-mean subtraction: what all of a task's criteria share is the task's topic, not a kind of
   check, so a share of each task's mean vector is removed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,12 +39,12 @@ _CACHE: dict[str, "CriterionSpace"] = {}
 class CriterionSpace:
     """Criterion vectors (rows of `vectors`, unit norm) and the token statistics behind them."""
 
-    vocabulary: list[str]   # tokens, and "^token" for a token in a predicate position
-    spread: np.ndarray      # per token: observed / expected number of tasks, in [0, 1]
-    coverage: np.ndarray    # per token: share of tasks using it
-    doc_freq: np.ndarray    # per token: share of criteria using it
-    vectors: np.ndarray     # (n_criteria, dims) float32, unit rows
-    counts: sp.csr_matrix   # (n_criteria, n_tokens) binary token presence
+    vocabulary: list[str]  # tokens, and "^token" for a token in a predicate position
+    spread: np.ndarray  # per token: observed / expected number of tasks, in [0, 1]
+    coverage: np.ndarray  # per token: share of tasks using it
+    doc_freq: np.ndarray  # per token: share of criteria using it
+    vectors: np.ndarray  # (n_criteria, dims) float32, unit rows
+    counts: sp.csr_matrix  # (n_criteria, n_tokens) binary token presence
     n_tasks: int = 1
     # How a criterion of any corpus becomes a vector here, before task means are removed (the tagger's fit, model.py):
     # each vocabulary entry's column among the weighted ones (-1: unused), their weights, and the SVD basis.
@@ -86,20 +87,36 @@ class CriterionSpace:
             weight *= s_in_tasks >= 2  # a token of one task only says nothing about kinds of check
         used = np.flatnonzero(weight > 0)
         # No token shared by two tasks (or none at all): nothing tells kinds apart, so every vector is zero.
-        words = normalize(xs[:, used] @ sp.diags(weight[used].astype(np.float32))) if used.size else sp.csr_matrix((len(texts), 1))
+        words = (
+            normalize(xs[:, used] @ sp.diags(weight[used].astype(np.float32)))
+            if used.size
+            else sp.csr_matrix((len(texts), 1))
+        )
         reduced, basis = _reduce(words, opts.dims)
         vectors = _subtract_task_means(reduced, task_index, opts.task_mean_share)
         where = np.full(len(weight), -1, dtype=np.int64)
         where[used] = np.arange(used.size)
         column = where[stem_col] if len(vocab) else np.zeros(0, np.int64)
-        return cls(vocab, spread, in_tasks / max(n_tasks, 1), occurrences / n, normalize(vectors).astype(np.float32), x, n_tasks,
-                   column, weight[used].astype(np.float32), basis.astype(np.float32))
+        return cls(
+            vocab,
+            spread,
+            in_tasks / max(n_tasks, 1),
+            occurrences / n,
+            normalize(vectors).astype(np.float32),
+            x,
+            n_tasks,
+            column,
+            weight[used].astype(np.float32),
+            basis.astype(np.float32),
+        )
 
 
 def _spread(x: sp.csr_matrix, task_index: np.ndarray, n_tasks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per token: observed / expected number of tasks, tasks using it, criteria using it."""
-    per_task = sp.csr_matrix((np.ones(len(task_index)), (task_index, np.arange(len(task_index)))),
-                             shape=(n_tasks, x.shape[0])) @ x
+    per_task = (
+        sp.csr_matrix((np.ones(len(task_index)), (task_index, np.arange(len(task_index)))), shape=(n_tasks, x.shape[0]))
+        @ x
+    )
     per_task.data[:] = 1.0
     in_tasks = np.asarray(per_task.sum(axis=0)).ravel()
     occurrences = np.asarray(x.sum(axis=0)).ravel()
@@ -115,8 +132,10 @@ def _stemmed(x: sp.csr_matrix, vocab: list[str]) -> tuple[sp.csr_matrix, np.ndar
     """Token presence with the tokens of one stem (in one position) folded into one column, and each token's column."""
     keys = [("^" + stem(v[1:])) if v.startswith("^") else stem(v) for v in vocab]
     _, col = np.unique(np.asarray(keys, dtype=object), return_inverse=True)
-    fold = sp.csr_matrix((np.ones(len(keys), dtype=np.float32), (np.arange(len(keys)), col)),
-                         shape=(len(keys), int(col.max()) + 1 if len(keys) else 0))
+    fold = sp.csr_matrix(
+        (np.ones(len(keys), dtype=np.float32), (np.arange(len(keys)), col)),
+        shape=(len(keys), int(col.max()) + 1 if len(keys) else 0),
+    )
     xs = (x @ fold).tocsr()
     xs.data[:] = 1.0
     return xs, col.astype(np.int64)

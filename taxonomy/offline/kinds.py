@@ -8,6 +8,7 @@ in a few, never a function word); kinds whose words agree up to order take their
 two labels are paraphrases. Scripts without Latin letters get a stable letter code (labels are
 [a-z_] by rule). The rationale quotes the criterion, so it is grounded by construction.
 """
+
 from __future__ import annotations
 
 import re
@@ -27,17 +28,17 @@ from taxonomy.validate import label_gist, label_problems
 __all__ = ["discover_offline", "cut", "label_vectors"]
 
 HEAD = "check"
-NAME_WORDS = 2      # words of a label
-SPARE_WORDS = 3     # further ranked words, to tell apart kinds whose first words agree
-COMMON_DF = 0.2     # a word in more than this share of criteria is grammar, not a check word
-MIN_SPREAD = 0.5    # below this spread over tasks a word is a task's topic
-MIN_COVERAGE = 0.02 # a label word is used by at least this share of tasks...
-MIN_TASKS = 3       # ...and at least this many (all of them in tiny corpora)
+NAME_WORDS = 2  # words of a label
+SPARE_WORDS = 3  # further ranked words, to tell apart kinds whose first words agree
+COMMON_DF = 0.2  # a word in more than this share of criteria is grammar, not a check word
+MIN_SPREAD = 0.5  # below this spread over tasks a word is a task's topic
+MIN_COVERAGE = 0.02  # a label word is used by at least this share of tasks...
+MIN_TASKS = 3  # ...and at least this many (all of them in tiny corpora)
 _QUOTES = "\"'“”‘’`「」『』"
 _MAX_QUOTE = 110
 _NOT_LETTER = re.compile("[^a-z]+")
-LOOSE_WORDS = 8     # words a kind may be named from when too few check words qualify
-NAMED_KINDS = 20    # kinds named by check words that a corpus needs before a kind without one joins its nearest
+LOOSE_WORDS = 8  # words a kind may be named from when too few check words qualify
+NAMED_KINDS = 20  # kinds named by check words that a corpus needs before a kind without one joins its nearest
 
 
 def ascii_word(word: str) -> str:
@@ -97,8 +98,13 @@ def kind_words(space: CriterionSpace, kinds: np.ndarray, banned: set[str], loose
     # A piece of a spaceless script is not a word: the two leading pieces of a kind are spelt as one.
     spelt = ["" if is_spaceless(v) else ascii_word(v.lstrip("^")) for v in space.vocabulary]
     pieces = [v.lstrip("^") if is_spaceless(v) else "" for v in space.vocabulary]
-    usable = np.array([len(a) >= 3 and a not in banned and v.lstrip("^").lower() not in banned
-                       for a, v in zip(spelt, space.vocabulary)], dtype=bool) | np.array([bool(p) for p in pieces], dtype=bool)
+    usable = np.array(
+        [
+            len(a) >= 3 and a not in banned and v.lstrip("^").lower() not in banned
+            for a, v in zip(spelt, space.vocabulary)
+        ],
+        dtype=bool,
+    ) | np.array([bool(p) for p in pieces], dtype=bool)
     index = {v: i for i, v in enumerate(space.vocabulary)}
     tasks = space.coverage[[index.get(v.lstrip("^"), i) for i, v in enumerate(space.vocabulary)]] * space.n_tasks
     shared = tasks >= min(MIN_TASKS, space.n_tasks) - 1e-9
@@ -109,12 +115,22 @@ def kind_words(space: CriterionSpace, kinds: np.ndarray, banned: set[str], loose
         lift = p * np.log(np.maximum(p, 1e-12) / np.maximum(base, 1e-12)) * usable
         chosen: list[str] = []
         # too few check words: then words of several tasks, of any, and its commonest
-        tiers = ((lift * quality, NAME_WORDS + SPARE_WORDS), (lift * shared, LOOSE_WORDS), (lift, LOOSE_WORDS), (p * usable, LOOSE_WORDS))
+        tiers = (
+            (lift * quality, NAME_WORDS + SPARE_WORDS),
+            (lift * shared, LOOSE_WORDS),
+            (lift, LOOSE_WORDS),
+            (p * usable, LOOSE_WORDS),
+        )
         for score, limit in tiers if loose else tiers[:1]:
             chosen = _ranked_words(score, spelt, limit, chosen)
             spaceless: list[str] = []
             for i in np.argsort(-score, kind="stable")[:40]:
-                if pieces[i] and score[i] > 0 and len(spaceless) < 2 and not any(pieces[i] in q or q in pieces[i] for q in spaceless):
+                if (
+                    pieces[i]
+                    and score[i] > 0
+                    and len(spaceless) < 2
+                    and not any(pieces[i] in q or q in pieces[i] for q in spaceless)
+                ):
                     spaceless.append(pieces[i])
             if len(chosen) < NAME_WORDS and spaceless:
                 chosen.append(ascii_word("".join(spaceless)))
@@ -199,8 +215,11 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules, opts: OfflineConfig
     kinds = _nearest_named(kinds, space.vectors, label_of)
     label_of = label_of or {int(k): _fit_label(["stated", "figures"], rules) for k in np.unique(kinds)}
     return pl.DataFrame(
-        {"criterion_id": frame["criterion_id"].cast(pl.Utf8), "labels": [[label_of[k]] for k in kinds.tolist()],
-         "rationale": [_rationale(t, rules) for t in texts]},
+        {
+            "criterion_id": frame["criterion_id"].cast(pl.Utf8),
+            "labels": [[label_of[k]] for k in kinds.tolist()],
+            "rationale": [_rationale(t, rules) for t in texts],
+        },
         schema={"criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8), "rationale": pl.Utf8},
     )
 

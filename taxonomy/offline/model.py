@@ -13,6 +13,7 @@ offset; its tags rank them. Nothing depends on the other criteria tagged with it
 tags in the run, alone, or in any subset. `save` / `load` keep the model beside taxonomy.json (`tagger.npz`,
 small, versioned, with the taxonomy and corpus it was fitted for, so a stale one is never applied).
 """
+
 from __future__ import annotations
 
 import json
@@ -40,30 +41,49 @@ CALIBRATION_ROUNDS = 60  # offset steps that bring the run's own shares within t
 
 @dataclass
 class Tagger:
-    vocabulary: list[str]   # tokens, "^token" in a predicate position
-    column: np.ndarray      # per vocabulary entry: its weighted column, -1 when unused
-    weight: np.ndarray      # per weighted column
-    basis: np.ndarray       # (dims, weighted columns)
+    vocabulary: list[str]  # tokens, "^token" in a predicate position
+    column: np.ndarray  # per vocabulary entry: its weighted column, -1 when unused
+    weight: np.ndarray  # per weighted column
+    basis: np.ndarray  # (dims, weighted columns)
     predicate_words: int
-    labels: list[str]       # one per prototype
+    labels: list[str]  # one per prototype
     prototypes: np.ndarray  # (labels, dims), unit rows
-    mass: np.ndarray        # per prototype: the norm of its criteria's summed vectors (a centroid weighs them by it)
-    offsets: np.ndarray     # per prototype
-    names: list[str]        # the taxonomy's capabilities, in order
-    owner: np.ndarray       # per prototype: index into names, -1 when no capability holds its label
-    fitted_for: dict        # the inputs: taxonomy hash, corpus hash, format
+    mass: np.ndarray  # per prototype: the norm of its criteria's summed vectors (a centroid weighs them by it)
+    offsets: np.ndarray  # per prototype
+    names: list[str]  # the taxonomy's capabilities, in order
+    owner: np.ndarray  # per prototype: index into names, -1 when no capability holds its label
+    fitted_for: dict  # the inputs: taxonomy hash, corpus hash, format
     _memo: tuple | None = field(default=None, repr=False, compare=False)  # (texts' hash, vectors) of the fitted corpus
 
     # ---- fit ------------------------------------------------------------------------
     @classmethod
-    def fit(cls, space: CriterionSpace, texts: list[str], own: list[list[str]], taxonomy: Taxonomy,
-            micro_labels: dict[str, list[str]] | None, bounds: MergeConfig | None, predicate_words: int,
-            corpus_hash: str = "") -> "Tagger":
+    def fit(
+        cls,
+        space: CriterionSpace,
+        texts: list[str],
+        own: list[list[str]],
+        taxonomy: Taxonomy,
+        micro_labels: dict[str, list[str]] | None,
+        bounds: MergeConfig | None,
+        predicate_words: int,
+        corpus_hash: str = "",
+    ) -> "Tagger":
         """`space` is the criterion space of the run's corpus `texts`; `own[i]` the Stage 1 labels of criterion i."""
         labels = sorted({label for ls in own for label in ls[:1]})
-        tagger = cls(space.vocabulary, space.column, space.weight, space.basis, predicate_words, labels,
-                     np.zeros((len(labels), space.basis.shape[0]), np.float32), np.zeros(len(labels)), np.zeros(len(labels)), [],
-                     np.zeros(0, np.int64), {})
+        tagger = cls(
+            space.vocabulary,
+            space.column,
+            space.weight,
+            space.basis,
+            predicate_words,
+            labels,
+            np.zeros((len(labels), space.basis.shape[0]), np.float32),
+            np.zeros(len(labels)),
+            np.zeros(len(labels)),
+            [],
+            np.zeros(0, np.int64),
+            {},
+        )
         vectors = tagger.vectors(space.counts)
         tagger._memo = (hash(tuple(texts)), vectors)
         index = {label: i for i, label in enumerate(labels)}
@@ -82,7 +102,11 @@ class Tagger:
         """Owners and names from a taxonomy holding the labels (after a merge, a rename, a split)."""
         owner: dict[str, int] = {}
         for c, cap in enumerate(taxonomy.capabilities):
-            for label in [*cap.labels, *(lab for m in cap.members for lab in (micro_labels or {}).get(m, [])), *cap.members]:
+            for label in [
+                *cap.labels,
+                *(lab for m in cap.members for lab in (micro_labels or {}).get(m, [])),
+                *cap.members,
+            ]:
                 owner.setdefault(label, c)
         self.owner = np.array([owner.get(label, -1) for label in self.labels], dtype=np.int64)
         self.names = taxonomy.names()
@@ -105,7 +129,11 @@ class Tagger:
             if not len(over) and not len(under):
                 return
             for c in [*over, *under]:
-                self._shift(c, scores, int(np.floor(bounds.max_share * n + 1e-9) if c in over else np.ceil(bounds.min_share * n - 1e-9)))
+                self._shift(
+                    c,
+                    scores,
+                    int(np.floor(bounds.max_share * n + 1e-9) if c in over else np.ceil(bounds.min_share * n - 1e-9)),
+                )
                 scores = best + self._capability_offsets()[None, :]
 
     def _shift(self, c: int, scores: np.ndarray, target: int) -> None:
@@ -135,10 +163,14 @@ class Tagger:
         rows, cols = [], []
         for r, text in enumerate(texts):
             toks = tokens(text or "")
-            found = {j for t in [*toks, *(f"^{t}" for t in toks[: self.predicate_words])] if (j := index.get(t)) is not None}
+            found = {
+                j for t in [*toks, *(f"^{t}" for t in toks[: self.predicate_words])] if (j := index.get(t)) is not None
+            }
             rows += [r] * len(found)
             cols += sorted(found)
-        present = sp.csr_matrix((np.ones(len(rows), np.float32), (rows, cols)), shape=(len(texts), len(self.vocabulary)))
+        present = sp.csr_matrix(
+            (np.ones(len(rows), np.float32), (rows, cols)), shape=(len(texts), len(self.vocabulary))
+        )
         return self.vectors(present)
 
     def vectors(self, present: sp.csr_matrix) -> np.ndarray:
@@ -147,7 +179,9 @@ class Tagger:
         if not len(self.weight):  # no token of the fitted corpus weighs anything: every vector is zero
             return np.zeros((n, self.basis.shape[0]), np.float32)
         used = np.flatnonzero(self.column >= 0)
-        fold = sp.csr_matrix((np.ones(len(used), np.float32), (used, self.column[used])), shape=(len(self.column), len(self.weight)))
+        fold = sp.csr_matrix(
+            (np.ones(len(used), np.float32), (used, self.column[used])), shape=(len(self.column), len(self.weight))
+        )
         x = (present @ fold).tocsr()
         x.data[:] = 1.0
         x = normalize(x @ sp.diags(self.weight))
@@ -180,11 +214,24 @@ class Tagger:
     def save(self, folder: Path) -> Path:
         path = Path(folder) / TAGGER
         tmp = path.with_suffix(".tmp.npz")
-        meta = {"vocabulary": self.vocabulary, "labels": self.labels, "names": self.names,
-                "predicate_words": self.predicate_words, "fitted_for": self.fitted_for}
-        np.savez(tmp, meta=np.array(json.dumps(meta, ensure_ascii=False)), column=self.column.astype(np.int32),
-                            weight=self.weight, basis=self.basis.astype(np.float32), prototypes=self.prototypes,
-                            mass=self.mass, offsets=self.offsets, owner=self.owner.astype(np.int32))
+        meta = {
+            "vocabulary": self.vocabulary,
+            "labels": self.labels,
+            "names": self.names,
+            "predicate_words": self.predicate_words,
+            "fitted_for": self.fitted_for,
+        }
+        np.savez(
+            tmp,
+            meta=np.array(json.dumps(meta, ensure_ascii=False)),
+            column=self.column.astype(np.int32),
+            weight=self.weight,
+            basis=self.basis.astype(np.float32),
+            prototypes=self.prototypes,
+            mass=self.mass,
+            offsets=self.offsets,
+            owner=self.owner.astype(np.int32),
+        )
         tmp.replace(path)
         return path
 
@@ -198,9 +245,20 @@ class Tagger:
             meta = json.loads(str(z["meta"]))
             if (meta.get("fitted_for") or {}).get("format") != FORMAT:
                 return None
-            return cls(meta["vocabulary"], z["column"].astype(np.int64), z["weight"], z["basis"], int(meta["predicate_words"]),
-                       meta["labels"], z["prototypes"], z["mass"], z["offsets"].astype(np.float64), meta["names"], z["owner"].astype(np.int64),
-                       meta["fitted_for"])
+            return cls(
+                meta["vocabulary"],
+                z["column"].astype(np.int64),
+                z["weight"],
+                z["basis"],
+                int(meta["predicate_words"]),
+                meta["labels"],
+                z["prototypes"],
+                z["mass"],
+                z["offsets"].astype(np.float64),
+                meta["names"],
+                z["owner"].astype(np.int64),
+                meta["fitted_for"],
+            )
 
     def fits(self, taxonomy: Taxonomy, corpus_hash: str | None = None) -> bool:
         """Whether this model was fitted for this taxonomy (and, when given, this corpus)."""

@@ -13,6 +13,7 @@ Terms are words and 2-3-word phrases of letter scripts and 2-3-character runs of
 without spaces, counted once per criterion and keyed by their words' stems (taxonomy.text), so
 "trained" and "training" are one term, shown as the criteria most often write it.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -27,20 +28,28 @@ from sklearn.feature_extraction.text import CountVectorizer
 
 from taxonomy.text import WORD, function_words, is_spaceless, stem, words
 
-__all__ = ["PhraseSpace", "Term", "ClassTfidf", "WholeWords", "MaximalMarginalRelevance", "OncePerTitle", "representative"]
+__all__ = [
+    "PhraseSpace",
+    "Term",
+    "ClassTfidf",
+    "WholeWords",
+    "MaximalMarginalRelevance",
+    "OncePerTitle",
+    "representative",
+]
 
-MAX_WORDS = 3      # longest phrase
-MIN_CRITERIA = 3   # a term fewer criteria use names nothing
+MAX_WORDS = 3  # longest phrase
+MIN_CRITERIA = 3  # a term fewer criteria use names nothing
 _JOIN = re.compile(r"\s+|[/_.\-'’]")  # what may stand between a phrase's words when shown as written
 _CACHE: dict[str, "PhraseSpace"] = {}
 
 
 @dataclass
 class Term:
-    text: str        # its key until `PhraseSpace.written` spells it as the criteria do
+    text: str  # its key until `PhraseSpace.written` spells it as the criteria do
     coverage: float  # share of the group's criteria that use it
     score: float
-    col: int         # its column in the PhraseSpace
+    col: int  # its column in the PhraseSpace
 
 
 def _keys(text: str, function: frozenset[str]) -> set[str]:
@@ -55,13 +64,13 @@ def _keys(text: str, function: frozenset[str]) -> set[str]:
         for i in range(len(run)):
             for j in range(i, min(i + MAX_WORDS, len(run))):
                 if ends[i] and ends[j]:
-                    out.add(" ".join(stems[i:j + 1]))
+                    out.add(" ".join(stems[i : j + 1]))
         run.clear()
 
     for w in words(text):
         if is_spaceless(w):
             flush()
-            out.update(w[i:i + n] for n in (2, 3) for i in range(len(w) - n + 1))
+            out.update(w[i : i + n] for n in (2, 3) for i in range(len(w) - n + 1))
         else:
             run.append(w)
     flush()
@@ -76,10 +85,14 @@ def _written(text: str, key: str) -> list[str]:
     stems = [stem(m.group().lower()) for m in found]
     out = []
     for i in range(len(found) - len(parts) + 1):
-        if stems[i:i + len(parts)] == parts:
-            run = found[i:i + len(parts)]
+        if stems[i : i + len(parts)] == parts:
+            run = found[i : i + len(parts)]
             joined = all(_JOIN.fullmatch(text, a.end(), b.start()) for a, b in zip(run, run[1:]))
-            out.append(" ".join(text[run[0].start():run[-1].end()].split()) if joined else " ".join(m.group().lower() for m in run))
+            out.append(
+                " ".join(text[run[0].start() : run[-1].end()].split())
+                if joined
+                else " ".join(m.group().lower() for m in run)
+            )
     return out
 
 
@@ -99,8 +112,8 @@ class PhraseSpace:
     keys: list[str]
     texts: list[str]
     x: sp.csr_matrix
-    df: np.ndarray       # share of criteria using the term
-    spread: np.ndarray   # observed / expected number of tasks using it, in [0, 1]
+    df: np.ndarray  # share of criteria using the term
+    spread: np.ndarray  # observed / expected number of tasks using it, in [0, 1]
     n_words: np.ndarray
     spelt: dict = field(default_factory=dict, repr=False, compare=False)  # `written`, once per term
 
@@ -127,7 +140,9 @@ class PhraseSpace:
         keys, x, occ = [keys[j] for j in keep], x[:, keep].tocsr(), occ[keep]
         task_ids, task_index = np.unique(np.asarray([str(t) for t in tasks], dtype=object), return_inverse=True)
         n_tasks = len(task_ids)
-        per_task = sp.csr_matrix((np.ones(len(texts)), (task_index, np.arange(len(texts)))), shape=(n_tasks, len(texts))) @ x
+        per_task = (
+            sp.csr_matrix((np.ones(len(texts)), (task_index, np.arange(len(texts)))), shape=(n_tasks, len(texts))) @ x
+        )
         in_tasks = np.asarray((per_task > 0).sum(axis=0)).ravel()
         expected = n_tasks * (1.0 - (1.0 - 1.0 / max(n_tasks, 1)) ** occ)
         spread = np.clip(in_tasks / np.maximum(expected, 1e-9), 0.0, 1.0) if n_tasks > 1 else np.ones(len(keys))
@@ -155,6 +170,7 @@ class ClassTfidf:
     """Candidates per group by class-based TF-IDF (BERTopic's c-TF-IDF), scored by how much more often the
     group uses a term than the corpus does (a word every criterion has scores nothing), weighted by its
     spread over tasks (a word piled up in one task is its topic, not a kind of check)."""
+
     pool: int = 40
     min_share: float = 0.2  # of the best candidate's coverage: a phrase a handful of the group uses is a detail
 
@@ -176,12 +192,15 @@ class WholeWords:
     """Only terms made of whole words: a 2-3-character piece of a script written without spaces may cut a
     word in half ("款金"), and so does a word the criteria always write glued to letters of another script
     ("callback" of "callback을"); neither stands for a group in a title."""
+
     glued: bool = True  # also read the criteria for a word never written alone (slower: run it on short lists)
-    read: int = 20      # criteria read to find the term standing alone
+    read: int = 20  # criteria read to find the term standing alone
 
     def __call__(self, space: PhraseSpace, groups: list[np.ndarray], terms: list[list[Term]]) -> list[list[Term]]:
-        return [[t for t in ts if not is_spaceless(space.keys[t.col]) and (not self.glued or self._alone(space, t.col))]
-                for ts in terms]
+        return [
+            [t for t in ts if not is_spaceless(space.keys[t.col]) and (not self.glued or self._alone(space, t.col))]
+            for ts in terms
+        ]
 
     def _alone(self, space: PhraseSpace, j: int) -> bool:
         form = space.written(j).lower()
@@ -204,6 +223,7 @@ def _letter(ch: str) -> bool:
 class MaximalMarginalRelevance:
     """The ranked list diversified as in KeyBERT: a term found in mostly the same criteria as one already chosen
     counts as redundant, and one sharing a word with it is left out."""
+
     diversity: float = 0.5
     top: int = 6
     same_criteria: float = 0.6  # co-occurrence Jaccard at which two terms say the same thing
@@ -228,7 +248,10 @@ class MaximalMarginalRelevance:
                 break
 
             def gain(a: int) -> float:
-                return (1 - self.diversity) * ts[a].score / best - self.diversity * max((red[a, b] for b in picked), default=0.0)
+                return (1 - self.diversity) * ts[a].score / best - self.diversity * max(
+                    (red[a, b] for b in picked), default=0.0
+                )
+
             a = max(left, key=lambda a: (gain(a), -a))
             left.remove(a)
             picked.append(a)
@@ -239,6 +262,7 @@ class MaximalMarginalRelevance:
 class OncePerTitle:
     """The first `top` terms of each group, the largest group first; a term already shown for a larger group
     is left out of a smaller one's (a phrase in two titles reads as a check of both) while others remain."""
+
     top: int = 3
 
     def __call__(self, space: PhraseSpace, groups: list[np.ndarray], terms: list[list[Term]]) -> list[list[Term]]:
@@ -251,7 +275,9 @@ class OncePerTitle:
         return out
 
 
-def representative(space: PhraseSpace, rows: np.ndarray, terms: list[Term], texts: list[str], tasks: list[str], k: int) -> list[int]:
+def representative(
+    space: PhraseSpace, rows: np.ndarray, terms: list[Term], texts: list[str], tasks: list[str], k: int
+) -> list[int]:
     """k criteria of the group that hold the most of its phrases (by their scores), shorter first, from
     different tasks while there are any."""
     if not len(rows):

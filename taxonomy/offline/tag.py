@@ -9,6 +9,7 @@ the cosine of the criterion's vector (features.py) to the mean vector of each ca
 reads much more like another's criteria moves there. Where that step would break a share bound the start
 held, the start stands.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,16 +30,18 @@ if TYPE_CHECKING:
 
 __all__ = ["tag_offline", "membership_votes", "capability_scores", "fit_tagger", "tagger_for", "tag_with"]
 
-LABEL_REPEAT = 3   # label words count this many times the text's words in a similarity query
-KEEP_RATIO = 0.5   # a further tag by card similarity needs this share of the top similarity
-NEAR_RATIO = 0.8   # a further tag by vector cosine needs this share of the top cosine
+LABEL_REPEAT = 3  # label words count this many times the text's words in a similarity query
+KEEP_RATIO = 0.5  # a further tag by card similarity needs this share of the top similarity
+NEAR_RATIO = 0.8  # a further tag by vector cosine needs this share of the top cosine
 
 
 def _words(name: str) -> str:
     return name.removesuffix("_capability").replace("_", " ")
 
 
-def membership_votes(taxonomy: Taxonomy, labels: list[list[str]], micro_labels: dict[str, list[str]] | None = None) -> np.ndarray:
+def membership_votes(
+    taxonomy: Taxonomy, labels: list[list[str]], micro_labels: dict[str, list[str]] | None = None
+) -> np.ndarray:
     """(n, k): each criterion's labels voting for the capabilities that hold them, the first label
     fully, the r-th 1/r; a label in two capabilities goes to the first listed."""
     owner: dict[str, int] = {}
@@ -61,9 +64,17 @@ def _card_similarity(queries: list[str], taxonomy: Taxonomy, micro_labels) -> np
     docs = []
     for cap in taxonomy.capabilities:
         labels = [_words(label) for m in cap.members for label in (micro_labels or {}).get(m, [])]
-        docs.append(" ".join([_words(cap.name)] * LABEL_REPEAT + [_words(m) for m in cap.members] + labels
-                             + [cap.title, " ".join(cap.key_phrases), cap.described(), cap.diagnostic_signal, cap.example_pattern]))
-    vec = TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), tokenizer=words, token_pattern=None, stop_words="english")
+        docs.append(
+            " ".join(
+                [_words(cap.name)] * LABEL_REPEAT
+                + [_words(m) for m in cap.members]
+                + labels
+                + [cap.title, " ".join(cap.key_phrases), cap.described(), cap.diagnostic_signal, cap.example_pattern]
+            )
+        )
+    vec = TfidfVectorizer(
+        sublinear_tf=True, ngram_range=(1, 2), tokenizer=words, token_pattern=None, stop_words="english"
+    )
     try:
         vec.fit(docs + queries)
     except ValueError:  # no word anywhere
@@ -85,7 +96,9 @@ def _start(frame: pl.DataFrame, own: list[list[str]], taxonomy: Taxonomy, micro_
     missing = np.flatnonzero(votes.max(axis=1) <= 0) if len(own) else np.zeros(0, int)
     if len(missing):
         texts = frame["text"].to_list()
-        queries = [" ".join([" ".join(_words(label) for label in own[i])] * LABEL_REPEAT + [texts[i] or ""]) for i in missing]
+        queries = [
+            " ".join([" ".join(_words(label) for label in own[i])] * LABEL_REPEAT + [texts[i] or ""]) for i in missing
+        ]
         sims = _card_similarity(queries, taxonomy, micro_labels)
         votes[missing] = sims / np.maximum(sims.max(axis=1, keepdims=True), 1e-12)
     return votes
@@ -96,8 +109,14 @@ def _in_bounds(primary: np.ndarray, k: int, bounds: MergeConfig) -> np.ndarray:
     return (share >= bounds.min_share - 1e-9) & (share <= bounds.max_share + 1e-9)
 
 
-def capability_scores(frame: pl.DataFrame, own: list[list[str]], taxonomy: Taxonomy, micro_labels, opts: OfflineConfig,
-                      bounds: MergeConfig) -> tuple[np.ndarray, float]:
+def capability_scores(
+    frame: pl.DataFrame,
+    own: list[list[str]],
+    taxonomy: Taxonomy,
+    micro_labels,
+    opts: OfflineConfig,
+    bounds: MergeConfig,
+) -> tuple[np.ndarray, float]:
     """(n, k) scores whose ranking gives the tags, and the share of a top score a further tag needs."""
     votes = _start(frame, own, taxonomy, micro_labels)
     k, start = votes.shape[1], votes.argmax(axis=1)
@@ -111,28 +130,54 @@ def capability_scores(frame: pl.DataFrame, own: list[list[str]], taxonomy: Taxon
     return scores, NEAR_RATIO
 
 
-def tag_offline(frame: pl.DataFrame, labels: pl.DataFrame, taxonomy: Taxonomy, micro_labels: dict[str, list[str]] | None,
-                max_tags: int, opts: OfflineConfig | None = None, bounds: MergeConfig | None = None) -> pl.DataFrame:
+def tag_offline(
+    frame: pl.DataFrame,
+    labels: pl.DataFrame,
+    taxonomy: Taxonomy,
+    micro_labels: dict[str, list[str]] | None,
+    max_tags: int,
+    opts: OfflineConfig | None = None,
+    bounds: MergeConfig | None = None,
+) -> pl.DataFrame:
     """criterion_id, tags (ranked taxonomy names, 1..max_tags), primary (= tags[0]), score (confidence in [0, 1])."""
     if not taxonomy.capabilities:
         raise ValueError("tag_offline: the taxonomy has no capabilities; fix: build or load a taxonomy first")
     ids = frame["criterion_id"].cast(pl.Utf8).to_list()
     by_id = dict(zip(labels["criterion_id"].to_list(), labels["labels"].to_list())) if labels.height else {}
-    scores, keep = capability_scores(frame, [list(by_id.get(cid) or []) for cid in ids], taxonomy, micro_labels,
-                                     opts or OfflineConfig(), bounds or MergeConfig())
+    scores, keep = capability_scores(
+        frame,
+        [list(by_id.get(cid) or []) for cid in ids],
+        taxonomy,
+        micro_labels,
+        opts or OfflineConfig(),
+        bounds or MergeConfig(),
+    )
     names = taxonomy.names()
     found = [_ranked(row, max(1, max_tags), keep) for row in scores]
     tags = [[names[j] for j in t] for t, _ in found]
     return pl.DataFrame(
-        {"criterion_id": ids, "tags": tags, "primary": [t[0] for t in tags], "score": [float(np.clip(s, 0, 1)) for _, s in found]},
+        {
+            "criterion_id": ids,
+            "tags": tags,
+            "primary": [t[0] for t in tags],
+            "score": [float(np.clip(s, 0, 1)) for _, s in found],
+        },
         schema={"criterion_id": pl.Utf8, "tags": pl.List(pl.Utf8), "primary": pl.Utf8, "score": pl.Float64},
     )
 
 
 # ---- the fitted tagger (model.py): fit on a run's corpus once, apply to any criteria --------------------
-def fit_tagger(criteria: pl.DataFrame, stage1: pl.DataFrame, taxonomy: Taxonomy, micro_labels, opts: OfflineConfig,
-               bounds: MergeConfig | None, corpus_hash: str = "") -> "Tagger":
-    """The tagger of a run: its corpus's space, its labels' prototypes, the taxonomy's owners, offsets for the bounds."""
+def fit_tagger(
+    criteria: pl.DataFrame,
+    stage1: pl.DataFrame,
+    taxonomy: Taxonomy,
+    micro_labels,
+    opts: OfflineConfig,
+    bounds: MergeConfig | None,
+    corpus_hash: str = "",
+) -> "Tagger":
+    """The tagger of a run: its corpus's space, its labels' prototypes, the taxonomy's owners, offsets for the
+    bounds."""
     from taxonomy.offline.model import Tagger
     from taxonomy.provenance import code_hash
 
@@ -145,7 +190,9 @@ def fit_tagger(criteria: pl.DataFrame, stage1: pl.DataFrame, taxonomy: Taxonomy,
     return tagger
 
 
-def tagger_for(folder: Path, taxonomy: Taxonomy, micro_labels, opts: OfflineConfig, bounds: MergeConfig) -> "Tagger | None":
+def tagger_for(
+    folder: Path, taxonomy: Taxonomy, micro_labels, opts: OfflineConfig, bounds: MergeConfig
+) -> "Tagger | None":
     """The tagger saved beside a taxonomy, refitted from that run's own corpus (never the one being tagged) and
     saved when it is missing or was fitted for another taxonomy, corpus, code or settings; None for a taxonomy
     with no run's corpus beside it."""
@@ -156,8 +203,12 @@ def tagger_for(folder: Path, taxonomy: Taxonomy, micro_labels, opts: OfflineConf
     run = RunDir(folder)
     corpus = (run.manifest.get("corpus") or {}).get("content_hash", "")
     tagger = Tagger.load(folder)
-    current = tagger is not None and tagger.fits(taxonomy, corpus) and tagger.fitted_for.get("code") == code_hash() \
+    current = (
+        tagger is not None
+        and tagger.fits(taxonomy, corpus)
+        and tagger.fitted_for.get("code") == code_hash()
         and tagger.fitted_for.get("offline") == opts.model_dump()
+    )
     if current:
         return tagger
     if not (run.has(CRITERIA) and run.has(LABELS)):
@@ -188,10 +239,16 @@ def tag_with(tagger: "Tagger", frame: pl.DataFrame, max_tags: int) -> pl.DataFra
     mass = ranked.sum(axis=1)
     conf = np.where(mass > 0, best[:, 0] / np.maximum(mass, 1e-12), 0.0)
     names = tagger.names
-    tags = [[names[t]] + [names[j] for j, ok in zip(o, keep) if ok and j != t][: m - 1]
-            for t, o, keep in zip(top.tolist(), order.tolist(), near.tolist())]
+    tags = [
+        [names[t]] + [names[j] for j, ok in zip(o, keep) if ok and j != t][: m - 1]
+        for t, o, keep in zip(top.tolist(), order.tolist(), near.tolist())
+    ]
     return pl.DataFrame(
-        {"criterion_id": frame["criterion_id"].cast(pl.Utf8).to_list(), "tags": tags,
-         "primary": [t[0] for t in tags], "score": np.clip(conf, 0, 1).astype(float)},
+        {
+            "criterion_id": frame["criterion_id"].cast(pl.Utf8).to_list(),
+            "tags": tags,
+            "primary": [t[0] for t in tags],
+            "score": np.clip(conf, 0, 1).astype(float),
+        },
         schema={"criterion_id": pl.Utf8, "tags": pl.List(pl.Utf8), "primary": pl.Utf8, "score": pl.Float64},
     )

@@ -7,6 +7,7 @@ naming one of a nearby cluster's labels. Once every cluster has its final name, 
 is replaced by the name of the cluster that holds it, so each micro-capability's boundaries name
 a real sibling micro-capability.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,23 +38,45 @@ def card_problems(card: CapabilityCard, rules: LabelRules, nearby: dict[str, int
             out.append(Violation(None, f"`{field}` must not be empty"))
     low = 1 if nearby else 0
     if not low <= len(card.non_examples) <= MAX_NON_EXAMPLES:
-        out.append(Violation(None, f"give {low}-{MAX_NON_EXAMPLES} non_examples, not {len(card.non_examples)}"
-                                   + (", each against one nearby cluster" if nearby else "")))
+        out.append(
+            Violation(
+                None,
+                f"give {low}-{MAX_NON_EXAMPLES} non_examples, not {len(card.non_examples)}"
+                + (", each against one nearby cluster" if nearby else ""),
+            )
+        )
     if nearby:
         shown = ", ".join(f"`{label}`" for label in nearby)
         for text in card.non_examples:
             named = [t for t in dict.fromkeys(_TICKED.findall(text))]
             words = len(_TICKED.sub(" ", text).split())
             if len(named) != 1 or named[0] not in nearby:
-                out.append(Violation(None, f"non_example {text!r} must name exactly one label of a nearby cluster in backticks, "
-                                           f"one of {shown}"))
+                out.append(
+                    Violation(
+                        None,
+                        f"non_example {text!r} must name exactly one label of a nearby cluster in backticks, "
+                        f"one of {shown}",
+                    )
+                )
             elif words < MIN_BOUNDARY_WORDS:
-                out.append(Violation(None, f"non_example {text!r} names `{named[0]}` but not where the line lies; say which criteria belong there"))
+                out.append(
+                    Violation(
+                        None,
+                        f"non_example {text!r} names `{named[0]}` but not "
+                        "where the line lies; say which criteria belong there",
+                    )
+                )
     return out
 
 
-def cluster_inputs(clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, criteria: pl.DataFrame, cfg: PipelineConfig,
-                   stage1: pl.DataFrame | None = None, label_embeddings: np.ndarray | None = None) -> list[dict]:
+def cluster_inputs(
+    clusters: pl.DataFrame,
+    criterion_clusters: pl.DataFrame,
+    criteria: pl.DataFrame,
+    cfg: PipelineConfig,
+    stage1: pl.DataFrame | None = None,
+    label_embeddings: np.ndarray | None = None,
+) -> list[dict]:
     """Per cluster: members ranked by frequency; example criteria (those it dominates, then those carrying
     any of its labels; distinct tasks first, in corpus order); and with label embeddings, its nearest
     clusters (by centroid and by criteria labelled into both) with their top labels."""
@@ -77,19 +100,29 @@ def cluster_inputs(clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, cri
         examples_by_cluster[cid] = (first + rest)[: cfg.canonicalize.examples]
     n_by_cluster = Counter(criterion_clusters["dominant_cluster"].to_list())
     out = []
-    for (cid,), group in clusters.sort(["cluster_id", "frequency", "label"], descending=[False, True, False]).group_by("cluster_id", maintain_order=True):
+    for (cid,), group in clusters.sort(["cluster_id", "frequency", "label"], descending=[False, True, False]).group_by(
+        "cluster_id", maintain_order=True
+    ):
         members = group.select("label", "frequency").to_dicts()
-        out.append({
-            "cluster_id": int(cid), "members": members[: cfg.canonicalize.max_members], "all_labels": [m["label"] for m in members],
-            "examples": examples_by_cluster.get(int(cid), []), "n_criteria": n_by_cluster.get(int(cid), 0), "nearby": [],
-            "n_labelled": sum(map(len, rows_by_cluster.get(int(cid), ((), ())))),
-        })
+        out.append(
+            {
+                "cluster_id": int(cid),
+                "members": members[: cfg.canonicalize.max_members],
+                "all_labels": [m["label"] for m in members],
+                "examples": examples_by_cluster.get(int(cid), []),
+                "n_criteria": n_by_cluster.get(int(cid), 0),
+                "nearby": [],
+                "n_labelled": sum(map(len, rows_by_cluster.get(int(cid), ((), ())))),
+            }
+        )
     if label_embeddings is not None and len(out) > 1:
         _add_nearby(out, clusters, label_embeddings, carried)
     return out
 
 
-def _add_nearby(inputs: list[dict], clusters: pl.DataFrame, embeddings: np.ndarray, carried: dict[str, set[int]]) -> None:
+def _add_nearby(
+    inputs: list[dict], clusters: pl.DataFrame, embeddings: np.ndarray, carried: dict[str, set[int]]
+) -> None:
     from taxonomy.stages.cluster import cluster_centroids
 
     centroids = cluster_centroids(np.asarray(embeddings), clusters["cluster_id"].to_numpy())
@@ -102,8 +135,13 @@ def _add_nearby(inputs: list[dict], clusters: pl.DataFrame, embeddings: np.ndarr
 
 
 def canonicalize(
-    clusters: pl.DataFrame, criterion_clusters: pl.DataFrame, criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner,
-    stage1: pl.DataFrame | None = None, label_embeddings: np.ndarray | None = None,
+    clusters: pl.DataFrame,
+    criterion_clusters: pl.DataFrame,
+    criteria: pl.DataFrame,
+    cfg: PipelineConfig,
+    runner: Runner,
+    stage1: pl.DataFrame | None = None,
+    label_embeddings: np.ndarray | None = None,
 ) -> tuple[list[MicroCapability], list[str]]:
     """The model names every micro-cluster. Returns the micro-capabilities and the notes of any fallback taken.
     `stage1` (the Stage 1 labels) widens each cluster's examples to every criterion carrying one of its labels;
@@ -119,8 +157,12 @@ def micro_capabilities(inputs: list[dict], cards: list[CapabilityCard], n_criter
     total = max(n_criteria, 1)
     return [
         MicroCapability(
-            **card.model_dump(), cluster_id=inp["cluster_id"], n_criteria=inp["n_criteria"],
-            share=inp["n_criteria"] / total, member_labels=inp["all_labels"], n_labelled=inp["n_labelled"],
+            **card.model_dump(),
+            cluster_id=inp["cluster_id"],
+            n_criteria=inp["n_criteria"],
+            share=inp["n_criteria"] / total,
+            member_labels=inp["all_labels"],
+            n_labelled=inp["n_labelled"],
         )
         for inp, card in zip(inputs, cards)
     ]
@@ -144,14 +186,19 @@ def _name_all(inputs: list[dict], cfg: PipelineConfig, runner: Runner) -> tuple[
         if not clashes:
             break
         taken = sorted({c.name for i, c in enumerate(cards) if c is not None and i not in clashes})
-        redo = runner.run("canonicalize", [_job(inputs[i], cfg, taken) for i in clashes], f"re-naming {len(clashes)} clashes")
+        redo = runner.run(
+            "canonicalize", [_job(inputs[i], cfg, taken) for i in clashes], f"re-naming {len(clashes)} clashes"
+        )
         for i, answer in zip(clashes, redo):
             cards[i] = answer.value if answer.ok else None
     taken = set()
     for i, card in enumerate(cards):
         if card is None or card.name in taken:
             cards[i] = name_offline(inputs[i], cfg, taken)
-            notes.append(f"cluster {inputs[i]['cluster_id']}: no valid unique name from the model; named offline `{cards[i].name}`")
+            notes.append(
+                f"cluster {inputs[i]['cluster_id']}: no valid unique "
+                f"name from the model; named offline `{cards[i].name}`"
+            )
         taken.add(cards[i].name)
     return cards, notes
 
@@ -184,10 +231,21 @@ def _point_boundaries_at_names(cards: list[CapabilityCard], inputs: list[dict]) 
 
 def _job(inp: dict, cfg: PipelineConfig, taken: list[str]) -> Job[CapabilityCard]:
     prompt = render(
-        "stage2_canonicalize.j2", rules=cfg.labels, cluster_id=inp["cluster_id"], members=inp["members"],
-        examples=inp["examples"], nearby=inp["nearby"], taken=taken, max_non_examples=MAX_NON_EXAMPLES,
+        "stage2_canonicalize.j2",
+        rules=cfg.labels,
+        cluster_id=inp["cluster_id"],
+        members=inp["members"],
+        examples=inp["examples"],
+        nearby=inp["nearby"],
+        taken=taken,
+        max_non_examples=MAX_NON_EXAMPLES,
     )
     nearby = {label: n["cluster_id"] for n in inp["nearby"] for label in n["labels"]}
     # The instructions, up to the cluster itself, are the same in every naming call.
     prefix = shared_prefix(prompt, f"\nCluster {inp['cluster_id']}; member labels")
-    return Job(prompt=prompt, schema=CapabilityCard, validate=partial(card_problems, rules=cfg.labels, nearby=nearby), prefix=prefix)
+    return Job(
+        prompt=prompt,
+        schema=CapabilityCard,
+        validate=partial(card_problems, rules=cfg.labels, nearby=nearby),
+        prefix=prefix,
+    )

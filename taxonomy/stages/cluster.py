@@ -8,6 +8,7 @@ then assigned to its nearest one: on 300,000 labels that gave the same within-cl
 of the 80 micro-clusters as fitting on all of them (0.641 against 0.643, seeds 0 and 1), and
 1,000,000 labels embed and cluster in 75-94 s at load average 2 (benchmarks/clustering_scale.py).
 """
+
 from __future__ import annotations
 
 from collections import Counter
@@ -46,8 +47,7 @@ def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig,
     """
     ok = stage1.filter(pl.col("status") == "ok").select("criterion_id", "labels")
     per_criterion = [
-        (str(cid), [lab.strip() for lab in (labels or []) if lab and lab.strip()])
-        for cid, labels in ok.iter_rows()
+        (str(cid), [lab.strip() for lab in (labels or []) if lab and lab.strip()]) for cid, labels in ok.iter_rows()
     ]
     freq = Counter(lab for _, labels in per_criterion for lab in labels)
     labels = sorted(freq, key=lambda lab: (-freq[lab], lab))
@@ -108,7 +108,9 @@ def _assign(x: np.ndarray, k: int, cfg: ClusterConfig) -> tuple[np.ndarray, str]
     n_centroids = max(k, min(cfg.centroids, n))
     # batch_size 1024 keeps k-means++ seeding on ~3k samples; at 4096 the seeding alone
     # took a minute for 100,000 labels, and more, smaller steps gave lower inertia.
-    km = MiniBatchKMeans(n_clusters=n_centroids, random_state=cfg.seed, n_init=1, batch_size=1024, init=_plain_kmeans_plusplus)
+    km = MiniBatchKMeans(
+        n_clusters=n_centroids, random_state=cfg.seed, n_init=1, batch_size=1024, init=_plain_kmeans_plusplus
+    )
     fitted_on = ""
     if n <= KMEANS_FIT_MAX:
         assigned = km.fit(x).labels_

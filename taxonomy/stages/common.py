@@ -1,4 +1,5 @@
 """What Stage 1 and Stage 3 share: batching criteria by task, and turning batch answers into rows."""
+
 from __future__ import annotations
 
 import os
@@ -24,7 +25,7 @@ class Batch:
 
     def __post_init__(self) -> None:
         self.shared_context = shared_start([r.get("context") or "" for r in self.rows])
-        self.rows = [{**r, "context_rest": (r.get("context") or "")[len(self.shared_context):]} for r in self.rows]
+        self.rows = [{**r, "context_rest": (r.get("context") or "")[len(self.shared_context) :]} for r in self.rows]
 
 
 # A shared start shorter than this is left in each line: the header would cost more than it saves.
@@ -50,7 +51,9 @@ def criterion_batches(criteria: pl.DataFrame, size: int, brief_max_chars: int) -
     category are batched by task. The brief is sent once per batch, cut to `brief_max_chars` with a
     marker that says so (`long_briefs` reports the cut in the run summary)."""
     cols = ["task_id", "criterion_id", "text", "category", "direction", "context", "brief"]
-    frame = criteria.select(*cols, cohort=pl.col("cohort").cast(pl.Utf8) if "cohort" in criteria.columns else pl.lit(None, pl.Utf8))
+    frame = criteria.select(
+        *cols, cohort=pl.col("cohort").cast(pl.Utf8) if "cohort" in criteria.columns else pl.lit(None, pl.Utf8)
+    )
     for (task_id, cohort, category), group in frame.group_by("task_id", "cohort", "category", maintain_order=True):
         rows = group.to_dicts()
         brief = cut_brief(rows[0]["brief"] or "", brief_max_chars)
@@ -73,7 +76,8 @@ def even_parts(rows: list, size: int) -> list[list]:
 
 
 def shared_prefix(prompt: str, marker: str = "\nTask ID: ") -> str:
-    """The instructions before a batch's own part (from its first "Task ID:" line): the same in every call of a stage."""
+    """The instructions before a batch's own part (from its first "Task ID:" line): the same in every call of a
+    stage."""
     at = prompt.find(marker)
     return prompt[: at + 1] if at >= 0 else ""
 
@@ -86,14 +90,19 @@ def cut_brief(brief: str, limit: int) -> str:
 
 def long_briefs(criteria: pl.DataFrame, limit: int) -> list[str]:
     """One note for the run summary when task briefs are longer than the configured limit."""
-    lengths = criteria.group_by("task_id", maintain_order=True).agg(pl.col("brief").first().fill_null("").str.len_chars().alias("n"))
+    lengths = criteria.group_by("task_id", maintain_order=True).agg(
+        pl.col("brief").first().fill_null("").str.len_chars().alias("n")
+    )
     long = lengths.filter(pl.col("n") > limit)
     if long.is_empty():
         return []
     shown = ", ".join(f"{t} ({n:,})" for t, n in long.head(5).iter_rows())
     more = f" and {long.height - 5} more" if long.height > 5 else ""
-    return [f"{long.height} task brief(s) are longer than discover.brief_max_chars = {limit:,} characters and were cut to it: "
-            f"{shown}{more}; raise discover.brief_max_chars to send them whole"]
+    return [
+        f"{long.height} task brief(s) are longer than "
+        f"discover.brief_max_chars = {limit:,} characters and were cut to it: "
+        f"{shown}{more}; raise discover.brief_max_chars to send them whole"
+    ]
 
 
 def item_status(violations: list[Violation], n: int, answered: set[int]) -> list[tuple[str, list[str]]]:

@@ -1,4 +1,5 @@
 """Stage 1: free-text discovery. Every criterion gets 1-3 validated capability labels and a rationale."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -11,13 +12,24 @@ from taxonomy.prompts import render
 from taxonomy.schemas import DiscoveryAnswer
 from taxonomy.stages.common import Batch, criterion_batches, item_status, shared_prefix
 from taxonomy.validate import (
-    MIN_PHRASE_WORDS, Violation, check_coverage, check_distinct_in_batch, check_label_count, check_rationale_grounding, check_rationale_prefix, label_problems,
+    MIN_PHRASE_WORDS,
+    Violation,
+    check_coverage,
+    check_distinct_in_batch,
+    check_label_count,
+    check_rationale_grounding,
+    check_rationale_prefix,
+    label_problems,
 )
 from taxonomy.config import LabelRules
 
 SCHEMA = {
-    "criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8), "rationale": pl.Utf8,
-    "attempts": pl.Int64, "status": pl.Utf8, "problems": pl.List(pl.Utf8),
+    "criterion_id": pl.Utf8,
+    "labels": pl.List(pl.Utf8),
+    "rationale": pl.Utf8,
+    "attempts": pl.Int64,
+    "status": pl.Utf8,
+    "problems": pl.List(pl.Utf8),
 }
 
 
@@ -29,11 +41,16 @@ def item_problems(labels: list[str], rationale: str, criterion: str, rules: Labe
     return problems
 
 
-def validate_answer(answer: DiscoveryAnswer, texts: list[str], rules: LabelRules, category: str | None = None) -> list[Violation]:
+def validate_answer(
+    answer: DiscoveryAnswer, texts: list[str], rules: LabelRules, category: str | None = None
+) -> list[Violation]:
     out = check_coverage([item.criterion_idx for item in answer.items], len(texts))
     for item in answer.items:
         if 0 <= item.criterion_idx < len(texts):
-            out += [Violation(item.criterion_idx, p) for p in item_problems(item.capabilities, item.rationale, texts[item.criterion_idx], rules)]
+            out += [
+                Violation(item.criterion_idx, p)
+                for p in item_problems(item.capabilities, item.rationale, texts[item.criterion_idx], rules)
+            ]
     labels = {item.criterion_idx: item.capabilities for item in answer.items if 0 <= item.criterion_idx < len(texts)}
     return out + check_distinct_in_batch(labels, rules, category)
 
@@ -48,19 +65,35 @@ def discover(criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner) -> pl.
         items = {it.criterion_idx: it for it in (answer.value.items if answer.value else [])}
         for i, (status, problems) in enumerate(item_status(answer.violations, len(batch.rows), set(items))):
             item = items.get(i)
-            rows.append({
-                "criterion_id": batch.rows[i]["criterion_id"],
-                "labels": item.capabilities if item and status == "ok" else [],
-                "rationale": item.rationale if item and status == "ok" else "",
-                "attempts": answer.attempts, "status": status, "problems": problems,
-            })
+            rows.append(
+                {
+                    "criterion_id": batch.rows[i]["criterion_id"],
+                    "labels": item.capabilities if item and status == "ok" else [],
+                    "rationale": item.rationale if item and status == "ok" else "",
+                    "attempts": answer.attempts,
+                    "status": status,
+                    "problems": problems,
+                }
+            )
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
 def _job(batch: Batch, cfg: PipelineConfig) -> Job[DiscoveryAnswer]:
-    prompt = render("stage1_discovery.j2", rules=cfg.labels, task_id=batch.task_id, brief=batch.brief, criteria=batch.rows,
-                    category=batch.category, cohort=batch.cohort, min_quote_words=MIN_PHRASE_WORDS,
-                    shared_context=batch.shared_context)
+    prompt = render(
+        "stage1_discovery.j2",
+        rules=cfg.labels,
+        task_id=batch.task_id,
+        brief=batch.brief,
+        criteria=batch.rows,
+        category=batch.category,
+        cohort=batch.cohort,
+        min_quote_words=MIN_PHRASE_WORDS,
+        shared_context=batch.shared_context,
+    )
     texts = [r["text"] for r in batch.rows]
-    return Job(prompt=prompt, schema=DiscoveryAnswer, validate=partial(validate_answer, texts=texts, rules=cfg.labels, category=batch.category),
-               prefix=shared_prefix(prompt))
+    return Job(
+        prompt=prompt,
+        schema=DiscoveryAnswer,
+        validate=partial(validate_answer, texts=texts, rules=cfg.labels, category=batch.category),
+        prefix=shared_prefix(prompt),
+    )

@@ -1,4 +1,5 @@
 """Stage 3: closed-vocabulary tagging. Every criterion gets 1-3 taxonomy names, most confident first."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -13,8 +14,13 @@ from taxonomy.stages.common import Batch, criterion_batches, item_status, shared
 from taxonomy.validate import Violation, check_coverage
 
 SCHEMA = {
-    "criterion_id": pl.Utf8, "tags": pl.List(pl.Utf8), "primary": pl.Utf8, "score": pl.Float64,
-    "attempts": pl.Int64, "status": pl.Utf8, "problems": pl.List(pl.Utf8),
+    "criterion_id": pl.Utf8,
+    "tags": pl.List(pl.Utf8),
+    "primary": pl.Utf8,
+    "score": pl.Float64,
+    "attempts": pl.Int64,
+    "status": pl.Utf8,
+    "problems": pl.List(pl.Utf8),
 }
 
 
@@ -50,17 +56,31 @@ def tag(criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, runner:
         items = {it.criterion_idx: it for it in (answer.value.items if answer.value else [])}
         for i, (status, problems) in enumerate(item_status(answer.violations, len(batch.rows), set(items))):
             tags = items[i].capabilities if status == "ok" else []
-            rows.append({
-                "criterion_id": batch.rows[i]["criterion_id"], "tags": tags, "primary": tags[0] if tags else None,
-                "score": None, "attempts": answer.attempts, "status": status, "problems": problems,
-            })
+            rows.append(
+                {
+                    "criterion_id": batch.rows[i]["criterion_id"],
+                    "tags": tags,
+                    "primary": tags[0] if tags else None,
+                    "score": None,
+                    "attempts": answer.attempts,
+                    "status": status,
+                    "problems": problems,
+                }
+            )
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
 def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[TagAnswer]:
     prompt = render(
-        "stage3_tagging.j2", rules=cfg.labels, tag=cfg.tag, capabilities=[c.as_stated() for c in taxonomy.capabilities],
-        task_id=batch.task_id, brief=batch.brief, criteria=batch.rows, category=batch.category, cohort=batch.cohort,
+        "stage3_tagging.j2",
+        rules=cfg.labels,
+        tag=cfg.tag,
+        capabilities=[c.as_stated() for c in taxonomy.capabilities],
+        task_id=batch.task_id,
+        brief=batch.brief,
+        criteria=batch.rows,
+        category=batch.category,
+        cohort=batch.cohort,
         shared_context=batch.shared_context,
     )
     check = partial(validate_answer, n=len(batch.rows), names=taxonomy.names(), cfg=cfg.tag)
