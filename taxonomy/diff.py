@@ -136,7 +136,14 @@ class TaxonomyDiff:
             [f"- only in A: `{n}`" + (other.format("B") if n in b.names else "") for n in self.only_a]
             + [f"- only in B: `{n}`" + (other.format("A") if n in a.names else "") for n in self.only_b]
         ) or ["_none_"]
-        lines += ["", f"## Criteria that moved ({self.moved.height:,})", ""]
+        lines += self._moved_markdown(max_moved)
+        if self.notes:
+            lines += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+    def _moved_markdown(self, max_moved: int) -> list[str]:
+        """The section listing the criteria that moved, the first MAX_MOVED of them."""
+        lines = ["", f"## Criteria that moved ({self.moved.height:,})", ""]
         if self.moved.height:
             lines += ["| criterion | task | from (A) | to (B) | text |", "|---|---|---|---|---|"]
             for r in self.moved.head(max_moved).iter_rows(named=True):
@@ -149,9 +156,7 @@ class TaxonomyDiff:
                 lines += ["", f"_{self.moved.height - max_moved:,} more not shown._"]
         else:
             lines.append("_none_")
-        if self.notes:
-            lines += ["", "## Notes", ""] + [f"- {n}" for n in self.notes]
-        return "\n".join(lines) + "\n"
+        return lines
 
 
 def load_side(run_dir: Path) -> Side:
@@ -190,11 +195,7 @@ def diff_sides(a: Side, b: Side) -> TaxonomyDiff:
         )
     names_a = [n for n in a.names if n in set(shared["primary"])]
     names_b = [n for n in b.names if n in set(shared["primary_b"])]
-    ia = {n: i for i, n in enumerate(names_a)}
-    ib = {n: j for j, n in enumerate(names_b)}
-    counts = np.zeros((len(names_a), len(names_b)), dtype=np.int64)
-    for pa, pb in shared.select("primary", "primary_b").iter_rows():
-        counts[ia[pa], ib[pb]] += 1
+    counts = _crosstab(shared, names_a, names_b)
     size_a, size_b = counts.sum(axis=1), counts.sum(axis=0)
     jaccard = counts / np.maximum(size_a[:, None] + size_b[None, :] - counts, 1)
     matches = [
@@ -204,26 +205,49 @@ def diff_sides(a: Side, b: Side) -> TaxonomyDiff:
     ]
     matches.sort(key=lambda m: -m.n_a)
     partner = {m.a: m.b for m in matches}
+    labels_a, labels_b = shared["primary"].to_list(), shared["primary_b"].to_list()
+    return TaxonomyDiff(
+        a=a,
+        b=b,
+        n_shared=shared.height,
+        ari=float(adjusted_rand_score(labels_a, labels_b)),
+        nmi=float(normalized_mutual_info_score(labels_a, labels_b)),
+        matches=matches,
+        splits=_spread(counts, names_a, names_b),
+        merges=_spread(counts.T, names_b, names_a),
+        only_a=[n for n in a.names if n not in partner],
+        only_b=[n for n in b.names if n not in set(partner.values())],
+        moved=_moved(shared, partner),
+        notes=notes,
+    )
 
-    splits = {}
-    for i, name in enumerate(names_a):
-        parts = [
-            (names_b[j], counts[i, j] / size_a[i]) for j in np.argsort(-counts[i]) if counts[i, j] / size_a[i] >= PART
-        ]
-        if len(parts) >= 2:
-            splits[name] = [(n, float(s)) for n, s in parts]
-    merges = {}
-    for j, name in enumerate(names_b):
-        parts = [
-            (names_a[i], counts[i, j] / size_b[j])
-            for i in np.argsort(-counts[:, j])
-            if counts[i, j] / size_b[j] >= PART
-        ]
-        if len(parts) >= 2:
-            merges[name] = [(n, float(s)) for n, s in parts]
 
+def _crosstab(shared: pl.DataFrame, names_a: list[str], names_b: list[str]) -> np.ndarray:
+    """Shared criteria per (primary tag in A, primary tag in B)."""
+    ia = {n: i for i, n in enumerate(names_a)}
+    ib = {n: j for j, n in enumerate(names_b)}
+    counts = np.zeros((len(names_a), len(names_b)), dtype=np.int64)
+    for pa, pb in shared.select("primary", "primary_b").iter_rows():
+        counts[ia[pa], ib[pb]] += 1
+    return counts
+
+
+def _spread(counts: np.ndarray, rows: list[str], columns: list[str]) -> dict[str, list[tuple[str, float]]]:
+    """The rows whose criteria spread over two or more columns, each holding at least PART of them, most first:
+    the splits of A (rows A, columns B) or, transposed, the merges into B."""
+    size = counts.sum(axis=1)
+    spread = {}
+    for i, name in enumerate(rows):
+        parts = [(columns[j], counts[i, j] / size[i]) for j in np.argsort(-counts[i]) if counts[i, j] / size[i] >= PART]
+        if len(parts) >= 2:
+            spread[name] = [(n, float(s)) for n, s in parts]
+    return spread
+
+
+def _moved(shared: pl.DataFrame, partner: dict[str, str]) -> pl.DataFrame:
+    """The shared criteria whose primary tag in B is not the partner of their primary tag in A."""
     expected = shared["primary"].replace_strict(partner, default=None, return_dtype=pl.Utf8)
-    moved = (
+    return (
         shared.with_columns(expected=expected)
         .filter(pl.col("expected").is_null() | (pl.col("expected") != pl.col("primary_b")))
         .select(
@@ -234,21 +258,6 @@ def diff_sides(a: Side, b: Side) -> TaxonomyDiff:
             pl.col("primary_b").alias("to"),
             "expected",
         )
-    )
-    labels_a, labels_b = shared["primary"].to_list(), shared["primary_b"].to_list()
-    return TaxonomyDiff(
-        a=a,
-        b=b,
-        n_shared=shared.height,
-        ari=float(adjusted_rand_score(labels_a, labels_b)),
-        nmi=float(normalized_mutual_info_score(labels_a, labels_b)),
-        matches=matches,
-        splits=splits,
-        merges=merges,
-        only_a=[n for n in a.names if n not in partner],
-        only_b=[n for n in b.names if n not in set(partner.values())],
-        moved=moved,
-        notes=notes,
     )
 
 

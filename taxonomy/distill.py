@@ -281,26 +281,14 @@ def train_distilled(
     if not 0 < holdout < 1:
         raise DistillError(f"holdout = {holdout}: must be between 0 and 1; fix: pass a share such as 0.2")
     start = time.perf_counter()
-    taxonomy = load_taxonomy(run.need(TAXONOMY, "merge"))
-    recorded = (run.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
-    if recorded and recorded != taxonomy.content_hash:
-        raise DistillError(
-            f"{run.path}: Stage 3 was tagged with taxonomy {recorded}, but taxonomy.json is {taxonomy.content_hash}; "
-            f"fix: re-run `taxonomy tag {run.path}` so the tags match taxonomy.json"
-        )
+    taxonomy = _tagged_taxonomy(run)
     rows = _training_rows(run, taxonomy)
     docs, y = documents(rows), rows["primary"].to_numpy().astype(str)
     train, test, split = _split(rows, holdout, seed)
 
-    model = _fit(make_model(seed), [docs[i] for i in train], y[train])
-    proba = model.predict_proba([docs[i] for i in test])
-    classes = model.classes_
-    pred, conf, truth = classes[proba.argmax(1)], proba.max(1), y[test]
+    pred, conf, truth = _held_out(make_model(seed), docs, y, train, test)
     ok = pred == truth
-    stage3_tags = rows["tags"].to_list()
-    in_tags = np.array([p in (stage3_tags[i] or []) for p, i in zip(pred, test)])
-    values, counts = np.unique(y[train], return_counts=True)
-    majority = values[counts.argmax()]
+    primary_in_tags, majority_baseline = _baselines(rows, y, train, test, pred, truth)
 
     buckets, tradeoff = _calibration(conf, ok)
     threshold, met = _choose_threshold(conf, ok, target_agreement)
@@ -326,8 +314,8 @@ def train_distilled(
         classes=[str(c) for c in final.classes_],
         agreement=float(ok.mean()),
         macro_f1=float(f1_score(truth, pred, labels=labels, average="macro", zero_division=0)),
-        primary_in_tags=float(in_tags.mean()),
-        majority_baseline=float((truth == majority).mean()),
+        primary_in_tags=primary_in_tags,
+        majority_baseline=majority_baseline,
         threshold=threshold,
         threshold_target=target_agreement,
         target_met=met,
@@ -338,21 +326,58 @@ def train_distilled(
         per_class=[{"capability": c, "support": int(s), "f1": float(f)} for c, s, f in zip(labels, support, f1s)],
         seconds=elapsed(start),
     )
+    _save_report(run, report)
+    return report
+
+
+def _tagged_taxonomy(run: RunDir) -> Taxonomy:
+    """The run's taxonomy, which its Stage 3 tags must have been made with."""
+    taxonomy = load_taxonomy(run.need(TAXONOMY, "merge"))
+    recorded = (run.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
+    if recorded and recorded != taxonomy.content_hash:
+        raise DistillError(
+            f"{run.path}: Stage 3 was tagged with taxonomy {recorded}, but taxonomy.json is {taxonomy.content_hash}; "
+            f"fix: re-run `taxonomy tag {run.path}` so the tags match taxonomy.json"
+        )
+    return taxonomy
+
+
+def _held_out(model, docs: list[str], y: np.ndarray, train, test) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """MODEL fit on the TRAIN criteria: its capability and confidence for each TEST criterion, and Stage 3's."""
+    model = _fit(model, [docs[i] for i in train], y[train])
+    proba = model.predict_proba([docs[i] for i in test])
+    classes = model.classes_
+    return classes[proba.argmax(1)], proba.max(1), y[test]
+
+
+def _baselines(
+    rows: pl.DataFrame, y: np.ndarray, train, test, pred: np.ndarray, truth: np.ndarray
+) -> tuple[float, float]:
+    """Two yardsticks for the held-out agreement: the share of predictions among the criterion's Stage 3 tags (not
+    only its primary), and the agreement of always answering the training set's commonest capability."""
+    stage3_tags = rows["tags"].to_list()
+    in_tags = np.array([p in (stage3_tags[i] or []) for p, i in zip(pred, test)])
+    values, counts = np.unique(y[train], return_counts=True)
+    majority = values[counts.argmax()]
+    return float(in_tags.mean()), float((truth == majority).mean())
+
+
+def _save_report(run: RunDir, report: DistillReport) -> None:
+    """distill_report.json and .md, and the "distill" record of the run's manifest."""
     run.write_json(REPORT_FILE, report.to_dict())
     run.write_text("distill_report.md", report.markdown())
     run.record(
         "distill",
         {
-            "criteria": rows.height,
+            "criteria": report.n_criteria,
             "holdout_agreement": round(report.agreement, 4),
             "macro_f1": round(report.macro_f1, 4),
-            "threshold": threshold,
-            "taxonomy_hash": taxonomy.content_hash,
+            "threshold": report.threshold,
+            "taxonomy_hash": report.taxonomy_hash,
             "seconds": report.seconds,
             "finished": now(),
         },
     )
-    return report
 
 
 # ---- tagging ----------------------------------------------------------------------
@@ -406,6 +431,13 @@ def _tag_calls(s) -> int:
     return used.calls if used is not None else 0
 
 
+def _fallback_tags(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path, fallback: str) -> tuple[pl.DataFrame, int]:
+    """REST tagged by the session's real Stage 3 (source FALLBACK), and the calls that took."""
+    calls_before = _tag_calls(s)
+    sent = _tag_rest(s, rest, taxonomy, folder).with_columns(source=pl.lit(fallback))
+    return sent, _tag_calls(s) - calls_before
+
+
 def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path | None = None) -> pl.DataFrame:
     """The criteria the distilled model is unsure of, through the session's real Stage 3 (offline: the tagger of
     the run in `folder`, which holds the taxonomy)."""
@@ -420,6 +452,33 @@ def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path | None = N
             stage1 = None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
     return s.engine.tag(rest, taxonomy, s.cfg, stage1, micro_labels, folder=folder).select(list(SCHEMA)).cast(SCHEMA)
+
+
+def _distilled_tags(ids: list, tags: list[list[str]], conf: np.ndarray, confident: np.ndarray) -> pl.DataFrame:
+    """Stage 3 rows (source "distilled") for the criteria the model tags with confidence."""
+    from taxonomy.stages.tag import SCHEMA
+
+    return pl.DataFrame(
+        [
+            {
+                "criterion_id": ids[i],
+                "tags": tags[i],
+                "primary": tags[i][0],
+                "score": float(conf[i]),
+                "attempts": 0,
+                "status": "ok",
+                "problems": [],
+            }
+            for i in np.flatnonzero(confident)
+        ],
+        schema=SCHEMA,
+    ).with_columns(source=pl.lit("distilled"))
+
+
+def _in_order(ids: list, tags: pl.DataFrame) -> pl.DataFrame:
+    """TAGS in the order of IDS (the corpus order)."""
+    order = pl.DataFrame({"criterion_id": ids, "_row": list(range(len(ids)))})
+    return tags.join(order, on="criterion_id", how="left").sort("_row").drop("_row")
 
 
 def tag_with_distilled(
@@ -437,7 +496,6 @@ def tag_with_distilled(
     """
     from taxonomy.analysis.shares import primary_shares, summary_markdown
     from taxonomy.pipeline import ensure_criteria, stage_usage
-    from taxonomy.stages.tag import SCHEMA
 
     start = time.perf_counter()
     s = session
@@ -450,56 +508,36 @@ def tag_with_distilled(
     tags, conf = predict_tags(bundle["model"], documents(criteria), s.cfg.tag.max_tags, margin, s.cfg.tag.min_tags)
     confident = conf >= threshold
     ids = criteria["criterion_id"].to_list()
-    distilled = pl.DataFrame(
-        [
-            {
-                "criterion_id": ids[i],
-                "tags": tags[i],
-                "primary": tags[i][0],
-                "score": float(conf[i]),
-                "attempts": 0,
-                "status": "ok",
-                "problems": [],
-            }
-            for i in np.flatnonzero(confident)
-        ],
-        schema=SCHEMA,
-    ).with_columns(source=pl.lit("distilled"))
+    distilled = _distilled_tags(ids, tags, conf, confident)
 
     rest = criteria.filter(pl.Series(~confident))
     fallback = s.engine.tag_source  # the manifest's word for who tagged the rest
-    calls_before = _tag_calls(s)
-    sent = _tag_rest(s, rest, taxonomy, source.parent).with_columns(source=pl.lit(fallback))
-    calls = _tag_calls(s) - calls_before
+    sent, calls = _fallback_tags(s, rest, taxonomy, source.parent, fallback)
 
-    order = pl.DataFrame({"criterion_id": ids, "_row": list(range(len(ids)))})
-    out = pl.concat([distilled, sent]).join(order, on="criterion_id", how="left").sort("_row").drop("_row")
+    out = _in_order(ids, pl.concat([distilled, sent]))
     s.run.write_parquet(TAGS, out)
     s.run.write_text(TAGS_SUMMARY, summary_markdown(primary_shares(out)))
 
     n = criteria.height
     # One dict serves as the return value and as the manifest's "tag" record (the shape `run_stage` records).
+    # (A key of the usage given again below keeps its place and takes the later value, as dict.update does.)
     summary: dict[str, Any] = {
         "criteria": n,
         "failed": out.filter(pl.col("status") == "failed").height,
         "taxonomy_hash": taxonomy.content_hash,
+        **stage_usage(s, "tag"),
+        "n": n,
+        "distilled": int(confident.sum()),
+        "sent": rest.height,
+        "fallback": fallback,
+        "share_distilled": float(confident.mean()) if n else 0.0,
+        # Sent to the real Stage 3: the LLM, or the offline backend when the session has no LLM (see "fallback").
+        "share_sent_to_llm": rest.height / n if n else 0.0,
+        "threshold": threshold,
+        "calls": calls,
+        "model": str(model_path),
+        "seconds": elapsed(start),
+        "finished": now(),
     }
-    summary.update(stage_usage(s, "tag"))
-    summary.update(
-        {
-            "n": n,
-            "distilled": int(confident.sum()),
-            "sent": rest.height,
-            "fallback": fallback,
-            "share_distilled": float(confident.mean()) if n else 0.0,
-            # Sent to the real Stage 3: the LLM, or the offline backend when the session has no LLM (see "fallback").
-            "share_sent_to_llm": rest.height / n if n else 0.0,
-            "threshold": threshold,
-            "calls": calls,
-            "model": str(model_path),
-            "seconds": elapsed(start),
-            "finished": now(),
-        }
-    )
     s.run.record("tag", summary)
     return summary

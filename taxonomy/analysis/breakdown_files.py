@@ -9,6 +9,7 @@ from pathlib import Path
 import polars as pl
 
 from taxonomy.analysis.breakdown import (
+    JoinReport,
     capability_breakdown,
     gap_table,
     join_report,
@@ -39,16 +40,7 @@ def run_breakdown(
     n_boot: int = 1000,
     seed: int = 0,
 ) -> BreakdownResult:
-    tags = run.read_parquet(TAGS, "tag").filter(pl.col("status") == "ok")
-    criteria = run.read_parquet(CRITERIA)
-    verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
-    coverage = join_report(tags, verdicts, reference=reference, criteria=criteria)
-    joined = join_verdicts(tags, verdicts, reference=reference, criteria=criteria, on_missing="ignore")
-    if joined.is_empty():
-        raise VerdictError(
-            f"{specs[0]}: no verdict matches a tagged criterion of {run.path}; "
-            f"fix: verdict criterion ids must match criteria.parquet ids (e.g. {criteria['criterion_id'][0]})"
-        )
+    coverage, joined = _joined(run, specs, reference)
     out = run.path / "breakdown"
     sections = [f"# Verifier error breakdown by capability ({by} tag)", "", str(coverage), ""]
     files: list[Path] = []
@@ -95,6 +87,21 @@ def run_breakdown(
     return BreakdownResult(markdown, files, pooled)
 
 
+def _joined(run: RunDir, specs: list[str], reference: str) -> tuple[JoinReport, pl.DataFrame]:
+    """The verdicts of SPECS joined to the run's tagged criteria, and how many of them joined."""
+    tags = run.read_parquet(TAGS, "tag").filter(pl.col("status") == "ok")
+    criteria = run.read_parquet(CRITERIA)
+    verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
+    coverage = join_report(tags, verdicts, reference=reference, criteria=criteria)
+    joined = join_verdicts(tags, verdicts, reference=reference, criteria=criteria, on_missing="ignore")
+    if joined.is_empty():
+        raise VerdictError(
+            f"{specs[0]}: no verdict matches a tagged criterion of {run.path}; "
+            f"fix: verdict criterion ids must match criteria.parquet ids (e.g. {criteria['criterion_id'][0]})"
+        )
+    return coverage, joined
+
+
 def native_inspection(run: RunDir) -> dict[str, bool | None] | None:
     """capability -> P2 from the run's taxonomy.json (None when the run has none)."""
     from taxonomy.taxonomy_io import load_taxonomy
@@ -117,39 +124,17 @@ def run_against(
     """Two corpora side by side (Tables A3 and A5): RUN_B must be tagged with RUN_A's taxonomy.
 
     The verdict files are pooled; each run keeps the verdicts whose criterion ids are its own."""
-    from taxonomy.run import RunError, taxonomy_in_use
     from taxonomy.taxonomy_io import load_taxonomy
 
-    current = taxonomy_in_use(run_a, "breakdown")
-    tagged = (run_b.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
-    if tagged != current:
-        raise RunError(
-            f"{run_b.path / TAGS}: tagged against taxonomy {tagged or '(unknown)'}, not {run_a.path.name}'s {current}; "
-            "fix: tag the second corpus with the first's frozen taxonomy: "
-            f"`taxonomy tag <pipeline.toml> --taxonomy {run_a.path / TAXONOMY}`"
-        )
+    current = _same_taxonomy(run_a, run_b)
     names = load_taxonomy(run_a.path / TAXONOMY).names()
     verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
     frames, counts, lines = [], [], []
     for run in (run_a, run_b):
-        tags = run.read_parquet(TAGS, "tag")
-        ok = tags.filter(pl.col("status") == "ok")
-        counts.append(dict(ok.group_by("primary").len().iter_rows()))
-        mine = verdicts.filter(pl.col("criterion_id").is_in(tags["criterion_id"].implode()))
-        if (
-            mine.filter(pl.col("verifier") != reference).is_empty()
-            or mine.filter(pl.col("verifier") == reference).is_empty()
-        ):
-            frames.append(None)
-            lines.append(
-                f"{_label(run)}: no `{reference}` verdicts with another "
-                "verifier's on its criteria; criteria counts only"
-            )
-            continue
-        criteria = run.read_parquet(CRITERIA)
-        joined = join_verdicts(ok, mine, reference=reference, criteria=criteria, on_missing="ignore")
-        frames.append(capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed) if not joined.is_empty() else None)
-        lines.append(f"{_label(run)}: {join_report(ok, mine, reference=reference, criteria=criteria)}")
+        frame, count, line = _one_corpus(run, verdicts, reference, by, n_boot, seed)
+        frames.append(frame)
+        counts.append(count)
+        lines.append(line)
     if all(f is None for f in frames):
         raise VerdictError(
             f"{specs[0]}: no verifier verdicts match the criteria of {run_a.path} or {run_b.path}; "
@@ -177,6 +162,45 @@ def run_against(
     run_a.write_text(f"breakdown/{name}.md", markdown)
     files = [write_csv(table, run_a.path / "breakdown" / f"{name}.csv"), run_a.path / "breakdown" / f"{name}.md"]
     return BreakdownResult(markdown, files, table)
+
+
+def _same_taxonomy(run_a: RunDir, run_b: RunDir) -> str:
+    """The hash of RUN_A's taxonomy, which RUN_B must have been tagged with."""
+    from taxonomy.run import RunError, taxonomy_in_use
+
+    current = taxonomy_in_use(run_a, "breakdown")
+    tagged = (run_b.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
+    if tagged != current:
+        raise RunError(
+            f"{run_b.path / TAGS}: tagged against taxonomy {tagged or '(unknown)'}, not {run_a.path.name}'s {current}; "
+            "fix: tag the second corpus with the first's frozen taxonomy: "
+            f"`taxonomy tag <pipeline.toml> --taxonomy {run_a.path / TAXONOMY}`"
+        )
+    return current
+
+
+def _one_corpus(
+    run: RunDir, verdicts: pl.DataFrame, reference: str, by: str, n_boot: int, seed: int
+) -> tuple[pl.DataFrame | None, dict, str]:
+    """One run's part of the table (None without verdicts of both the reference and another verifier on its
+    criteria), its criteria per primary capability, and its line under the title."""
+    tags = run.read_parquet(TAGS, "tag")
+    ok = tags.filter(pl.col("status") == "ok")
+    counts = dict(ok.group_by("primary").len().iter_rows())
+    mine = verdicts.filter(pl.col("criterion_id").is_in(tags["criterion_id"].implode()))
+    if (
+        mine.filter(pl.col("verifier") != reference).is_empty()
+        or mine.filter(pl.col("verifier") == reference).is_empty()
+    ):
+        return (
+            None,
+            counts,
+            f"{_label(run)}: no `{reference}` verdicts with another verifier's on its criteria; criteria counts only",
+        )
+    criteria = run.read_parquet(CRITERIA)
+    joined = join_verdicts(ok, mine, reference=reference, criteria=criteria, on_missing="ignore")
+    frame = capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed) if not joined.is_empty() else None
+    return frame, counts, f"{_label(run)}: {join_report(ok, mine, reference=reference, criteria=criteria)}"
 
 
 def _label(run: RunDir) -> str:

@@ -58,19 +58,24 @@ def _find(path: Path) -> Path:
     return found
 
 
+def _check_keys(ex: dict, show: str, lineno: int) -> None:
+    """A HealthBench line holds prompt_id, prompt and rubrics."""
+    missing = [k for k in ("prompt_id", "prompt", "rubrics") if k not in ex]
+    if missing:
+        raise CorpusError(
+            show,
+            lineno,
+            f"missing key(s) {', '.join(missing)} (keys found: {', '.join(ex) or 'none'})",
+            "give every line prompt_id, prompt and rubrics",
+        )
+
+
 def load_healthbench(path: Path, cfg: CorpusConfig) -> Loaded:
     found = _find(path)
     show, rel = show_path(found), found.name.removesuffix(".gz")
     records, extras = [], []
     for lineno, ex in read_jsonl(found):
-        missing = [k for k in ("prompt_id", "prompt", "rubrics") if k not in ex]
-        if missing:
-            raise CorpusError(
-                show,
-                lineno,
-                f"missing key(s) {', '.join(missing)} (keys found: {', '.join(ex) or 'none'})",
-                "give every line prompt_id, prompt and rubrics",
-            )
+        _check_keys(ex, show, lineno)
         brief, context = _conversation(ex["prompt"], show, lineno)
         task = str(ex["prompt_id"])
         themes = ",".join(_tag_values(ex.get("example_tags"), "theme:")) or None

@@ -123,17 +123,22 @@ def prefix_ids(records: list[dict]) -> None:
             r["criterion_id"] = f"{r['task_id']}/{r['criterion_id']}"
 
 
+def _with_extras(frame: pl.DataFrame, extras: pl.DataFrame | None, warnings: list[str]) -> pl.DataFrame:
+    """The loader's extra columns beside the standard ones, renamed raw_<name> where a name clashes (with a
+    warning)."""
+    if extras is None or not extras.width:
+        return frame
+    clash = [c for c in extras.columns if c in frame.columns]
+    if clash:
+        extras = extras.rename({c: f"raw_{c}" for c in clash})
+        kept = ", ".join("raw_" + c for c in clash)
+        warnings.append(f"extra column(s) {', '.join(clash)} clash with standard columns; kept as {kept}")
+    return pl.concat([frame, extras], how="horizontal")
+
+
 def finalize(loaded: Loaded, cfg: CorpusConfig, lint: str = "taxonomy lint") -> Corpus:
     warnings = list(loaded.warnings)
-    frame = pl.DataFrame(loaded.records, schema={**LEADING_COLUMNS, **_WHERE})
-    extras = loaded.extras if loaded.extras is not None and loaded.extras.width else None
-    if extras is not None:
-        clash = [c for c in extras.columns if c in frame.columns]
-        if clash:
-            extras = extras.rename({c: f"raw_{c}" for c in clash})
-            kept = ", ".join("raw_" + c for c in clash)
-            warnings.append(f"extra column(s) {', '.join(clash)} clash with standard columns; kept as {kept}")
-        frame = pl.concat([frame, extras], how="horizontal")
+    frame = _with_extras(pl.DataFrame(loaded.records, schema={**LEADING_COLUMNS, **_WHERE}), loaded.extras, warnings)
 
     def where(i: int) -> tuple[str, str]:
         return frame["_file"][i], frame["_row"][i]

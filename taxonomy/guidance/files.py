@@ -239,9 +239,37 @@ def write_guidance(
         raise GuidanceError(
             f"no guidance draft for {', '.join(missing)}; fix: draft every capability of the taxonomy (draft_guidance)"
         )
-    source = getattr(drafts, "source", {})
     root = run.path / folder
 
+    cap_files = _capability_files(run, caps, drafts, routed, examples_per_cap, getattr(drafts, "source", {}), folder)
+    task_files, task_rel = _task_files(run, caps, drafts, routed, folder)
+    rows = _routing(run, caps, routed, task_rel, folder)
+
+    written = set(cap_files.values()) | set(task_files.values())
+    removed = [p for p in [*root.glob("*.md"), *(root / "tasks").glob("*.md")] if p not in written]
+    for p in removed:
+        p.unlink()
+    return GuidanceFiles(
+        root,
+        cap_files,
+        root / "routing.csv",
+        task_files,
+        n_criteria=routed.height,
+        n_routed=sum(1 for r in rows if r["tags"]),
+        removed=removed,
+    )
+
+
+def _capability_files(
+    run: RunDir,
+    caps: dict[str, TaxonomyCapability],
+    drafts: dict[str, GuidanceAnswer | None],
+    routed: pl.DataFrame,
+    examples_per_cap: int,
+    source: dict[str, str],
+    folder: str,
+) -> dict[str, Path]:
+    """One markdown file per capability: its guidance, its counts and example criteria."""
     cap_files: dict[str, Path] = {}
     for name, cap in caps.items():
         n_primary = routed.filter(pl.col("primary") == name).height
@@ -259,7 +287,17 @@ def write_guidance(
             ),
         )
         cap_files[name] = run.path / rel
+    return cap_files
 
+
+def _task_files(
+    run: RunDir,
+    caps: dict[str, TaxonomyCapability],
+    drafts: dict[str, GuidanceAnswer | None],
+    routed: pl.DataFrame,
+    folder: str,
+) -> tuple[dict[str, Path], dict[str, str]]:
+    """One markdown file per task ({task: path}, {task: path under the folder})."""
     # Per task: the capabilities any of its criteria needs, most needed first (ties: taxonomy order).
     order = {n: i for i, n in enumerate(caps)}
     task_files: dict[str, Path] = {}
@@ -282,7 +320,13 @@ def write_guidance(
         )
         task_files[task_id] = run.path / rel
         task_rel[task_id] = f"tasks/{stem}.md"
+    return task_files, task_rel
 
+
+def _routing(
+    run: RunDir, caps: dict[str, TaxonomyCapability], routed: pl.DataFrame, task_rel: dict[str, str], folder: str
+) -> list[dict]:
+    """routing.csv: per criterion its capabilities, their files, its task's file and P2/P3; the rows written."""
     rows = []
     for r in routed.iter_rows(named=True):
         known = [t for t in r["tags"] if t in caps]
@@ -302,17 +346,4 @@ def write_guidance(
         k: pl.Utf8 for k in ("criterion_id", "task_id", "primary", "tags", "guidance_files", "task_file", *PRINCIPLES)
     }
     run.write_text(f"{folder}/routing.csv", pl.DataFrame(rows, schema=schema).write_csv())
-
-    written = set(cap_files.values()) | set(task_files.values())
-    removed = [p for p in [*root.glob("*.md"), *(root / "tasks").glob("*.md")] if p not in written]
-    for p in removed:
-        p.unlink()
-    return GuidanceFiles(
-        root,
-        cap_files,
-        root / "routing.csv",
-        task_files,
-        n_criteria=routed.height,
-        n_routed=sum(1 for r in rows if r["tags"]),
-        removed=removed,
-    )
+    return rows

@@ -51,6 +51,36 @@ def check_merge(
     out += _count_problems(proposal, by_share, cfg)
     out += _mapping_problems(proposal, micro, index)
 
+    out += _share_problems(proposal, micro, members, shares, w, similarity, cfg)
+
+    if cards:
+        for cap in proposal:
+            out += card_problems(cap, rules)
+        for name, count in Counter(c.name for c in proposal).items():
+            if count > 1:
+                out.append(f"the name `{name}` is used by {count} capabilities; give each capability a distinct name")
+
+    if similarity is not None:
+        # Every capability draws boundaries against its nearest siblings (merge/siblings.py), no cosine cut-off.
+        out += non_example_problems(
+            [c.name for c in proposal], [c.non_examples for c in proposal], choose_siblings(similarity, co_counts)
+        )
+    return [Violation(None, msg) for msg in out]
+
+
+def _share_problems(
+    proposal: list[MergedCapability],
+    micro: list[MicroCapability],
+    members: list[list[int]],
+    shares: list[float],
+    w: np.ndarray,
+    similarity: np.ndarray | None,
+    cfg: MergeConfig,
+) -> list[str]:
+    """A capability above the maximum share (with its members to split along), without members, or below the
+    minimum share (with its nearest neighbour to merge into)."""
+    out: list[str] = []
+    n = len(proposal)
     for c, cap in enumerate(proposal):
         if shares[c] > cfg.max_share + EPS:
             parts = ", ".join(micro[i].name for i in sorted(members[c], key=lambda i: (-w[i], i)))
@@ -69,20 +99,7 @@ def check_merge(
                 f"`{cap.name}` holds {shares[c]:.1%} of criteria (min "
                 f"{pct(cfg.min_share)}); merge it into its nearest neighbour{hint}"
             )
-
-    if cards:
-        for cap in proposal:
-            out += card_problems(cap, rules)
-        for name, count in Counter(c.name for c in proposal).items():
-            if count > 1:
-                out.append(f"the name `{name}` is used by {count} capabilities; give each capability a distinct name")
-
-    if similarity is not None:
-        # Every capability draws boundaries against its nearest siblings (merge/siblings.py), no cosine cut-off.
-        out += non_example_problems(
-            [c.name for c in proposal], [c.non_examples for c in proposal], choose_siblings(similarity, co_counts)
-        )
-    return [Violation(None, msg) for msg in out]
+    return out
 
 
 def _count_problems(proposal: list[MergedCapability], by_share: list[int], cfg: MergeConfig) -> list[str]:

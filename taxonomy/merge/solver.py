@@ -242,7 +242,10 @@ class Solver:
         else:
             side = AgglomerativeClustering(n_clusters=2, linkage="ward").fit_predict(x)
             ward = ([i for i, s in zip(m, side) if s == 0], [i for i, s in zip(m, side) if s == 1])
-        ok = lambda p: min(self.w[p[0]].sum(), self.w[p[1]].sum()) / self.total >= self.cfg.min_share - EPS
+
+        def ok(p) -> bool:
+            return min(self.w[p[0]].sum(), self.w[p[1]].sum()) / self.total >= self.cfg.min_share - EPS
+
         if ok(ward):
             return ward
         centred = x - np.average(x, axis=0, weights=self.w[m] if self.w[m].sum() > 0 else None)

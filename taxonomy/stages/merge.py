@@ -360,6 +360,42 @@ def _boundary_items(
     return out
 
 
+def _boundaries_prompt(
+    cfg: PipelineConfig,
+    todo: list[str],
+    by_name: dict[str, MergedCapability],
+    siblings: dict[str, list[str]],
+    previous: dict[str, tuple[list[str], list[str]]],
+    round_: int,
+) -> str:
+    """The boundaries call for the capabilities in TODO: each with its siblings and, after the first round, its
+    last non-examples and what was wrong with them, and the cards of the siblings not asked about."""
+    caps = [
+        {
+            "name": n,
+            "description": by_name[n].description,
+            "diagnostic_signal": by_name[n].diagnostic_signal,
+            "siblings": siblings[n],
+            "previous": previous.get(n, ([], []))[0],
+            "violations": previous.get(n, ([], []))[1],
+        }
+        for n in todo
+    ]
+    context = (
+        [by_name[s] for s in dict.fromkeys(s for n in todo for s in siblings[n]) if s not in todo] if round_ else []
+    )
+    return render(
+        "stage2_merge.j2",
+        ask="boundaries",
+        rules=cfg.labels,
+        capabilities=caps,
+        context=context,
+        violations=bool(round_),
+        max_non_examples=MAX_NON_EXAMPLES,
+        min_boundary_words=MIN_BOUNDARY_WORDS,
+    )
+
+
 def draw_boundaries(
     proposal: list[MergedCapability], micro, centroids, cfg: PipelineConfig, runner: Runner, co_micro=None
 ) -> list[str]:
@@ -382,32 +418,7 @@ def draw_boundaries(
         if not todo:
             break
         asked = {n: siblings[n] for n in todo}
-        caps = [
-            {
-                "name": n,
-                "description": by_name[n].description,
-                "diagnostic_signal": by_name[n].diagnostic_signal,
-                "siblings": siblings[n],
-                "previous": previous.get(n, ([], []))[0],
-                "violations": previous.get(n, ([], []))[1],
-            }
-            for n in todo
-        ]
-        context = (
-            [by_name[s] for s in dict.fromkeys(s for n in todo for s in siblings[n]) if s not in asked]
-            if round_
-            else []
-        )
-        prompt = render(
-            "stage2_merge.j2",
-            ask="boundaries",
-            rules=cfg.labels,
-            capabilities=caps,
-            context=context,
-            violations=bool(round_),
-            max_non_examples=MAX_NON_EXAMPLES,
-            min_boundary_words=MIN_BOUNDARY_WORDS,
-        )
+        prompt = _boundaries_prompt(cfg, todo, by_name, siblings, previous, round_)
         job = Job(
             prompt=prompt,
             schema=BoundaryAnswer,
