@@ -14,7 +14,9 @@ FIXTURE = ROOT / "tests" / "fixtures" / "run" / "taxonomy.json"
 
 def test_an_old_taxonomy_json_with_a_placement_list_loads_with_the_same_content_hash(tmp_path):
     raw = json.loads(FIXTURE.read_text(encoding="utf-8"))
-    raw["placement"] = [{"kind": "opens", "text": "the", "capability": raw["capabilities"][0]["name"], "caught": 3, "right": 2}]
+    raw["placement"] = [
+        {"kind": "opens", "text": "the", "capability": raw["capabilities"][0]["name"], "caught": 3, "right": 2}
+    ]
     raw["placement_hash"] = "0123456789abcdef"
     old, new = tmp_path / "old.json", tmp_path / "new.json"
     old.write_text(json.dumps(raw), encoding="utf-8")
