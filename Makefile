@@ -19,10 +19,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# The structure's guards, as .ci/run runs them (both in about a second): ruff's rules ([tool.ruff]) and the
-# layers contract ([tool.importlinter]). taxonomy/ joins the ruff check once it is formatted (issue 44).
+# The structure's guards, as .ci/run runs them (both in about a second): ruff's rules ([tool.ruff]) on the whole
+# repository and the layers contract ([tool.importlinter]).
 lint: $(STAMP)
-	$(BIN)/ruff check tests benchmarks notebooks .ci prompts
+	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP)
