@@ -19,10 +19,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-# The structure's guards, as .ci/run runs them (both in about a second): ruff's rules ([tool.ruff]) on the whole
-# repository and the layers contract ([tool.importlinter]).
+# The structure's guards, as .ci/run runs them (together about a second): ruff's rules ([tool.ruff]) on the whole
+# repository, the formatting it keeps ([tool.ruff.format]) and the layers contract ([tool.importlinter]).
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check --quiet .
 	$(BIN)/lint-imports --no-cache
 
 bench: $(STAMP)
