@@ -56,6 +56,28 @@ def test_compound_warns_on_lists_and_announced_checks_and_leaves_wordings_alone(
     assert [text for text in SOUND_COMPOUND if text in found] == []
 
 
+# A second check with a subject of its own, opening with a quoted name or stated as a reported finding: a note.
+JOINED_CLAUSES = [
+    'Hyperparameter tuning is performed using "GridSearchCV" in `src/train.py`; "TF-IDF" features are used in '
+    "`src/data_loader.py`.",
+    "The train and test sets of ImageNet-A are downloaded. The recorded metrics show that the average accuracy of "
+    "SEMA is higher with layers 9-12.",
+]
+ONE_CLAUSE = [
+    "Explains the refund policy in plain words. The reason is that the customer asked about it twice.",
+    "Explains the refund policy in plain words. The fact that the customer asked twice is acknowledged.",
+]
+
+
+def test_compound_notes_a_second_clause_with_a_quoted_or_reporting_subject(tmp_path):
+    rows = base_rows() + [
+        {"task_id": "t05", "criterion": text, "weight": 2, "brief": ""} for text in JOINED_CLAUSES + ONE_CLAUSE
+    ]
+    found = {f["evidence"]: f["severity"] for f in only(findings(write(tmp_path, rows)), "compound")}
+    assert {text: found.get(text) for text in JOINED_CLAUSES} == dict.fromkeys(JOINED_CLAUSES, "info")
+    assert [text for text in ONE_CLAUSE if text in found] == []
+
+
 def test_summary_says_what_was_not_checked(tmp_path):
     rows = [
         {"task_id": "zh", "criterion": text, "weight": 3, "brief": ""}

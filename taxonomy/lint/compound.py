@@ -49,7 +49,10 @@ _ANNOUNCED = re.compile(
     r"(?!\s+(?:known|called|named|referred))[,:]?\s*",
     re.I,
 )
-_JOINT = re.compile(r"(?:;|[.!?](?=\s+[A-Z])|,\s+(?:and|but|while|as\s+well\s+as)\b|\s+and\b)\s*([^\W\d_]+)", re.U)
+# An opening quote or backtick is passed over: '; "TF-IDF" features are used ...' opens a clause as well.
+_JOINT = re.compile(
+    r"(?:;|[.!?](?=\s+[\"“`]?[A-Z])|,\s+(?:and|but|while|as\s+well\s+as)\b|\s+and\b)\s*[\"“`]?([^\W\d_]+)", re.U
+)
 _WH = frozenset("how what why which who".split())  # ", as well as how to escalate": a second object clause
 _PARENTHESIS = re.compile(r"\([^()]*(?:\([^()]*\)[^()]*)*\)")
 _REASON = frozenset("this it these that those because such otherwise so which".split())
@@ -183,6 +186,10 @@ def _joins(text: str, joint: re.Match, verbs: frozenset[str]) -> bool:
     # (After a comma, "..., and the model trained with ..." as often names one check's second object.)
     verbal = any(w in verbs or w in BEING for w in head) or "that" in head[1:]
     if mark == ";" and (word in DETERMINERS or word in QUANTIFIERS) and verbal:
+        return True
+    # "... . The recorded metrics show that ...", "..., and the report states that ...": a subject of its own, then
+    # a verb that reports a finding ("The fact that ...", "The reason is that ..." state none).
+    if word in DETERMINERS and any(head[i] == "that" and head[i - 1] not in BEING for i in range(2, min(4, len(head)))):
         return True
     # A clause stated as the criterion itself is ("Explains ..., and blames ...", "... . Grants ...").
     if (mark != "," or verb == word) and _third_person(verb) and _third_person(_verb(own)):
