@@ -9,6 +9,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from taxonomy.lint.rules import table
 from tests.test_lint import _offline, base_rows, findings, lint, only, write  # noqa: F401 (_offline: autouse, no key, tmp_path as cwd)
 
@@ -47,15 +49,6 @@ JOINED = [
 ]
 
 
-def test_compound_warns_on_lists_and_announced_checks_and_leaves_wordings_alone(tmp_path):
-    rows = base_rows() + [
-        {"task_id": "t05", "criterion": text, "weight": 2, "brief": ""} for text in SOUND_COMPOUND + JOINED
-    ]
-    found = {f["evidence"]: f["severity"] for f in only(findings(write(tmp_path, rows)), "compound")}
-    assert {text: found.get(text) for text in JOINED} == dict.fromkeys(JOINED, "warning")
-    assert [text for text in SOUND_COMPOUND if text in found] == []
-
-
 # A second check with a subject of its own, opening with a quoted name or stated as a reported finding: a note.
 JOINED_CLAUSES = [
     'Hyperparameter tuning is performed using "GridSearchCV" in `src/train.py`; "TF-IDF" features are used in '
@@ -69,13 +62,16 @@ ONE_CLAUSE = [
 ]
 
 
-def test_compound_notes_a_second_clause_with_a_quoted_or_reporting_subject(tmp_path):
-    rows = base_rows() + [
-        {"task_id": "t05", "criterion": text, "weight": 2, "brief": ""} for text in JOINED_CLAUSES + ONE_CLAUSE
-    ]
+@pytest.mark.parametrize(
+    ("joined", "severity", "sound"),
+    [(JOINED, "warning", SOUND_COMPOUND), (JOINED_CLAUSES, "info", ONE_CLAUSE)],
+    ids=["lists-and-announced-checks-warn", "quoted-or-reporting-subject-is-a-note"],
+)
+def test_compound_flags_joined_checks_and_leaves_one_check_alone(tmp_path, joined, severity, sound):
+    rows = base_rows() + [{"task_id": "t05", "criterion": text, "weight": 2, "brief": ""} for text in sound + joined]
     found = {f["evidence"]: f["severity"] for f in only(findings(write(tmp_path, rows)), "compound")}
-    assert {text: found.get(text) for text in JOINED_CLAUSES} == dict.fromkeys(JOINED_CLAUSES, "info")
-    assert [text for text in ONE_CLAUSE if text in found] == []
+    assert {text: found.get(text) for text in joined} == dict.fromkeys(joined, severity)
+    assert [text for text in sound if text in found] == []
 
 
 def test_summary_says_what_was_not_checked(tmp_path):
