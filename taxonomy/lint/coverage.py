@@ -65,7 +65,7 @@ def line(skips: list[dict]) -> str:
     for s in skips:
         grouped.setdefault((s["reason"], s["criteria"]), []).append(s["rule"])
     parts = [
-        f"{', '.join(rules)} on {plural(n, 'criterion').replace('criterions', 'criteria')} ({reason})"
+        f"{', '.join(rules)} on {plural(n, 'criterion', 'criteria')} ({reason})"
         for (reason, n), rules in grouped.items()
     ]
     return "Not checked: " + "; ".join(parts)

@@ -38,5 +38,6 @@ def clip(text: str, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
 
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
+def plural(n: int, noun: str, many: str | None = None) -> str:
+    """ "1 task", "2 tasks"; `many` for an irregular plural ("criteria")."""
+    return f"{n} {noun if n == 1 else many or noun + 's'}"
