@@ -29,7 +29,7 @@ from threadpoolctl import threadpool_limits
 from taxonomy.config import OfflineConfig
 from taxonomy.text import stem, tokens
 
-__all__ = ["CriterionSpace"]
+__all__ = ["CriterionSpace", "features"]
 
 SVD_FIT_MAX = 20_000  # above this many criteria a deterministic sample fits the SVD basis
 _CACHE: dict[str, "CriterionSpace"] = {}
@@ -66,12 +66,13 @@ class CriterionSpace:
 
     @classmethod
     def _fit(cls, texts: list[str], tasks: list[str], opts: OfflineConfig) -> "CriterionSpace":
-        def analyzer(text: str) -> list[str]:
-            toks = tokens(text)
-            return toks + [f"^{t}" for t in toks[: opts.predicate_words]]
-
         try:
-            cv = CountVectorizer(analyzer=analyzer, lowercase=False, dtype=np.float32, binary=True)
+            cv = CountVectorizer(
+                analyzer=lambda text: features(text, opts.predicate_words),
+                lowercase=False,
+                dtype=np.float32,
+                binary=True,
+            )
             x = cv.fit_transform(texts).tocsr()
             vocab = cv.get_feature_names_out().tolist()
         except ValueError:  # no token anywhere (e.g. only digits)
@@ -109,6 +110,12 @@ class CriterionSpace:
             weight[used].astype(np.float32),
             basis.astype(np.float32),
         )
+
+
+def features(text: str, predicate_words: int) -> list[str]:
+    """A criterion's vocabulary entries: its tokens, and "^token" for each of its first `predicate_words`."""
+    toks = tokens(text)
+    return toks + [f"^{t}" for t in toks[:predicate_words]]
 
 
 def _spread(x: sp.csr_matrix, task_index: np.ndarray, n_tasks: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

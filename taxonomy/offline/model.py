@@ -25,10 +25,9 @@ import scipy.sparse as sp
 from sklearn.preprocessing import normalize
 
 from taxonomy.config import MergeConfig
-from taxonomy.offline.features import CriterionSpace
+from taxonomy.offline.features import CriterionSpace, features
 from taxonomy.run import TAGGER
 from taxonomy.schemas import Taxonomy
-from taxonomy.text import tokens
 
 __all__ = ["Tagger", "FORMAT"]
 
@@ -162,10 +161,7 @@ class Tagger:
         index = {v: i for i, v in enumerate(self.vocabulary)}
         rows, cols = [], []
         for r, text in enumerate(texts):
-            toks = tokens(text or "")
-            found = {
-                j for t in [*toks, *(f"^{t}" for t in toks[: self.predicate_words])] if (j := index.get(t)) is not None
-            }
+            found = {j for t in features(text or "", self.predicate_words) if (j := index.get(t)) is not None}
             rows += [r] * len(found)
             cols += sorted(found)
         present = sp.csr_matrix(
