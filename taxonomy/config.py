@@ -467,12 +467,13 @@ def load_config(path: str | Path) -> PipelineConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: no such pipeline config; fix: pass a TOML file such as pipelines/paperbench.toml")
+    data = path.read_bytes()
     try:
-        raw = tomllib.loads(decode(path.read_bytes()))
+        raw = tomllib.loads(decode(data))
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML ({exc}); fix: correct the syntax at that line") from None
     except UnicodeDecodeError as exc:
-        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(f"{path}: line {line}: not UTF-8; fix: save the pipeline config as UTF-8") from None
     raw["base_dir"] = path.parent.resolve()
     try:
