@@ -59,10 +59,7 @@ def rules(select: str | None, ignore: str | None, preview: bool = False) -> Plan
 
 
 def fails(findings: list[Finding], fail_on: str) -> bool:
-    if fail_on == "never":
-        return False
-    least = SEVERITIES.index(fail_on)
-    return any(SEVERITIES.index(f.severity) >= least for f in findings)
+    return fail_on != "never" and bool(at_least(findings, fail_on))
 
 
 def at_least(findings: list[Finding], severity: str) -> list[Finding]:
