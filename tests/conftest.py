@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,14 @@ from tests.fake_gemini import FakeGeminiServer
 
 ROOT = Path(__file__).resolve().parent.parent
 API_KEY = "gemini-test-key-must-never-leak-0123456789"
+
+
+def discover_command(server, toml: Path, run_dir: Path, *extra: str) -> tuple[list[str], dict]:
+    """`taxonomy discover` against the fake server as a process of its own (command, environment), so a
+    test can kill it mid-run and start it again."""
+    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": API_KEY}
+    cmd = [sys.executable, "-m", "taxonomy", "discover", str(toml), "--provider", "gemini", *extra]
+    return [*cmd, "--run-dir", str(run_dir), "-q"], env
 
 
 @pytest.fixture

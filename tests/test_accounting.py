@@ -4,14 +4,12 @@ resumed again and again still accounts for every call paid."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 
 from tests import responders
-from tests.conftest import API_KEY, write_pipeline
+from tests.conftest import discover_command, write_pipeline
 from tests.fake_gemini import FakeGeminiServer
 
 
@@ -21,19 +19,7 @@ def test_usage_survives_kill_and_resume_cycles(tmp_path):
     run_dir = tmp_path / "run"
     cycles = 4
     with FakeGeminiServer(responder=responders.model, latency_s=0.08) as server:
-        env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": API_KEY}
-        cmd = [
-            sys.executable,
-            "-m",
-            "taxonomy",
-            "discover",
-            str(toml),
-            "--provider",
-            "gemini",
-            "--run-dir",
-            str(run_dir),
-            "-q",
-        ]
+        cmd, env = discover_command(server, toml, run_dir)
         for cycle in range(1, cycles + 1):
             proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             deadline = time.time() + 60

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,7 +12,7 @@ import polars as pl
 import pytest
 
 from tests import responders
-from tests.conftest import API_KEY, invoke, write_pipeline
+from tests.conftest import API_KEY, discover_command, invoke, write_pipeline
 from tests.fake_gemini import FakeGeminiServer, Reply
 
 FAST = "[llm.batch]\npoll_s = 0.02\n"
@@ -137,20 +136,7 @@ def test_vertex_with_batch_mode_is_refused_in_one_line_naming_online_mode(tmp_pa
 
 
 def _start(tmp_path, server, toml, run_dir):
-    env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": API_KEY}
-    cmd = [
-        sys.executable,
-        "-m",
-        "taxonomy",
-        "discover",
-        str(toml),
-        "--provider",
-        "gemini",
-        "--batch",
-        "--run-dir",
-        str(run_dir),
-        "-q",
-    ]
+    cmd, env = discover_command(server, toml, run_dir, "--batch")
     return cmd, env, subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
@@ -245,7 +231,6 @@ def test_a_recorded_job_deleted_on_the_server_is_submitted_again(tmp_path, gemin
 def test_batch_mode_does_not_import_the_runner():
     """The dependency runs one way: runner.py uses batch.py; batch.py builds on jobs.py, never on runner.py."""
     import subprocess
-    import sys
 
     code = (
         "import sys, taxonomy.llm.batch; assert 'taxonomy.llm.runner' not in sys.modules, 'batch imported the runner'"

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 
 import polars as pl
 import pytest
 
 from tests import responders
-from tests.conftest import API_KEY, write_pipeline
+from tests.conftest import discover_command, write_pipeline
 from tests.fake_gemini import FakeGeminiServer
 
 
@@ -28,19 +26,7 @@ def test_killed_run_resumes_paying_no_call_twice(tmp_path, sig):
     toml.write_text(toml.read_text().replace("concurrency = 8", "concurrency = 2"))
     run_dir = tmp_path / "run"
     with FakeGeminiServer(responder=responders.model, latency_s=0.15) as server:
-        env = {**os.environ, "GOOGLE_GEMINI_BASE_URL": server.url, "GEMINI_API_KEY": API_KEY}
-        cmd = [
-            sys.executable,
-            "-m",
-            "taxonomy",
-            "discover",
-            str(toml),
-            "--provider",
-            "gemini",
-            "--run-dir",
-            str(run_dir),
-            "-q",
-        ]
+        cmd, env = discover_command(server, toml, run_dir)
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         deadline = time.time() + 60
         while server.count() < 8 and time.time() < deadline:
