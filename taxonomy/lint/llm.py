@@ -10,17 +10,16 @@ is the criterion's own text.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import partial
 
 from pydantic import BaseModel, Field
 
-import re
-
 from taxonomy.lint.findings import Finding, rank
 from taxonomy.lint.reading import Corpus, Row
-from taxonomy.llm.jobs import Answer, Job
 from taxonomy.lint.rules import RULES, asked_of_model
+from taxonomy.llm.jobs import Answer, Job
 from taxonomy.prompts import render
 from taxonomy.stages.common import shared_prefix
 from taxonomy.validate import Violation

@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from taxonomy.lint.compound import compound
 from taxonomy.lint.duplicates import duplicate
 from taxonomy.lint.findings import Finding
 from taxonomy.lint.grounding import uncovered_brief, ungrounded
 from taxonomy.lint.reading import Corpus
 from taxonomy.lint.signs import contradiction, sign_mismatch
 from taxonomy.lint.weights import weight_outlier
-from taxonomy.lint.compound import compound
 from taxonomy.lint.wording import hygiene, vague
 
 
