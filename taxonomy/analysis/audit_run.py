@@ -21,7 +21,7 @@ def fit_scores(criteria: pl.DataFrame, tags: pl.DataFrame, taxonomy, cfg, folder
     from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-    tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge) if folder is not None else None
+    tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge)
     if tagger is not None:
         scored = tag_with(tagger, criteria, cfg.tag.max_tags)
     else:

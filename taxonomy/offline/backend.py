@@ -132,8 +132,7 @@ class OfflineBackend:
         if taxonomy.violations:
             return taxonomy
         # Stage 3's tagger, fitted here so that each capability is shown by the criteria it will be tagged with.
-        ok = stage1.filter(pl.col("status") == "ok") if "status" in stage1.columns else stage1
-        tagger = fit_tagger(criteria, ok, taxonomy, None, cfg.offline, cfg.merge)
+        tagger = fit_tagger(criteria, stage1, taxonomy, None, cfg.offline, cfg.merge)
         primary = tagger.scores([t or "" for t in criteria["text"].to_list()]).argmax(axis=1)
         # No model names the offline capabilities: their criteria's own phrases do.
         taxonomy = describe_offline(
@@ -149,7 +148,7 @@ class OfflineBackend:
         from taxonomy.offline.kinds import discover_offline
         from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 
-        tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge) if folder is not None else None
+        tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge)
         if tagger is not None:
             found = tag_with(tagger, criteria, cfg.tag.max_tags)
         else:

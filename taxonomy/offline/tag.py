@@ -176,11 +176,13 @@ def fit_tagger(
     bounds: MergeConfig | None,
     corpus_hash: str = "",
 ) -> "Tagger":
-    """The tagger of a run: its corpus's space, its labels' prototypes, the taxonomy's owners, offsets for the
-    bounds."""
+    """The tagger of a run: its corpus's space, its labels' prototypes (of the Stage 1 rows that passed), the
+    taxonomy's owners, offsets for the bounds."""
     from taxonomy.offline.model import Tagger
     from taxonomy.provenance import code_hash
 
+    if "status" in stage1.columns:
+        stage1 = stage1.filter(pl.col("status") == "ok")
     texts = [t or "" for t in criteria["text"].to_list()]
     space = CriterionSpace.fit(texts, criteria["task_id"].cast(pl.Utf8).to_list(), opts)
     by_id = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].to_list()))
@@ -191,15 +193,17 @@ def fit_tagger(
 
 
 def tagger_for(
-    folder: Path, taxonomy: Taxonomy, micro_labels, opts: OfflineConfig, bounds: MergeConfig
+    folder: Path | None, taxonomy: Taxonomy, micro_labels, opts: OfflineConfig, bounds: MergeConfig
 ) -> "Tagger | None":
     """The tagger saved beside a taxonomy, refitted from that run's own corpus (never the one being tagged) and
     saved when it is missing or was fitted for another taxonomy, corpus, code or settings; None for a taxonomy
-    with no run's corpus beside it."""
+    with no run's corpus beside it (or no `folder`)."""
     from taxonomy.offline.model import Tagger
     from taxonomy.provenance import code_hash
     from taxonomy.run import RunDir
 
+    if folder is None:
+        return None
     run = RunDir(folder)
     corpus = (run.manifest.get("corpus") or {}).get("content_hash", "")
     tagger = Tagger.load(folder)
@@ -213,10 +217,9 @@ def tagger_for(
         return tagger
     if not (run.has(CRITERIA) and run.has(LABELS)):
         return tagger if tagger is not None and tagger.fits(taxonomy) else None
-    stage1 = run.read_parquet(LABELS)
-    if "status" in stage1.columns:
-        stage1 = stage1.filter(pl.col("status") == "ok")
-    tagger = fit_tagger(run.read_parquet(CRITERIA), stage1, taxonomy, micro_labels, opts, bounds, corpus)
+    tagger = fit_tagger(
+        run.read_parquet(CRITERIA), run.read_parquet(LABELS), taxonomy, micro_labels, opts, bounds, corpus
+    )
     try:
         tagger.save(folder)
     except OSError:  # a frozen run shipped read-only: the fit is the same each time, so applying it unsaved is right
