@@ -225,17 +225,11 @@ def offline_names(
         from taxonomy.offline.cards import describe_groups
 
         criteria = run.read_parquet(CRITERIA)
-        first = dict(
-            zip(
-                *run.read_parquet(LABELS)
-                .select("criterion_id", pl.col("labels").list.first())
-                .to_dict(as_series=False)
-                .values()
-            )
-        )
+        stage1 = run.read_parquet(LABELS)
+        first = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].list.first().to_list()))
         own = [first.get(cid) for cid in criteria["criterion_id"].to_list()]
         labels = [sorted({lab for m in p for lab in m.member_labels}) for p in parts]
-        groups = [np.flatnonzero([lab in set(ls) for lab in own]) for ls in labels]
+        groups = [np.flatnonzero([lab in held for lab in own]) for held in map(set, labels)]
         if all(len(g) for g in groups):
             cards, _ = describe_groups(criteria, groups, labels, cfg, set(taken))
             shown = [{k: c[k] for k in ("title", "key_phrases", "phrase_weights")} for c in cards]
