@@ -19,7 +19,8 @@ from taxonomy.config import ConfigError, MergeConfig, PipelineConfig
 from taxonomy.corpus.config import ColumnMap, corpus_stem
 from taxonomy.corpus.detect import Detected, detect
 
-# The merge bounds a corpus too small for the paper's (8-10 capabilities of 2-40% each) gets instead.
+# The [merge] keys pipeline.toml writes out for a corpus too small for the paper's bounds (8-10 capabilities of
+# 2-40% each): `small_merge` gives their values.
 SMALL_MERGE = ("min_caps", "max_caps", "min_share", "max_share")
 
 
