@@ -1,7 +1,8 @@
-"""The deterministic repair solver: a merge proposal (the model's, or none) made to pass `check_merge`.
+"""The deterministic repair solver: a merge proposal (the model's, a Ward start, or none) made to pass
+`check_merge`.
 
-The LLM path repairs its best answer with `solve_merge` as a last resort; the offline path calls it
-without a start and agglomerates from scratch. `edit.py` splits with the same `Solver.bisect`."""
+The LLM path repairs its best answer with `solve_merge` as a last resort; the offline path repairs its Ward
+start the same way; with no start it agglomerates from scratch. `edit.py` splits with the same `Solver.bisect`."""
 
 from __future__ import annotations
 
