@@ -569,3 +569,38 @@ def test_dry_run_prices_the_model_review_and_sends_nothing(tmp_path):
     tokens = int(out.split("calls (one per task), ")[1].split(" prompt tokens")[0])
     assert tokens > 30 * 300  # the instructions alone are some hundred tokens a call
     assert not (tmp_path / "outputs").exists()
+
+
+def test_one_criterion_rewarded_and_penalised_in_one_task_and_rewarded_in_another(tmp_path):
+    path = tmp_path / "both.csv"
+    path.write_text(
+        "task_id,criterion,weight\ntA,The response is polite.,1\ntA,The response is polite.,-1\n"
+        "tB,The response is polite.,1\n",
+        encoding="utf-8",
+    )
+    found = findings(path)
+    assert [(f["rule"], f["severity"], f["task_id"]) for f in only(found, "contradiction")] == [
+        ("contradiction", "error", "tA")
+    ]
+    assert "the same statement carries opposite signs" in only(found, "contradiction")[0]["message"]
+    # The two rows whose opposite sign sits in the other task get the cross-task hint; the third has none.
+    assert sorted(f["task_id"] for f in only(found, "sign-mismatch")) == ["tA", "tB"]
+    assert "Traceback" not in lint(path, code=1).output
+
+
+def test_taxonomy_run_finishes_on_a_criterion_scored_both_ways(tmp_path):
+    rows = base_rows(10)
+    same = "The response is polite and addresses the patient by name."
+    rows += [
+        {"task_id": "t00", "criterion": same, "weight": 1, "brief": ""},
+        {"task_id": "t00", "criterion": same, "weight": -1, "brief": ""},
+        {"task_id": "t01", "criterion": same, "weight": 1, "brief": ""},
+    ]
+    write(tmp_path, rows)
+    (tmp_path / "p.toml").write_text(
+        'name = "p"\n[corpus]\npath = "rubric.jsonl"\n[corpus.columns]\ntext = "criterion"\n[output]\ndir = "out"\n'
+    )
+    result = CliRunner().invoke(app, ["run", "p.toml", "--run-dir", "run", "--accept-violations"])
+    assert result.exit_code == 0, result.output
+    assert result.exception is None and "Done" in result.output
+    assert "Lint: 1 error," in result.stdout and (tmp_path / "run" / "report.html").exists()

@@ -124,7 +124,10 @@ def _opposite_elsewhere(c: Corpus) -> list[Finding]:
         if len(signs) < 2 or len({r.task_id for r in rows}) < 2:
             continue
         for r in rows:
-            other = next(o for o in rows if _penalty(o) != _penalty(r) and o.task_id != r.task_id)
+            # A row whose opposite sign sits only in its own task has no partner elsewhere: contradiction reports it.
+            other = next((o for o in rows if _penalty(o) != _penalty(r) and o.task_id != r.task_id), None)
+            if other is None:
+                continue
             out.append(
                 Finding(
                     "sign-mismatch",
