@@ -398,6 +398,19 @@ class OfflineConfig(Section):
     shown_criteria: int = Field(3, ge=1)
 
 
+class StabilityConfig(Section):
+    """How sure the run is: resamples of the criteria re-clustered by Stage 2a with the run's cached embeddings
+    (no model call, no embedding), each capability's members followed through them (stages/stability.py)."""
+
+    # 0 turns it off; each resample costs one Stage 2a clustering of at most `max_criteria` criteria' labels.
+    resamples: int = Field(20, ge=0)
+    seed: int = 0
+    # The share of the criteria each resample draws (without replacement, as clusterboot's subsetting)...
+    fraction: float = Field(0.8, gt=0, lt=1)
+    # ...and at most this many, so a large corpus costs what a small one does.
+    max_criteria: int = Field(2_000, ge=10)
+
+
 class OutputConfig(Section):
     # Relative to the TOML's folder when set; empty: ./outputs of the folder the command runs in,
     # made absolute when the config loads, so the run's manifest records where it went.
@@ -444,6 +457,7 @@ class PipelineConfig(Section):
     audit: AuditConfig = AuditConfig()
     export: ExportConfig = ExportConfig()
     offline: OfflineConfig = OfflineConfig()
+    stability: StabilityConfig = StabilityConfig()
     output: OutputConfig = OutputConfig()
     # Folder of the TOML file; relative paths inside the config resolve against it.
     base_dir: Path = Path(".")

@@ -35,6 +35,7 @@ from taxonomy.run import (
     PROMPTS,
     REJECTED,
     REJECTED_MD,
+    STABILITY,
     STAGES,
     TAGS,
     TAGS_SUMMARY,
@@ -60,7 +61,10 @@ class Session:
     # True when the config came from a pipeline TOML: the corpus is re-read and re-hashed once per
     # session, so a grown or edited corpus is noticed. A session over a run directory uses its snapshot.
     from_source: bool = True
+    # Why this corpus's merge bounds are not the configured ones (merge/bounds.py), said once by the merge stage.
+    bounds_note: str | None = None
     _corpus_checked: bool = field(default=False, repr=False)
+    _bounded: bool = field(default=False, repr=False)
 
     @property
     def runner(self):
@@ -173,7 +177,22 @@ def ensure_criteria(s: Session) -> pl.DataFrame:
             }
             s.run.save_manifest()
         s._corpus_checked = True
-    return s.run.read_parquet(CRITERIA, "discover")
+    criteria = s.run.read_parquet(CRITERIA, "discover")
+    if not s._bounded:
+        _bound_merge(s, criteria)
+    return criteria
+
+
+def _bound_merge(s: Session, criteria: pl.DataFrame) -> None:
+    """The merge bounds the corpus's distinct criteria can meet, set once a session has its corpus (before any
+    fingerprint is taken) and recorded as the run's merge settings: both backends merge under them, and the
+    tagger, `edit` and the report read the same ones."""
+    from taxonomy.merge.bounds import corpus_bounds
+
+    s.cfg.merge, s.bounds_note = corpus_bounds(s.cfg.merge, criteria["text"].to_list())
+    if "settings" in s.run.manifest:
+        s.run.manifest["settings"]["merge"] = json.loads(s.cfg.merge.model_dump_json())
+    s._bounded = True
 
 
 def stage_usage(s: Session, stage: str) -> dict[str, Any]:
@@ -301,6 +320,7 @@ def step_merge(s: Session) -> dict[str, Any]:
         "content_hash": taxonomy.content_hash,
         "repairs": taxonomy.repairs,
         "violations": taxonomy.violations,
+        "notes": [s.bounds_note] if s.bounds_note else [],
     }
 
 
@@ -319,10 +339,12 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     s.run.write_parquet(TAGS, tags)
     summary = primary_shares(tags, criteria)
     s.run.write_text(TAGS_SUMMARY, summary_markdown(summary))
-    # the run's own taxonomy: its table gives the tags' shares
-    if source.resolve() == (s.run.path / TAXONOMY).resolve():
-        s.run.write_text(TAXONOMY_MD, taxonomy_markdown(taxonomy, summary))
     notes = s.engine.brief_notes(criteria, s.cfg)
+    # the run's own taxonomy: its table gives the tags' shares, and how sure the run is of each capability
+    if source.resolve() == (s.run.path / TAXONOMY).resolve():
+        taxonomy, said = record_stability(s, taxonomy, tags)
+        notes += said
+        s.run.write_text(TAXONOMY_MD, taxonomy_markdown(taxonomy, summary))
     # Stage 3 co-tagging is the other half of "nearest sibling": a pair tagged together often must have a boundary.
     notes += unbounded_cotagged(
         tags, taxonomy.names(), [c.non_examples for c in taxonomy.capabilities], s.cfg.tag.cotag_min_share
@@ -333,6 +355,69 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
         "taxonomy_hash": taxonomy.content_hash,
         "notes": notes,
     }
+
+
+def record_stability(s: Session, taxonomy, tags: pl.DataFrame):
+    """The capabilities' stability figures and the criteria's agreement (stages/stability.py), written into
+    taxonomy.json and STABILITY; where they cannot be computed, any older ones are removed, never left standing.
+    Returns the taxonomy as written and the line that sums the figures up."""
+    from taxonomy.stages.stability import resample_stability, summary_note
+
+    result = None
+    if s.cfg.stability.resamples and all(s.run.has(n) for n in (LABELS, CLUSTERS, LABEL_EMBEDDINGS)):
+        result = resample_stability(
+            s.run.read_parquet(LABELS, "discover"),
+            s.run.read_parquet(CLUSTERS, "cluster"),
+            s.run.read_npy(LABEL_EMBEDDINGS, "cluster"),
+            tags,
+            taxonomy.names(),
+            s.cfg.cluster,
+            s.cfg.stability,
+            scaled=s.engine.scales_k,
+        )
+    out = taxonomy.model_copy(deep=True)
+    out.stability = None if result is None else result.run.model_copy(update={"membership": out.membership_hash()})
+    for cap in out.capabilities:
+        cap.stability = None if result is None else result.figures[cap.name]
+    if result is None:
+        (s.run.path / STABILITY).unlink(missing_ok=True)
+    else:
+        s.run.write_parquet(STABILITY, result.agreement)
+    s.run.write_json(TAXONOMY, out.model_dump())
+    if result is not None:
+        return out, [summary_note(result.figures, out.stability)]
+    off = "[stability] resamples = 0" if not s.cfg.stability.resamples else "too few labelled, tagged criteria"
+    return out, [f"stability figures not computed: {off}"]
+
+
+def stability_stale(s: Session) -> bool:
+    """Whether the stability figures on disk are not those this run's settings, taxonomy and tags give."""
+    from taxonomy.stages.stability import tags_partition_hash
+    from taxonomy.taxonomy_io import load_taxonomy
+
+    if not (s.run.has(TAXONOMY) and s.run.has(TAGS)):
+        return False
+    meta, want = load_taxonomy(s.run.path / TAXONOMY).stability, s.cfg.stability
+    if meta is None or not want.resamples:
+        return meta is not None or bool(want.resamples)
+    taxonomy = load_taxonomy(s.run.path / TAXONOMY)
+    return (
+        (meta.resamples, meta.seed, meta.fraction, meta.max_criteria)
+        != (want.resamples, want.seed, want.fraction, want.max_criteria)
+        or meta.membership != taxonomy.membership_hash()
+        or meta.tags != tags_partition_hash(s.run.read_parquet(TAGS, "tag"))
+    )
+
+
+def refresh_stability(s: Session) -> list[str]:
+    """Recompute the stability figures alone (the tags are current), and taxonomy.md with them."""
+    from taxonomy.analysis.shares import primary_shares
+    from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
+
+    tags = s.run.read_parquet(TAGS, "tag")
+    taxonomy, notes = record_stability(s, load_taxonomy(s.run.path / TAXONOMY), tags)
+    s.run.write_text(TAXONOMY_MD, taxonomy_markdown(taxonomy, primary_shares(tags, ensure_criteria(s))))
+    return notes
 
 
 STEPS: dict[str, Callable[[Session], dict[str, Any]]] = {
@@ -410,3 +495,7 @@ def run_pipeline(
         info = run_stage(s, stage)
         if on_stage:
             on_stage(stage, info)
+    if rebuild_from is None and stability_stale(s):  # only the [stability] settings (or a re-tag elsewhere) changed
+        notes = refresh_stability(s)
+        if on_stage:
+            on_stage("stability", {"notes": notes})

@@ -39,6 +39,9 @@ REJECTED = "taxonomy.rejected.json"
 REJECTED_MD = "taxonomy.rejected.md"
 TAGS = "stage3_tags.parquet"
 TAGS_SUMMARY = "stage3_summary.md"
+# Per criterion, the share of resamples in which it landed in its primary capability (stages/stability.py);
+# written with the tags, beside the capabilities' figures in taxonomy.json.
+STABILITY = "stage3_stability.parquet"
 MANIFEST = "manifest.json"
 PIPELINE_TOML = "pipeline.toml"  # the TOML a run over a bare corpus file was made with
 TAGGER = "tagger.npz"  # the offline backend's tagger, fitted on the run's corpus
@@ -55,6 +58,7 @@ STAGE_FILES = {
 # Every artifact a reader parses (markdown is only shown) and the stage a damaged one sends the user back to.
 ARTIFACTS = {
     CRITERIA: "discover",
+    STABILITY: "tag",
     **{name: stage for stage, names in STAGE_FILES.items() for name in names if not name.endswith(".md")},
 }
 # Bumped when the run layout or provenance changes; a run made by a newer tool is refused.

@@ -158,6 +158,9 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
     key_phrases: list[str] = []
     phrase_weights: list[float] = []
     score_offset: float = 0.0
+    # Mean Jaccard of its criteria with their best match across resamples (stages/stability.py); None: not
+    # computed. Derived from the run, so it is left out of the content hash.
+    stability: float | None = None
 
     def described(self) -> str:
         """The description as exports and prompts carry it: a person's statement of what it checks first, marked as
@@ -168,6 +171,25 @@ class TaxonomyCapability(CapabilityCard, DesignPrinciples):
         """This capability as a prompt shows it, its description `described()` (unchanged where no person stated
         what it checks, so the prompt, and any stored answer to it, stays the same)."""
         return self.model_copy(update={"description": self.described()}) if self.checks else self
+
+
+# A capability whose members keep this Jaccard across resamples is called stable; below DISSOLVED, dissolved
+# (Hennig's reading of clusterwise bootstrap stability, R fpc::clusterboot).
+STABLE = 0.75
+DISSOLVED = 0.5
+
+
+class StabilityRun(Model):
+    """How the capabilities' stability figures were computed, and for which membership: a figure whose
+    `membership` is not the taxonomy's own (an edit merged or split capabilities since) is never shown."""
+
+    resamples: int
+    seed: int
+    fraction: float
+    criteria_per_resample: int
+    max_criteria: int = 0
+    membership: str  # Taxonomy.membership_hash() when computed
+    tags: str = ""  # the name-free partition of the criteria by primary tag it followed (stages/stability.py)
 
 
 class Taxonomy(BaseModel):
@@ -185,6 +207,7 @@ class Taxonomy(BaseModel):
     written_by: str = ""
     # The offline backend's: the languages whose function words name nothing (English always, others as detected).
     function_words_of: list[str] = []
+    stability: StabilityRun | None = None
     content_hash: str = ""
 
     def compute_hash(self) -> str:
@@ -195,9 +218,22 @@ class Taxonomy(BaseModel):
             for name in ("title", "checks", "key_phrases", "phrase_weights", "score_offset")
         }
         body = [
-            {k: v for k, v in c.model_dump().items() if not (k in unset and v == unset[k])} for c in self.capabilities
+            {k: v for k, v in c.model_dump(exclude={"stability"}).items() if not (k in unset and v == unset[k])}
+            for c in self.capabilities
         ]
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
     def names(self) -> list[str]:
         return [c.name for c in self.capabilities]
+
+    def membership_hash(self) -> str:
+        """Which micro-clusters each capability holds, names aside: a rename or a description keeps it."""
+        groups = sorted(sorted(c.members) for c in self.capabilities)
+        return hashlib.sha256(json.dumps(groups).encode()).hexdigest()[:16]
+
+    def stability_figures(self) -> dict[str, float | None] | None:
+        """Per capability name, its stability figure (None: none of the criteria holds it as primary), when the
+        figures were computed for this membership; else None."""
+        if self.stability is None or self.stability.membership != self.membership_hash():
+            return None
+        return {c.name: c.stability for c in self.capabilities}

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from taxonomy.config import LabelRules
 from taxonomy.corpus.jsonio import decode
-from taxonomy.schemas import STATED, Taxonomy
+from taxonomy.schemas import DISSOLVED, STABLE, STATED, Taxonomy
 from taxonomy.validate import label_problems
 
 
@@ -162,6 +162,27 @@ def _sizes(taxonomy: Taxonomy, shares: Any) -> tuple[dict[str, tuple[int, float]
     )
 
 
+def stability_note(taxonomy: Taxonomy) -> str:
+    """What the stability column means and how to read it, with how it was computed."""
+    run = taxonomy.stability
+    return (
+        f"Stability: how sure the run is of each capability. Over {run.resamples} resamples of "
+        f"{run.criteria_per_resample} criteria, Stage 2a clustered their labels again (the run's own embeddings, "
+        "no model call) and each new micro-cluster went to the nearest capability; the figure is the mean "
+        "Jaccard overlap of the capability's criteria with the group they landed in. "
+        f"{STABLE} or more: stable, its criteria stay together; below {DISSOLVED}: dissolved, one sample's guess "
+        "whose criteria belong with other capabilities. Each criterion's agreement (the share of resamples "
+        "in which it stayed in its primary capability) is in stage3_stability.parquet."
+    )
+
+
+def _stability_cell(value: float | None) -> str:
+    if value is None:
+        return "–"
+    word = "stable" if value >= STABLE else "dissolved" if value < DISSOLVED else "unsure"
+    return f"{value:.2f} {word}"
+
+
 def taxonomy_markdown(taxonomy: Taxonomy, shares: Any = None) -> str:
     offline = taxonomy.written_by == "offline"
     said_once, principles = _principles(taxonomy)
@@ -182,12 +203,16 @@ def taxonomy_markdown(taxonomy: Taxonomy, shares: Any = None) -> str:
     if offline:
         lines += [NO_MODEL, ""]
     lines += principles + [share_note, ""]
+    stability = taxonomy.stability_figures()  # None when not computed, or computed for another membership
+    if stability is not None:
+        lines += [stability_note(taxonomy), ""]
     columns = [] if said_once else ["P1", "P2", "P3"]
     lines += [
         f"| capability | {share_column} | "
+        + ("stability | " if stability is not None else "")
         + "".join(f"{col} | " for col in columns)
         + ("title |" if offline else "description |"),
-        "|---|---:|" + ":-:|" * len(columns) + "---|",
+        "|---|---:|" + ("---:|" if stability is not None else "") + ":-:|" * len(columns) + "---|",
     ]
     for c in caps:
         marks = (
@@ -197,7 +222,10 @@ def taxonomy_markdown(taxonomy: Taxonomy, shares: Any = None) -> str:
         )
         first = f"`{c.name}`" if offline or not c.title else f"`{c.name}` ({c.title})"
         last = f"{_stated(c)}{c.title if offline else c.description}"
-        lines.append(f"| {first} | {100 * sizes[c.name][1]:.1f}% | " + "".join(f"{m} | " for m in marks) + f"{last} |")
+        sure = f"{_stability_cell(stability[c.name])} | " if stability is not None else ""
+        lines.append(
+            f"| {first} | {100 * sizes[c.name][1]:.1f}% | {sure}" + "".join(f"{m} | " for m in marks) + f"{last} |"
+        )
     for c in caps:
         lines += _section(c, offline, said_once, sizes[c.name])
     if taxonomy.repairs:
