@@ -83,6 +83,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
     return {
         "header": _header(manifest, taxonomy, criteria),
         "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
+        "stability": _stability(taxonomy, tags),
         "has_stage3": joined is not None,
         "shares_svg": _shares_chart(taxonomy, joined),
         "examples": rc.capability_examples(table, fit, names) if tags is not None else None,
@@ -173,6 +174,25 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
         }
         for c in taxonomy.capabilities
     ]
+
+
+def _stability(taxonomy: Taxonomy, tags: pl.DataFrame | None) -> dict[str, Any] | None:
+    """Each capability's stability figure and the note that says how to read it; None unless they were computed
+    for this taxonomy's membership and these tags (a figure of another taxonomy is never shown as this one's)."""
+    from taxonomy.stages.stability import tags_partition_hash
+    from taxonomy.taxonomy_io import stability_note
+
+    figures = taxonomy.stability_figures()
+    if figures is None or tags is None or taxonomy.stability.tags != tags_partition_hash(tags):
+        return None
+    words = {n: _stability_word(v) for n, v in figures.items()}
+    return {"note": stability_note(taxonomy), "figures": figures, "words": words}
+
+
+def _stability_word(value: float | None) -> str:
+    from taxonomy.schemas import DISSOLVED, STABLE
+
+    return "" if value is None else "stable" if value >= STABLE else "dissolved" if value < DISSOLVED else "unsure"
 
 
 def _principles(taxonomy: Taxonomy) -> dict[str, dict[str, list[str]]]:
