@@ -176,9 +176,9 @@ def test_typo_in_a_toml_key_gets_the_closest_key_and_an_example(here):
 
 def test_row_numbers_follow_one_convention(here):
     (here / "w.csv").write_text("criterion,points\nThe total is stated.,1\nThe date is given.,heavy\n")
-    assert "w.csv: line 3: weight (column 'points') 'heavy' is not a number" in refused("run", "w.csv")
+    assert "w.csv: row 2 (line 3): weight (column 'points') 'heavy' is not a number" in refused("run", "w.csv")
     (here / "w.jsonl").write_text('{"criterion": "The total is stated."}\n\n{"criterion": "x", "weight": "heavy"}\n')
-    assert "w.jsonl: line 3: weight 'heavy'" in refused("run", "w.jsonl")
+    assert "w.jsonl: row 2 (line 3): weight 'heavy'" in refused("run", "w.jsonl")
     (here / "e.csv").write_text("")
     line = refused("run", "e.csv")
     assert "row -" not in line and line.startswith("error: e.csv: ")

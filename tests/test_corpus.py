@@ -55,7 +55,9 @@ def assert_corpus_error(exc: pytest.ExceptionInfo, file_part: str, row: str | No
     assert file_part in msg.split(": ")[0], msg
     if row == "-":  # the whole file: no place named
         assert not re.match(r"^[^:]*: (line|row|at) ", msg), msg
-    elif row is not None:  # a file line for line-based files, a JSON pointer in JSON documents
+    elif row is not None and row.startswith("row "):  # a criterion row, with its file line in a text file
+        assert f": {row}:" in msg, msg
+    elif row is not None:  # a file line found before rows are read, a JSON pointer in JSON documents
         assert f": {'at' if row.startswith('/') else 'line'} {row}:" in msg, msg
     assert "fix:" in msg
     return msg
@@ -374,18 +376,30 @@ BAD_TABLES = {
         "c.jsonl",
         '{"text": "ok"}\n{"text": "ok 2"}\n{"text": ""}\n',
         {},
-        "3",
+        "row 3 (line 3)",
         ["empty", 'on_empty = "skip"'],
     ),
-    "duplicate id": ("c.csv", "criterion_id,text\nx,One.\ny,Two.\nx,Three.\n", {}, "4", ["'x'", "repeats line 2"]),
-    "non-numeric weight": ("c.csv", "text,weight\nOne.,1\nTwo.,heavy\n", {}, "3", ["'heavy'", "not a number"]),
-    "bool weight": ("c.jsonl", '{"text": "One.", "weight": true}\n', {}, "1", ["not a number"]),
-    "bad direction": ("c.jsonl", '{"text": "One.", "direction": "bonus"}\n', {}, "1", ["'bonus'"]),
+    "duplicate id": (
+        "c.csv",
+        "criterion_id,text\nx,One.\ny,Two.\nx,Three.\n",
+        {},
+        "row 3 (line 4)",
+        ["'x'", "repeats row 1 (line 2)"],
+    ),
+    "non-numeric weight": (
+        "c.csv",
+        "text,weight\nOne.,1\nTwo.,heavy\n",
+        {},
+        "row 2 (line 3)",
+        ["'heavy'", "not a number"],
+    ),
+    "bool weight": ("c.jsonl", '{"text": "One.", "weight": true}\n', {}, "row 1 (line 1)", ["not a number"]),
+    "bad direction": ("c.jsonl", '{"text": "One.", "direction": "bonus"}\n', {}, "row 1 (line 1)", ["'bonus'"]),
     "reward with negative weight": (
         "c.jsonl",
         '{"text": "One.", "weight": -1, "direction": "reward"}\n',
         {},
-        "1",
+        "row 1 (line 1)",
         ["negative"],
     ),
     "unknown suffix": ("c.txt", "text\nOne.\n", {}, "-", ["suffix"]),

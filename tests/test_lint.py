@@ -375,7 +375,7 @@ def test_bad_corpus_is_one_line_naming_the_row(tmp_path):
     rows = base_rows()
     rows[4]["weight"] = "heavy"
     result = lint(write(tmp_path, rows), code=2)
-    assert "rubric.jsonl: line 5: weight 'heavy' is not a number; fix:" in " ".join(result.output.split())
+    assert "rubric.jsonl: row 5 (line 5): weight 'heavy' is not a number; fix:" in " ".join(result.output.split())
 
 
 def test_text_format_groups_by_task(tmp_path):

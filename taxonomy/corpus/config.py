@@ -68,9 +68,10 @@ class Corpus:
 class CorpusError(ValueError):
     """Bad corpus input, on one line: "<file>: <where>: <what is wrong>; fix: <how>".
 
-    One convention for <where> (see `place`): `line N` is the file's own line (JSONL, CSV and TSV,
-    whose header is line 1, and JSON syntax errors), `row N` the 1-based data row of a Parquet table,
-    `at /pointer` a node of a JSON document; a message about the whole file names no place."""
+    One convention for <where> (see `place`): `row N` is the Nth criterion row of a table, counted from 1
+    without the header, followed by its file line in a text file (`row 2 (line 3)` in CSV, TSV and JSONL;
+    `row 2` in Parquet and a JSON list); `line N` alone is a file line found before rows are read (an encoding
+    or JSON syntax error, a header); `at /pointer` a node of a JSON document; the whole file names no place."""
 
     def __init__(self, file: str | Path, row: Any, what: str, fix: str):
         self.file, self.row, self.what, self.fix = str(file), place(row), _one_line(what), _one_line(fix)
@@ -85,6 +86,11 @@ def place(row: Any) -> str:
     if text in ("", "-") or text.startswith(("line ", "row ", "at ")):
         return text.removeprefix("-")
     return f"at {text}" if text.startswith("/") else f"line {text}"
+
+
+def data_row(n: int, line: int | None = None) -> str:
+    """A criterion row as every message names it: `row N`, with its file line in a text file."""
+    return f"row {n}" + (f" (line {line})" if line is not None else "")
 
 
 def _one_line(s: str) -> str:

@@ -72,19 +72,57 @@ def str_or_none(value: Any) -> str | None:
     return s or None
 
 
+def _kind(value: Any) -> str:
+    return "an object" if isinstance(value, dict) else "a list"
+
+
+def scalar(value: Any, name: str, file: str, row: Any) -> Any:
+    """`value` when it is one value (text, number, null); a list or an object is bad input, never its Python text."""
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    fix = (
+        "write one criterion per row, its text as a string; split a list of criteria into rows"
+        if name == "criterion"
+        else f"give {name} one value (text or a number)"
+    )
+    raise CorpusError(file, row, f"{name} is {_kind(value)} ({clip_json(value)}), not text", fix)
+
+
+def joined_text(value: Any, name: str, file: str, row: Any) -> str:
+    """A free-text field (brief, context): a string, or a list of strings joined one per line as a user reads it."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    if isinstance(value, (dict, list, tuple)):
+        raise CorpusError(
+            file,
+            row,
+            f"{name} is {_kind(value)} ({clip_json(value)}), not text",
+            f"make {name} a string or a list of strings",
+        )
+    return str(value)
+
+
+def clip_json(value: Any, limit: int = 60) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def make_record(
     task_id, criterion_id, text, weight, category, brief, context, file, row, source, direction=None
 ) -> dict:
     weight, direction = _direction(weight, direction, file, row)
+    text = scalar(text, "criterion", file, row)
     return {
-        "task_id": str(task_id),
-        "criterion_id": str(criterion_id),
+        "task_id": str(scalar(task_id, "task_id", file, row)),
+        "criterion_id": str(scalar(criterion_id, "criterion_id", file, row)),
         "text": text if isinstance(text, str) or text is None else str(text),
         "weight": weight,
-        "category": str_or_none(category),
+        "category": str_or_none(scalar(category, "category", file, row)),
         "direction": direction,
-        "brief": brief or "",
-        "context": context or "",
+        "brief": joined_text(brief, "brief", file, row),
+        "context": joined_text(context, "context", file, row),
         "source": source,
         "_file": file,
         "_row": place(row),
@@ -92,19 +130,31 @@ def make_record(
 
 
 def extras_frame(rows: list[dict]) -> pl.DataFrame:
-    """Free extra columns from per-row dicts; falls back to JSON strings for awkward values."""
+    """Free extra columns from per-row dicts. A column mixing text or numbers with lists or objects keeps its Python
+    values (polars would turn {"a": 1} into "{1}"), so a loader can tell a list of strings from a string; finalize
+    writes any such column left among the extra columns as JSON text."""
     names = list(dict.fromkeys(k for r in rows for k in r))
     if not names:
         return pl.DataFrame()
-    try:
-        return pl.from_dicts(rows, schema=names, infer_schema_length=None, strict=False)
-    except Exception:  # noqa: BLE001 - polars raises various types on mixed nested values
+    return pl.DataFrame([_column(k, [r.get(k) for r in rows]) for k in names])
 
-        def as_text(v: Any) -> str | None:
-            return v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False)
 
-        columns = {k: [as_text(r.get(k)) for r in rows] for k in names}
-        return pl.DataFrame(columns, schema={k: pl.Utf8 for k in names})
+def _column(name: str, values: list) -> pl.Series:
+    nested = {isinstance(v, (list, dict)) for v in values if v is not None}
+    if len(nested) < 2:
+        try:
+            return pl.Series(name, values, strict=False)
+        except Exception:  # noqa: BLE001 - polars raises various types on mixed nested values
+            pass
+    return pl.Series(name, values, dtype=pl.Object)
+
+
+def _objects_as_json(frame: pl.DataFrame) -> pl.DataFrame:
+    def as_text(v: Any) -> str | None:
+        return v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+
+    objects = [c for c, t in frame.schema.items() if t == pl.Object]
+    return frame.with_columns(pl.Series(c, [as_text(v) for v in frame[c].to_list()], dtype=pl.Utf8) for c in objects)
 
 
 @dataclass
@@ -128,6 +178,7 @@ def _with_extras(frame: pl.DataFrame, extras: pl.DataFrame | None, warnings: lis
     warning)."""
     if extras is None or not extras.width:
         return frame
+    extras = _objects_as_json(extras)
     clash = [c for c in extras.columns if c in frame.columns]
     if clash:
         extras = extras.rename({c: f"raw_{c}" for c in clash})

@@ -57,26 +57,24 @@ def load_table(path: Path, cfg: CorpusConfig) -> Loaded:
     records, unweighted = [], []
     # A row without an id is numbered as before line numbers reached messages: JSONL by line, others by data row.
     jsonl = path.name.lower().endswith((".jsonl", ".jsonl.gz", ".ndjson"))
-    for i, row in enumerate(rownums):
+    for i, where in enumerate(rownums):
         w = weights[i]
         if w is None or (isinstance(w, str) and not w.strip()):
             if has_weight:
-                unweighted.append(row.split(" ", 1)[-1])
+                unweighted.append(str(where.n))
             w = 1.0
         records.append(
             make_record(
                 task_id="task" if tasks[i] is None else tasks[i],
-                criterion_id=(row.split(" ", 1)[-1] if jsonl else i + 1) if ids[i] is None else ids[i],
+                criterion_id=(where.line if jsonl else where.n) if ids[i] is None else ids[i],
                 text=texts[i],
-                weight=parse_weight(w, show, row, weight_name),
+                weight=parse_weight(w, show, where.label, weight_name),
                 category=cats[i],
                 brief=briefs[i],
                 context=ctxs[i],
                 file=show,
-                row=row,
-                source=f"{rel}:{row.split(' ', 1)[-1]}"
-                if row.startswith(("line", "row"))
-                else f"{rel}#{row.removeprefix('at ')}",
+                row=where.label,
+                source=where.source(rel),
                 direction=dirs[i],
             )
         )
@@ -84,8 +82,7 @@ def load_table(path: Path, cfg: CorpusConfig) -> Loaded:
         prefix_ids(records)
     warnings = []
     if unweighted:
-        unit = rownums[0].split(" ", 1)[0] + "s" if rownums[0].startswith(("line", "row")) else "items"
-        warnings.append(f"{rel}: {len(unweighted)} rows have no weight; used 1.0 ({unit} {short_list(unweighted)})")
+        warnings.append(f"{rel}: {len(unweighted)} rows have no weight; used 1.0 (rows {short_list(unweighted)})")
     mapped = set(cols.model_dump().values())
     extras = raw.select([c for c in found if c not in mapped])
     return Loaded(records, extras, warnings)

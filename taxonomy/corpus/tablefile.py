@@ -5,16 +5,33 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 
-from taxonomy.corpus.config import CorpusError, show_path
+from taxonomy.corpus.config import CorpusError, data_row, show_path
 from taxonomy.corpus.jsonio import read_json, read_jsonl, read_text_file
 from taxonomy.corpus.records import extras_frame
 
 LINE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz", ".ndjson")
 CORPUS_SUFFIXES = LINE_SUFFIXES + (".json", ".json.gz", ".parquet")
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a criterion row is: its 1-based data row, its file line in a text file, its pointer in a JSON list."""
+
+    n: int
+    line: int | None = None
+    pointer: str | None = None
+
+    @property
+    def label(self) -> str:
+        return data_row(self.n, self.line)
+
+    def source(self, rel: str) -> str:
+        return f"{rel}#{self.pointer}" if self.pointer else f"{rel}:{self.line or self.n}"
 
 
 def _record_lines(text: str, separator: str) -> list[int]:
@@ -50,14 +67,14 @@ def csv_problem(text: str, separator: str) -> tuple[int, str] | None:
     return None
 
 
-def read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
-    """The raw frame and where each row is, as messages name it (CorpusError's convention)."""
+def read_table(path: Path) -> tuple[pl.DataFrame, list[Where]]:
+    """The raw frame and where each row is (messages name it by CorpusError's convention)."""
     name, show = path.name.lower(), show_path(path)
     if name.endswith((".jsonl", ".jsonl.gz", ".ndjson")):
         pairs = read_jsonl(path)
         rows = [obj for _, obj in pairs]
         frame = extras_frame(rows)
-        return frame, [f"line {lineno}" for lineno, _ in pairs]
+        return frame, [Where(n, lineno) for n, (lineno, _) in enumerate(pairs, start=1)]
     if name.endswith((".json", ".json.gz")):
         items = read_json(path)
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
@@ -67,7 +84,7 @@ def read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
                 "expected a JSON list of objects, one per criterion",
                 'write [{"criterion": "...", "task": "...", "weight": 1}, ...], or use a .jsonl file',
             )
-        return extras_frame(items), [f"at /{i}" for i in range(len(items))]
+        return extras_frame(items), [Where(i + 1, pointer=f"/{i}") for i in range(len(items))]
     try:
         if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
             separator = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
@@ -75,7 +92,7 @@ def read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
             frame = pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema_length=None)
             lines = _record_lines(text, separator)
             if len(lines) == frame.height:
-                return frame, [f"line {n}" for n in lines]
+                return frame, [Where(n, line) for n, line in enumerate(lines, start=1)]
         elif name.endswith(".parquet"):
             frame = pl.read_parquet(path)
         else:
@@ -104,4 +121,4 @@ def read_table(path: Path) -> tuple[pl.DataFrame, list[str]]:
             f"cannot parse the file ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})",
             "check that it is a well-formed CSV/TSV (header row, same number of fields per row) or Parquet file",
         ) from None
-    return frame, [f"row {n}" for n in range(1, frame.height + 1)]
+    return frame, [Where(n) for n in range(1, frame.height + 1)]
