@@ -307,12 +307,12 @@ def _one_line_error(fn, *args, **kwargs) -> str:
 def test_errors_are_one_line(tmp_path):
     csv = tmp_path / "bad.csv"
     csv.write_text("criterion_id,verifier,system,verdict\nc/1,g,s,met\nc/2,g,s,maybe\n")
-    assert "bad.csv: row 2: verdict 'maybe'" in _one_line_error(load_verdict_table, csv, {})
+    assert "bad.csv: row 2 (line 3): verdict 'maybe'" in _one_line_error(load_verdict_table, csv, {})
     assert "no column `label`" in _one_line_error(load_verdict_table, csv, {"verdict": "label"})
     csv.write_text("criterion_id,verifier,system,verdict\nc/1,g,s,met\nc/1,g,s,unmet\n")
-    assert "row 2: second verdict" in _one_line_error(load_verdict_table, csv, {})
+    assert "row 2 (line 3): second verdict" in _one_line_error(load_verdict_table, csv, {})
     csv.write_text("criterion_id,verifier,system,verdict\n,g,s,met\n")
-    assert "row 1: criterion_id is empty" in _one_line_error(load_verdict_table, csv, {})
+    assert "row 1 (line 2): criterion_id is empty" in _one_line_error(load_verdict_table, csv, {})
     _one_line_error(load_verdict_table, tmp_path / "missing.csv", {})
     _one_line_error(load_verdict_table, csv, {"score": "x"})
     _one_line_error(load_verdicts, "devai:")
@@ -337,3 +337,13 @@ def test_errors_are_one_line(tmp_path):
     assert "row 2: score 0.5" in _one_line_error(load_paperbench_grades, tmp_path / "pb")
     (paper / "expected_result.json").write_text("{not json")
     assert "unreadable JSON" in _one_line_error(load_paperbench_grades, tmp_path / "pb")
+
+
+@pytest.mark.parametrize("kind", ["devai", "paperbench"])
+def test_a_relative_benchmark_folder_that_fails_is_answered_with_one_that_works(tmp_path, monkeypatch, kind):
+    monkeypatch.chdir(tmp_path)  # outside the clone, where data/<kind> is no folder
+    msg = _one_line_error(load_verdicts, f"{kind}:data/{kind}")
+    fix = msg.split("; fix: ", 1)[1]
+    assert f"{kind}:data/{kind}" not in fix and "holds" in fix
+    works = fix.split("--verdicts ", 1)[1]
+    assert works == f"{kind}:{DATA / kind}" and load_verdicts(works).height > 0

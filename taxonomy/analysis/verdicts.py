@@ -5,8 +5,10 @@ that was judged, so a verifier's verdict is only ever compared with the referenc
 on the same criterion *and* the same rollout.
 
 Every problem is one line, `<file>: row <n>: <problem>; fix: <fix>`, raised as
-`VerdictError`. Rows count from 1 in file order (for JSON sources, in the order the
-requirements or rubric leaves appear); a problem of the whole file or folder names no row.
+`VerdictError`. Rows count from 1 in file order without the header, with the file line in a
+CSV, TSV or JSONL file (`row 2 (line 3)`), as the corpus loaders name them (for JSON sources,
+in the order the requirements or rubric leaves appear); a problem of the whole file or folder
+names no row.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from typing import Any, Iterator
 
 import polars as pl
 
+from taxonomy.corpus.config import data_row
 from taxonomy.corpus.jsonio import decode
-from taxonomy.corpus.tablefile import csv_problem
+from taxonomy.corpus.tablefile import csv_problem, record_lines
 
 try:  # the corpus module owns file reading once it exists; until then a tiny fallback
     from taxonomy.corpus import read_json as _read_json
@@ -48,8 +51,9 @@ class VerdictError(ValueError):
     """A verdict source that cannot be read, reported on one line ending in `fix: ...`."""
 
 
-def _err(where: Path | str, row: int | None, problem: str, fix: str) -> VerdictError:
-    return VerdictError(f"{where}: {'' if row is None else f'row {row}: '}{problem}; fix: {fix}")
+def _err(where: Path | str, row: int | str | None, problem: str, fix: str) -> VerdictError:
+    place = data_row(row) if isinstance(row, int) else row
+    return VerdictError(f"{where}: {'' if place is None else f'{place}: '}{problem}; fix: {fix}")
 
 
 def read_json(path: Path) -> Any:
@@ -81,7 +85,7 @@ def _stem(path: Path) -> str:
     return name[: -len(".json.gz")] if name.endswith(".json.gz") else path.stem
 
 
-def parse_verdict(value: Any, where: Path | str, row: int) -> bool:
+def parse_verdict(value: Any, where: Path | str, row: int | str) -> bool:
     """Map the usual spellings of met/unmet to a bool; anything else names its row."""
     if isinstance(value, bool):
         return value
@@ -114,7 +118,7 @@ def load_devai_judgments(root: Path) -> pl.DataFrame:
             root,
             None,
             "no such folder",
-            "pass the DevAI data folder, the one that holds judgment/ (e.g. devai:data/devai)",
+            _data_fix("devai", root, "judgment/ (one folder per judged agent)"),
         )
     systems = sorted(p for p in judgment.iterdir() if p.is_dir()) if judgment.is_dir() else []
     if not systems:
@@ -122,7 +126,7 @@ def load_devai_judgments(root: Path) -> pl.DataFrame:
             root,
             None,
             "no judgment folder with one subfolder per judged agent (e.g. judgment/OpenHands/)",
-            "pass the DevAI data folder, the one that holds judgment/ (e.g. devai:data/devai)",
+            _data_fix("devai", root, "judgment/ (one folder per judged agent)"),
         )
     rows: list[tuple[str, str, str, bool]] = []
     for system in systems:
@@ -199,6 +203,16 @@ def _warn_devai_drift(root: Path) -> None:
         )
 
 
+def _data_fix(kind: str, given: Path, holds: str) -> str:
+    """Where the benchmark's data is, said so that it works from any folder: the bundled copy's absolute path
+    when this package sits in a clone that has it (a relative path fails outside the clone)."""
+    bundled = Path(__file__).resolve().parents[2] / "data" / kind
+    what = f"pass the {'DevAI' if kind == 'devai' else 'PaperBench'} data folder, the one that holds {holds}"
+    if bundled.is_dir() and bundled.resolve() != given.resolve():
+        return f"{what}: the bundled copy is --verdicts {kind}:{bundled}"
+    return f"{what}, by its absolute path from any folder"
+
+
 # ---- PaperBench --------------------------------------------------------------------
 def load_paperbench_grades(root: Path) -> pl.DataFrame:
     """Human grades of one submission per paper (`judge_eval/<paper>/expected_result.json`).
@@ -212,7 +226,7 @@ def load_paperbench_grades(root: Path) -> pl.DataFrame:
             root,
             None,
             "no such folder",
-            "pass the PaperBench data folder, the one that holds judge_eval/ (e.g. paperbench:data/paperbench)",
+            _data_fix("paperbench", root, "judge_eval/ (one folder per paper)"),
         )
     papers = sorted(p for p in (root / "judge_eval").glob("*") if p.is_dir())
     if not papers:
@@ -220,7 +234,7 @@ def load_paperbench_grades(root: Path) -> pl.DataFrame:
             root,
             None,
             "no judge_eval folder with one subfolder per paper (e.g. judge_eval/rice/)",
-            "pass the PaperBench data folder, the one that holds judge_eval/ (e.g. paperbench:data/paperbench)",
+            _data_fix("paperbench", root, "judge_eval/ (one folder per paper)"),
         )
     rows: list[tuple[str, str, str, bool]] = []
     for paper in papers:
@@ -271,7 +285,11 @@ def load_verdict_table(
     unknown = set(columns) - set(COLUMNS)
     if unknown:
         raise _err(path, None, f"unknown column mapping key(s) {sorted(unknown)}", f"map only {', '.join(COLUMNS)}")
-    raw = _read_table(path)
+    raw, lines = _read_table(path)
+
+    def row(i: int) -> str:
+        return data_row(i + 1, lines[i] if lines else None)
+
     out = {}
     for name in COLUMNS:
         src = columns.get(name, name)
@@ -291,22 +309,23 @@ def load_verdict_table(
         cid, verifier, system = (out[k][i] for k in ("criterion_id", "verifier", "system"))
         for key, val in (("criterion_id", cid), ("verifier", verifier), ("system", system)):
             if val is None or str(val).strip() == "":
-                raise _err(path, i + 1, f"{key} is empty", f"fill in {key} or drop the row")
-        rows.append((str(cid), str(verifier), str(system), parse_verdict(out["verdict"][i], path, i + 1)))
+                raise _err(path, row(i), f"{key} is empty", f"fill in {key} or drop the row")
+        rows.append((str(cid), str(verifier), str(system), parse_verdict(out["verdict"][i], path, row(i))))
     frame = _frame(rows)
     dup = ~frame.select(pl.struct("criterion_id", "verifier", "system").is_first_distinct()).to_series()
     if dup.any():
         i = int(dup.arg_max())
         raise _err(
             path,
-            i + 1,
+            row(i),
             f"second verdict for {rows[i][0]} by {rows[i][1]} on {rows[i][2]}",
             "keep one verdict per criterion, verifier and system",
         )
     return frame
 
 
-def _read_table(path: Path) -> pl.DataFrame:
+def _read_table(path: Path) -> tuple[pl.DataFrame, list[int] | None]:
+    """The table and the file line of each row (None where the file has no lines: Parquet, a JSON list)."""
     if not path.is_file():
         raise _err(path, None, "no such file", "pass an existing .csv, .tsv, .jsonl, .json or .parquet file")
     name = path.name.lower()
@@ -314,15 +333,18 @@ def _read_table(path: Path) -> pl.DataFrame:
         raise _err(path, None, "unknown file type", "use .csv, .tsv, .jsonl, .json or .parquet")
     try:
         if name.endswith(".parquet"):
-            return pl.read_parquet(path)
+            return pl.read_parquet(path), None
         text = decode(path.read_bytes())  # UTF-8, or UTF-16/32 with a byte-order mark
         if name.endswith((".jsonl", ".ndjson")):
-            return pl.DataFrame(_json_lines(path, text), infer_schema_length=None)
+            numbered = _json_lines(path, text)
+            return pl.DataFrame([r for _, r in numbered], infer_schema_length=None), [n for n, _ in numbered]
         if name.endswith(".json"):
-            return pl.DataFrame(json.loads(text))
+            return pl.DataFrame(json.loads(text)), None
         separator = "\t" if name.endswith(".tsv") else ","
         try:  # strings throughout, so every verdict spelling is parsed alike
-            return pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema=False)
+            frame = pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema=False)
+            lines = record_lines(text, separator)
+            return frame, lines if len(lines) == frame.height else None
         except Exception:  # noqa: BLE001 - polars names no line: the csv module finds it
             problem = csv_problem(text, separator)
             if problem is None:
@@ -340,12 +362,12 @@ def _read_table(path: Path) -> pl.DataFrame:
         raise _err(path, None, f"unreadable table ({msg})", "check the file's format matches its extension") from None
 
 
-def _json_lines(path: Path, text: str) -> list[dict]:
+def _json_lines(path: Path, text: str) -> list[tuple[int, dict]]:
     rows = []
     for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                rows.append((number, json.loads(line)))
             except ValueError as exc:
                 raise _err(
                     path, None, f"line {number}: invalid JSON ({exc})", "make each line one complete JSON object"

@@ -34,7 +34,7 @@ class Where:
         return f"{rel}#{self.pointer}" if self.pointer else f"{rel}:{self.line or self.n}"
 
 
-def _record_lines(text: str, separator: str) -> list[int]:
+def record_lines(text: str, separator: str) -> list[int]:
     """The file line on which each data record of a CSV/TSV starts (quoted fields may span lines);
     empty when the csv module reads the file otherwise than polars did (rows are then numbered instead)."""
     reader = csv.reader(io.StringIO(text, newline=""), delimiter=separator)
@@ -90,7 +90,7 @@ def read_table(path: Path) -> tuple[pl.DataFrame, list[Where]]:
             separator = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
             text = read_text_file(path)
             frame = pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema_length=None)
-            lines = _record_lines(text, separator)
+            lines = record_lines(text, separator)
             if len(lines) == frame.height:
                 return frame, [Where(n, line) for n, line in enumerate(lines, start=1)]
         elif name.endswith(".parquet"):
