@@ -422,6 +422,12 @@ def run(
         "--dry-run",
         help="print what each stage would cost (`taxonomy estimate`) and stop; nothing is sent or written",
     ),
+    like: Optional[Path] = typer.Option(
+        None,
+        "--like",
+        help="an earlier run directory: capabilities that hold the same criteria (matched by text, as "
+        "`taxonomy diff` matches) keep its names, so a benchmark's v2 keeps v1's",
+    ),
 ) -> None:
     """All stages, resuming from what is on disk; ends with the taxonomy and report paths."""
     import resource
@@ -436,10 +442,18 @@ def run(
         _print_estimate(pipeline, provider, limit, batch)
         return
     start = time.perf_counter()
+    from taxonomy.like import check_like, keep_names
+
+    earlier = check_like(like) if like is not None else None  # a bad --like stops before anything runs
     s = _session(pipeline, provider, run_dir, quiet, limit, batch=batch)
     if accept_violations:
         _accept_violations(s)
     run_pipeline(s, force_from=force, on_stage=_print_stage)
+    if earlier is not None:
+        kept = keep_names(s, earlier)
+        out.print(kept.line(), markup=False, highlight=False)
+        for note in kept.notes:
+            console.print(f"  note: {note}", markup=False, highlight=False)
     _print_failures(s, LABELS)
     _print_failures(s, TAGS)
     _print_shares(primary_shares(s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA)))
