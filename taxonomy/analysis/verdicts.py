@@ -26,7 +26,7 @@ import polars as pl
 
 from taxonomy.corpus.config import data_row
 from taxonomy.corpus.jsonio import decode
-from taxonomy.corpus.tablefile import csv_problem, record_lines
+from taxonomy.corpus.tablefile import csv_problem, record_lines, sniff_separator
 
 try:  # the corpus module owns file reading once it exists; until then a tiny fallback
     from taxonomy.corpus import read_json as _read_json
@@ -340,7 +340,7 @@ def _read_table(path: Path) -> tuple[pl.DataFrame, list[int] | None]:
             return pl.DataFrame([r for _, r in numbered], infer_schema_length=None), [n for n, _ in numbered]
         if name.endswith(".json"):
             return pl.DataFrame(json.loads(text)), None
-        separator = "\t" if name.endswith(".tsv") else ","
+        separator = sniff_separator(text, "\t" if name.endswith(".tsv") else ",")
         try:  # strings throughout, so every verdict spelling is parsed alike
             frame = pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema=False)
             lines = record_lines(text, separator)

@@ -20,9 +20,21 @@ def existing_file(path: Path) -> Path | None:
     return twin if twin.is_file() else None
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+# What a binary file usually is, by its first bytes, and the way to a text file from it.
+BINARY_KINDS = (
+    (b"PK\x03\x04", "a ZIP archive (an .xlsx workbook is one)", "save the sheet as CSV (UTF-8), or unzip the archive"),
+    (b"PAR1", "a Parquet file", "name it .parquet"),
+    (b"%PDF", "a PDF document", "export its rubric as CSV or JSON lines"),
+    (b"\xd0\xcf\x11\xe0", "an old Office document (.xls)", "save the sheet as CSV (UTF-8)"),
+)
+
+
 def read_text_file(path: Path) -> str:
+    """The text of a corpus file: gzip recognised by its first bytes whatever the name, a binary file said to be
+    binary (no encoding makes it text), UTF-8 or UTF-16/32 with a byte-order mark."""
     data = path.read_bytes()
-    if path.name.endswith(".gz"):
+    if data.startswith(GZIP_MAGIC) or path.name.endswith(".gz"):
         try:
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
@@ -32,6 +44,7 @@ def read_text_file(path: Path) -> str:
                 f"not a readable gzip file ({exc})",
                 "re-compress it with gzip, or give the uncompressed file",
             ) from None
+    _refuse_binary(path, data)
     try:
         text = decode(data)
     except UnicodeDecodeError as exc:
@@ -59,6 +72,21 @@ def read_text_file(path: Path) -> str:
             "save it as UTF-8, or as UTF-16 with a byte-order mark (e.g. `iconv -f utf-16le -t utf-8`)",
         )
     return text
+
+
+def _refuse_binary(path: Path, data: bytes) -> None:
+    """CorpusError for a file that is no text in any encoding: a known binary format by its first bytes, or
+    control bytes that no text holds. UTF-16/32 text (with or without a byte-order mark) is left to decode."""
+    kind = next(((what, fix) for magic, what, fix in BINARY_KINDS if data.startswith(magic)), None)
+    head = data[:4096]
+    if kind is None and not any(data.startswith(bom) for bom, _ in _BOMS):
+        # ASCII as UTF-16/32 without a mark has a NUL in every second byte, which decode reports; binary anywhere.
+        utf16_ascii = not head[1::2].strip(b"\x00") or not head[0::2].strip(b"\x00")
+        controls = sum(b < 9 or 13 < b < 32 for b in head)
+        if controls > len(head) // 100 + 1 and not utf16_ascii:
+            kind = ("a binary file", "give a text file (CSV, TSV or JSON lines, UTF-8) or a .parquet file")
+    if kind is not None:
+        raise CorpusError(show_path(path), "-", f"{kind[0]}, not a text table", kind[1])
 
 
 # UTF-32's marks first: UTF-32-LE's begins with UTF-16-LE's.

@@ -18,6 +18,24 @@ LINE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".tsv.gz", ".jsonl", ".jsonl.gz", ".
 CORPUS_SUFFIXES = LINE_SUFFIXES + (".json", ".json.gz", ".parquet")
 
 
+SEPARATORS = ",;\t|"
+_SNIFFED_LINES = 20
+
+
+def sniff_separator(text: str, default: str) -> str:
+    """The field separator of a CSV/TSV: the suffix's own when its header holds it, else what csv.Sniffer finds
+    in the first lines among , ; tab | (a spreadsheet in a comma-decimal locale writes ';' into a .csv) when the
+    header holds that one. A one-column file keeps the default, whatever its criteria's punctuation."""
+    header = text.split("\n", 1)[0]
+    if default in header:
+        return default
+    try:
+        found = csv.Sniffer().sniff("\n".join(text.split("\n", _SNIFFED_LINES)[:_SNIFFED_LINES]), SEPARATORS)
+    except csv.Error:
+        return default
+    return found.delimiter if found.delimiter in header else default
+
+
 @dataclass(frozen=True)
 class Where:
     """Where a criterion row is: its 1-based data row, its file line in a text file, its pointer in a JSON list."""
@@ -87,8 +105,8 @@ def read_table(path: Path) -> tuple[pl.DataFrame, list[Where]]:
         return extras_frame(items), [Where(i + 1, pointer=f"/{i}") for i in range(len(items))]
     try:
         if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
-            separator = "\t" if name.endswith((".tsv", ".tsv.gz")) else ","
             text = read_text_file(path)
+            separator = sniff_separator(text, "\t" if name.endswith((".tsv", ".tsv.gz")) else ",")
             frame = pl.read_csv(io.BytesIO(text.encode()), separator=separator, infer_schema_length=None)
             lines = record_lines(text, separator)
             if len(lines) == frame.height:

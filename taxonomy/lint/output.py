@@ -63,8 +63,8 @@ def text(findings: list[Finding], summ: dict) -> str:
     hidden = summ["findings"] - summ.get("shown", summ["findings"])
     lines.append(
         f"{plural(summ['findings'], 'finding')} ({counted}) on "
-        f"{summ['criteria_flagged']} of {summ['criteria']} criteria "
-        f"in {summ['tasks']} tasks; by rule: {rules}"
+        f"{summ['criteria_flagged']} of {plural(summ['criteria'], 'criterion', 'criteria')} "
+        f"in {plural(summ['tasks'], 'task')}; by rule: {rules}"
         + (f"; {hidden} below --min-severity not listed" if hidden else "")
     )
     if "llm" in summ:
@@ -78,10 +78,11 @@ def _llm_line(llm: dict) -> str:
     if not llm.get("asked"):
         return f"LLM review: not run ({llm.get('why', 'no model')})"
     line = (
-        f"LLM review: {llm['asked']} tasks asked, {llm['kept']} findings "
+        f"LLM review: {plural(llm['asked'], 'task')} asked, {plural(llm['kept'], 'finding')} "
         f"kept, {llm['dropped']} dropped as invalid after re-asks"
     )
-    return line + (f", {llm['unanswered']} tasks without a valid answer" if llm.get("unanswered") else "")
+    unanswered = llm.get("unanswered")
+    return line + (f", {plural(unanswered, 'task')} without a valid answer" if unanswered else "")
 
 
 def as_json(findings: list[Finding], summ: dict) -> str:
