@@ -408,7 +408,7 @@ class StabilityConfig(Section):
     # The share of the criteria each resample draws (without replacement, as clusterboot's subsetting)...
     fraction: float = Field(0.8, gt=0, lt=1)
     # ...and at most this many, so a large corpus costs what a small one does.
-    max_criteria: int = Field(2_000, ge=10)
+    max_criteria: int = Field(1_000, ge=10)
 
 
 class OutputConfig(Section):

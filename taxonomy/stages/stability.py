@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from threadpoolctl import threadpool_limits
 
 from taxonomy.config import ClusterConfig, StabilityConfig
 from taxonomy.embed import l2_normalize
@@ -59,29 +60,31 @@ def tags_partition_hash(tags: pl.DataFrame) -> str:
 def _placeable(stage1: pl.DataFrame, tags: pl.DataFrame, labels: list[str], names: list[str]) -> pl.DataFrame:
     """Criteria with Stage 1 labels the run embedded and a primary tag among `names`: the ones a resample can
     place and compare. Columns criterion_id, labels (stripped, as Stage 2a strips them), ref (capability index)."""
-    known, index = set(labels), {n: i for i, n in enumerate(names)}
-    primary = tags.filter(pl.col("primary").is_not_null()).select("criterion_id", "primary")
-    rows = []
-    for cid, labs, prim in (
+    primary = tags.filter(pl.col("primary").is_in(names)).select(
+        pl.col("criterion_id").cast(pl.Utf8), ref=pl.col("primary").replace_strict(names, range(len(names)))
+    )
+    return (
         stage1.filter(pl.col("status") == "ok")
-        .select("criterion_id", "labels")
-        .join(primary, on="criterion_id")
-        .iter_rows()
-    ):
-        labs = [lab.strip() for lab in (labs or []) if lab and lab.strip()]
-        if labs and all(lab in known for lab in labs) and prim in index:
-            rows.append((str(cid), labs, index[prim]))
-    return pl.DataFrame(
-        rows, schema={"criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8), "ref": pl.Int64}, orient="row"
+        .select(
+            pl.col("criterion_id").cast(pl.Utf8),
+            pl.col("labels").list.eval(pl.element().str.strip_chars().filter(pl.element().str.len_chars() > 0)),
+        )
+        .filter(pl.col("labels").list.len() > 0, pl.col("labels").list.eval(pl.element().is_in(labels)).list.all())
+        .join(primary, on="criterion_id", maintain_order="left")
+        .with_columns(pl.col("ref").cast(pl.Int64))
     )
 
 
 def _criterion_vectors(units: pl.DataFrame, embedder: CachedEmbedder) -> np.ndarray:
-    """Row i: the unit mean of criterion i's label vectors."""
-    out = np.zeros((units.height, embedder.vectors.shape[1]), dtype=np.float64)
-    for i, labs in enumerate(units["labels"].to_list()):
-        out[i] = embedder.vectors[[embedder.row[lab] for lab in labs]].mean(axis=0)
-    return l2_normalize(out)
+    """Row i: the unit mean of criterion i's label vectors (a sparse product: no loop over the criteria)."""
+    from scipy.sparse import csr_matrix
+
+    lengths = units["labels"].list.len().to_numpy()
+    rows = np.repeat(np.arange(units.height), lengths)
+    cols = units["labels"].explode().replace_strict(embedder.row, return_dtype=pl.Int64).to_numpy()
+    weights = np.repeat(1.0 / lengths, lengths).astype(np.float32)
+    mean = csr_matrix((weights, (rows, cols)), shape=(units.height, len(embedder.row)))
+    return l2_normalize(mean @ embedder.vectors)
 
 
 def _one_resample(
@@ -93,20 +96,20 @@ def _one_resample(
     result = cluster_labels(sub.with_columns(status=pl.lit("ok")), embedder, cfg, scaled)
     micro = cluster_centroids(result.embeddings, result.clusters["cluster_id"].to_numpy())
     n_caps = int(units["ref"].max()) + 1
-    sums = np.zeros((n_caps, vectors.shape[1]), dtype=np.float64)
-    np.add.at(sums, ref, vectors[pick])
-    caps = l2_normalize(sums)
+    member = np.zeros((n_caps, len(pick)), dtype=np.float32)
+    member[ref, np.arange(len(pick))] = 1.0  # a product, not np.add.at: 20x faster on thousands of rows
+    caps = l2_normalize(member @ vectors[pick])
     scores = micro @ caps.T
     scores[:, ~caps.any(axis=1)] = -np.inf  # a capability with no criterion in this resample takes none
     to_cap = scores.argmax(axis=1)
-    dominant = dict(result.criterion_clusters.iter_rows())
-    return np.array([to_cap[dominant[cid]] for cid in sub["criterion_id"].to_list()], dtype=np.int64)
+    # Every picked criterion has labels, so Stage 2a gives each a row, in the order given.
+    assert result.criterion_clusters["criterion_id"].equals(sub["criterion_id"], check_names=False)
+    return to_cap[result.criterion_clusters["dominant_cluster"].to_numpy()]
 
 
 def _best_jaccard(ref: np.ndarray, got: np.ndarray, n_caps: int) -> np.ndarray:
     """Per capability: the Jaccard of its criteria with the resampled group it overlaps most (nan when absent)."""
-    counts = np.zeros((n_caps, n_caps), dtype=np.int64)
-    np.add.at(counts, (ref, got), 1)
+    counts = np.bincount(ref * n_caps + got, minlength=n_caps * n_caps).reshape(n_caps, n_caps)
     size_ref, size_got = counts.sum(axis=1), counts.sum(axis=0)
     jaccard = counts / np.maximum(size_ref[:, None] + size_got[None, :] - counts, 1)
     return np.where(size_ref > 0, jaccard.max(axis=1), np.nan)
@@ -135,7 +138,8 @@ def resample_stability(
     hits, drawn = np.zeros(units.height), np.zeros(units.height, dtype=np.int64)
     for _ in range(cfg.resamples):
         pick = np.sort(rng.choice(units.height, n_draw, replace=False))
-        got = _one_resample(units, vectors, pick, embedder, cluster_cfg, scaled)
+        with threadpool_limits(1):  # small products, many of them: BLAS threads would only wait on each other
+            got = _one_resample(units, vectors, pick, embedder, cluster_cfg, scaled)
         best = _best_jaccard(ref[pick], got, len(names))
         present = ~np.isnan(best)
         sums[present] += best[present]
