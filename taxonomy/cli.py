@@ -365,6 +365,9 @@ def tag(
     from taxonomy.pipeline import run_stage
 
     taxonomy = _frozen_taxonomy(taxonomy) if taxonomy is not None else None
+    if taxonomy is None and not _is_run(target):
+        _check_provider(provider)
+        _taxonomy_to_tag_against(target, provider, run_dir)
     s = _session(target, provider, run_dir, quiet, frozen=None if _is_run(target) else taxonomy, batch=batch)
     if distilled is not None:
         from taxonomy.distill import tag_with_distilled
@@ -376,6 +379,25 @@ def tag(
     _print_failures(s, TAGS)
     _print_shares(primary_shares(s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA)))
     out.print(f"Stage 3 tags: {s.run.path / TAGS}")
+
+
+def _taxonomy_to_tag_against(target: Path, provider: Optional[str], run_dir: Optional[Path]) -> None:
+    """A corpus is tagged against --taxonomy, or against the taxonomy its own run already holds; with neither,
+    stop before a run folder is made and name the option."""
+    from taxonomy.config import load_config
+    from taxonomy.llm.providers import resolve_provider_name
+    from taxonomy.pipeline_toml import config_for_corpus, detect
+    from taxonomy.run import RunError, default_run_dir
+
+    if run_dir is None:
+        cfg = load_config(target) if target.suffix.lower() == ".toml" else config_for_corpus(detect(target))[0]
+        run_dir = default_run_dir(cfg, resolve_provider_name(provider or cfg.llm.provider), cfg.llm.model)
+    if not (run_dir / TAXONOMY).exists():
+        raise RunError(
+            f"{target}: no taxonomy to tag it against (--taxonomy not given, and no run of it has one); "
+            f"fix: pass --taxonomy RUN_DIR (a finished run's folder, or its taxonomy.json), "
+            f"or build one first with `taxonomy run {target}`"
+        )
 
 
 def _print_shares(shares) -> None:

@@ -224,3 +224,13 @@ def test_rename_rewrites_the_old_name_in_the_description_and_split_keeps_it(tmp_
     assert new in split and len(split) == len(after) + 1
     tags = pl.read_parquet(run / "stage3_tags.parquet")
     assert tags.filter(pl.col("primary") == new).height > 0
+
+
+@pytest.mark.parametrize("name", ["c.csv", "p.toml"])
+def test_tag_without_a_taxonomy_names_the_option_and_makes_no_folder(here, name):
+    devai_rows(30).write_csv(here / "c.csv")
+    (here / "p.toml").write_text('name = "p"\n[corpus]\npath = "c.csv"\n[corpus.columns]\ntext = "criterion"\n')
+    before = sorted(p.name for p in here.iterdir())
+    error = refused("tag", name)
+    assert "--taxonomy" in error.split("fix: ")[1] and f"taxonomy run {name}" in error
+    assert sorted(p.name for p in here.iterdir()) == before
