@@ -186,8 +186,7 @@ def _session(
     )
     console.print(s.notice(), highlight=False)
     if found is not None:
-        # Against a frozen taxonomy nothing is merged, so the merge bounds' note says nothing to act on.
-        _write_pipeline_toml(s, found, None if frozen is not None else n)
+        _write_pipeline_toml(s, found)
     return s
 
 
@@ -196,7 +195,7 @@ def _frozen_taxonomy(path: Path) -> Path:
     return path / TAXONOMY if path.is_dir() else path
 
 
-def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
+def _write_pipeline_toml(s, found) -> None:
     """A run over a bare corpus keeps the TOML it used, to repeat or tune the run (`taxonomy run RUN/pipeline.toml`)."""
     from taxonomy.pipeline_toml import render
 
@@ -204,17 +203,14 @@ def _write_pipeline_toml(s, found, n: Optional[int]) -> None:
     cfg = s.cfg.model_copy(deep=True)
     cfg.corpus.limit = None  # --limit is a flag of one command, not part of the pipeline
     from taxonomy.corpus.config import show_path
-    from taxonomy.pipeline_toml import small_corpus_note
 
-    s.run.write_text(PIPELINE_TOML, render(cfg, found, path, n, pin_output=True))
+    s.run.write_text(PIPELINE_TOML, render(cfg, found, path, pin_output=True))
     shown = show_path(path)
     console.print(
         f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)",
         markup=False,
         highlight=False,
     )
-    if small_corpus_note(n):
-        console.print(small_corpus_note(n), markup=False, highlight=False)
 
 
 def _print_stage(stage: str, info: dict) -> None:

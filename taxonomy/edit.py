@@ -446,6 +446,7 @@ def backup(run_dir: Path, taxonomy_hash: str) -> Path:
 
 def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> EditResult:
     """Edit the taxonomy of the session's run and propagate it. `s` is a pipeline Session."""
+    from taxonomy.merge.bounds import recorded_bounds
     from taxonomy.pipeline import micro_centroids
     from taxonomy.run import taxonomy_in_use
     from taxonomy.taxonomy_io import load_taxonomy
@@ -457,11 +458,12 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     tags = run.read_parquet(TAGS, "tag")
     micro = [MicroCapability.model_validate(m) for m in run.read_json(MICRO)] if run.has(MICRO) else []
     centroids = micro_centroids(run, micro) if micro and run.has(LABEL_EMBEDDINGS) else None
-    before = constraint_violations(old, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
+    bounds = recorded_bounds(run.manifest, s.cfg.merge)
+    before = constraint_violations(old, micro, centroids, bounds, s.cfg.labels) if micro else []
     new, new_tags, retagged, notes = _changed(s, op, args, old, tags, micro, centroids)
     if op in ("merge", "split"):
         _shares_from_tags(new, new_tags)
-    after = constraint_violations(new, micro, centroids, s.cfg.merge, s.cfg.labels) if micro else []
+    after = constraint_violations(new, micro, centroids, bounds, s.cfg.labels) if micro else []
     if not micro:
         notes.append("merge constraints not checked: this run has no micro_capabilities.json")
     introduced = [v for v in after if v not in before]

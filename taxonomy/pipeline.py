@@ -18,11 +18,12 @@ import numpy as np
 import polars as pl
 
 from taxonomy.backend import Backend, choose_backend
-from taxonomy.config import PipelineConfig
+from taxonomy.config import MergeConfig, PipelineConfig
 from taxonomy.corpus import load_corpus
 from taxonomy.embed.choose import choose_embedder
 from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import resolve_provider_name
+from taxonomy.merge.bounds import BOUND_KEYS, corpus_bounds
 from taxonomy.prompts import template_hash
 from taxonomy.provenance import STAGE_INPUTS, fingerprint, why_stale
 from taxonomy.run import (
@@ -61,10 +62,11 @@ class Session:
     # True when the config came from a pipeline TOML: the corpus is re-read and re-hashed once per
     # session, so a grown or edited corpus is noticed. A session over a run directory uses its snapshot.
     from_source: bool = True
-    # Why this corpus's merge bounds are not the configured ones (merge/bounds.py), said once by the merge stage.
+    # The merge bounds as configured, before the corpus narrowed them (merge/bounds.py), and why it did: said
+    # once, by the merge stage.
+    configured_merge: MergeConfig | None = None
     bounds_note: str | None = None
     _corpus_checked: bool = field(default=False, repr=False)
-    _bounded: bool = field(default=False, repr=False)
 
     @property
     def runner(self):
@@ -178,7 +180,7 @@ def ensure_criteria(s: Session) -> pl.DataFrame:
             s.run.save_manifest()
         s._corpus_checked = True
     criteria = s.run.read_parquet(CRITERIA, "discover")
-    if not s._bounded:
+    if s.configured_merge is None:
         _bound_merge(s, criteria)
     return criteria
 
@@ -187,12 +189,22 @@ def _bound_merge(s: Session, criteria: pl.DataFrame) -> None:
     """The merge bounds the corpus's distinct criteria can meet, set once a session has its corpus (before any
     fingerprint is taken) and recorded as the run's merge settings: both backends merge under them, and the
     tagger, `edit` and the report read the same ones."""
-    from taxonomy.merge.bounds import corpus_bounds
-
+    s.configured_merge = s.cfg.merge
     s.cfg.merge, s.bounds_note = corpus_bounds(s.cfg.merge, criteria["text"].to_list())
     if "settings" in s.run.manifest:
         s.run.manifest["settings"]["merge"] = json.loads(s.cfg.merge.model_dump_json())
-    s._bounded = True
+
+
+def _merge_config(s: Session, micro: list[MicroCapability]) -> tuple[PipelineConfig, str | None]:
+    """The session's config, its merge bounds narrowed where Stage 2 found fewer kinds of check than the corpus
+    has distinct criteria (the stage records them; `recorded_bounds` reads them back), and the merge's note."""
+    texts = ensure_criteria(s)["text"].to_list()
+    bounds, note = corpus_bounds(s.configured_merge or s.cfg.merge, texts, [m.n_criteria for m in micro])
+    if all(getattr(bounds, k) == getattr(s.cfg.merge, k) for k in BOUND_KEYS):
+        return s.cfg, s.bounds_note
+    return s.cfg.model_copy(
+        update={"merge": bounds.model_copy(update={"accept_violations": s.cfg.merge.accept_violations})}
+    ), note
 
 
 def stage_usage(s: Session, stage: str) -> dict[str, Any]:
@@ -303,8 +315,9 @@ def step_merge(s: Session) -> dict[str, Any]:
 
     micro = _micro(s)
     centroids, co_micro = micro_centroids(s.run, micro), micro_co_labels(s.run, micro)
+    cfg, note = _merge_config(s, micro)
     taxonomy = s.engine.merge(
-        micro, centroids, s.cfg, s.cfg.name, co_micro, ensure_criteria(s), s.run.read_parquet(LABELS, "discover")
+        micro, centroids, cfg, s.cfg.name, co_micro, ensure_criteria(s), s.run.read_parquet(LABELS, "discover")
     )
     if taxonomy.violations and not s.cfg.merge.accept_violations:
         # Kept for inspection under a name no later stage reads; the stage fails.
@@ -320,7 +333,8 @@ def step_merge(s: Session) -> dict[str, Any]:
         "content_hash": taxonomy.content_hash,
         "repairs": taxonomy.repairs,
         "violations": taxonomy.violations,
-        "notes": [s.bounds_note] if s.bounds_note else [],
+        "notes": [note] if note else [],
+        **({"bounds": cfg.merge.model_dump(include=set(BOUND_KEYS))} if cfg is not s.cfg else {}),
     }
 
 

@@ -7,7 +7,6 @@ from the config models themselves, so the file is the one place that shows every
 from __future__ import annotations
 
 import json
-import math
 import os
 import tomllib
 from pathlib import Path
@@ -18,45 +17,7 @@ from pydantic import BaseModel
 from taxonomy.config import ConfigError, MergeConfig, PipelineConfig
 from taxonomy.corpus.config import ColumnMap, corpus_stem
 from taxonomy.corpus.detect import Detected, detect
-
-# The [merge] keys pipeline.toml writes out for a corpus too small for the paper's bounds (8-10 capabilities of
-# 2-40% each): `small_merge` gives their values.
-SMALL_MERGE = ("min_caps", "max_caps", "min_share", "max_share")
-
-
-def feasible(n: int, merge: MergeConfig) -> bool:
-    """Whether n criteria can make min_caps..max_caps capabilities, each holding its bounded share."""
-    lo = max(1, math.ceil(merge.min_share * n - 1e-9))
-    hi = math.floor(merge.max_share * n + 1e-9)
-    return any(k <= n and k * lo <= n <= k * hi for k in range(merge.min_caps, merge.max_caps + 1))
-
-
-def small_merge(n: int, merge: MergeConfig | None = None) -> tuple[dict | None, str | None]:
-    """(bounds, why) for a corpus whose n criteria cannot meet the merge bounds; (None, None) when they can.
-    The bounds are the nearest that can be met: as many capabilities as there are criteria, up to max_caps,
-    and a largest share that many can hold."""
-    merge = merge or MergeConfig()
-    if n < 1 or feasible(n, merge):
-        return None, None
-    caps = max(1, min(merge.max_caps, n))
-    bounds = {
-        "min_caps": min(merge.min_caps, caps),
-        "max_caps": merge.max_caps,
-        "min_share": 0.0,
-        "max_share": max(merge.max_share, math.ceil(n / caps) / n),
-    }
-    why = (
-        f"{n} {'criterion' if n == 1 else 'criteria'} cannot make {merge.min_caps}-{merge.max_caps} capabilities of "
-        f"{merge.min_share:.0%}-{merge.max_share:.0%} each (each capability needs at least one criterion), so this "
-        f"run allows {bounds['min_caps']}-{bounds['max_caps']} capabilities of up to {bounds['max_share']:.0%}"
-    )
-    return bounds, why
-
-
-def small_corpus_note(n: int | None) -> str | None:
-    """The one line a run over a corpus too small for the merge bounds prints, saying why."""
-    why = small_merge(n)[1] if n is not None else None
-    return f"note: {why}" if why else None
+from taxonomy.merge.bounds import BOUND_KEYS
 
 
 def pipeline_name(corpus: Path) -> str:
@@ -64,17 +25,15 @@ def pipeline_name(corpus: Path) -> str:
     return corpus_stem(corpus)
 
 
-def corpus_config(found: Detected, n_criteria: int | None = None) -> PipelineConfig:
-    """The config a run over a bare corpus uses (paths absolute, so it does not depend on the TOML's place)."""
+def corpus_config(found: Detected) -> PipelineConfig:
+    """The config a run over a bare corpus uses (paths absolute, so it does not depend on the TOML's place). Its
+    merge bounds are set when a session reads the corpus (pipeline.py), from the criteria it holds then."""
     raw: dict[str, Any] = {
         "name": pipeline_name(found.path),
         "corpus": {"path": str(found.path.resolve()), "format": found.format},
     }
     if found.format == "table":
         raw["corpus"]["columns"] = found.columns.model_dump()
-    bounds = small_merge(n_criteria)[0] if n_criteria is not None else None
-    if bounds:
-        raw["merge"] = bounds
     return PipelineConfig.model_validate(raw)
 
 
@@ -116,9 +75,7 @@ def _relative(path: str, folder: Path) -> str:
         return str(path)
 
 
-def render(
-    cfg: PipelineConfig, found: Detected, toml_path: Path, n_criteria: int | None = None, pin_output: bool = False
-) -> str:
+def render(cfg: PipelineConfig, found: Detected, toml_path: Path, pin_output: bool = False) -> str:
     """The TOML text for `cfg`; the corpus path is relative to the TOML's folder when the file lies under it.
     `pin_output`: write [output] dir, so the TOML resumes the same run from any folder (a run's own copy)."""
     folder = toml_path.parent.resolve()
@@ -140,15 +97,10 @@ def render(
             else:
                 lines.append(f"# {key} = {_value(getattr(ColumnMap(), key))}   (no such column found)")
     skip = {"name", "corpus", "base_dir"}
-    if cfg.merge.model_dump() != type(cfg.merge)().model_dump():
-        skip.add("merge")
-        lines += [
-            "",
-            "[merge]",
-            f"# {small_merge(n_criteria or 0)[1] or 'bounds set for this corpus'}.",
-            "# Delete them once the corpus can meet the defaults.",
-            *(f"{k} = {_value(getattr(cfg.merge, k))}" for k in SMALL_MERGE),
-        ]
+    # The configured bounds, not those this corpus took: a run sets them again from the criteria it reads
+    # (merge/bounds.py), so a grown corpus gets the defaults back.
+    default = MergeConfig()
+    cfg = cfg.model_copy(update={"merge": cfg.merge.model_copy(update={k: getattr(default, k) for k in BOUND_KEYS})})
     skip.add("output")
     if pin_output:
         lines += ["", "[output]", f"dir = {_value(_relative(cfg.output.dir, folder))}"]
@@ -163,12 +115,11 @@ def render(
 
 
 def config_for_corpus(found: Detected) -> tuple[PipelineConfig, int]:
-    """A bare corpus's config and its number of criteria, loaded once (bad input stops here): a small
-    corpus gets the relaxed merge bounds."""
+    """A bare corpus's config and its number of criteria, loaded once (bad input stops here)."""
     from taxonomy.corpus import load_corpus
 
-    n = load_corpus(corpus_config(found).corpus, Path.cwd()).frame.height
-    return corpus_config(found, n), n
+    cfg = corpus_config(found)
+    return cfg, load_corpus(cfg.corpus, Path.cwd()).frame.height
 
 
 def init_pipeline(corpus: Path, toml_path: Path | None = None, force: bool = False) -> tuple[Path, Detected, int]:
@@ -178,5 +129,5 @@ def init_pipeline(corpus: Path, toml_path: Path | None = None, force: bool = Fal
     if toml_path.exists() and not force:
         raise ConfigError(f"{toml_path}: already exists; fix: pass --out OTHER.toml, or --force to replace it")
     cfg, n = config_for_corpus(found)
-    toml_path.write_text(render(cfg, found, toml_path, n), encoding="utf-8")
+    toml_path.write_text(render(cfg, found, toml_path), encoding="utf-8")
     return toml_path, found, n

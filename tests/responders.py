@@ -212,7 +212,9 @@ def tagging(prompt: str) -> dict:
     items = []
     for i, text in criteria(prompt):
         first = _stable(text) % len(names)
-        items.append({"criterion_idx": i, "capabilities": [names[first], names[(first + 1) % len(names)]]})
+        items.append(
+            {"criterion_idx": i, "capabilities": list(dict.fromkeys([names[first], names[(first + 1) % len(names)]]))}
+        )
     return {"items": items}
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from taxonomy.config import AuditConfig, MergeConfig
+from taxonomy.merge.bounds import recorded_bounds
 from taxonomy.schemas import Taxonomy
 
 N_CENTRAL = 5
@@ -271,7 +272,7 @@ def constraint_status(
     """The merge constraints checked against this taxonomy, plus what the run itself recorded
     (repairs, and violations where the merge stage writes them)."""
     settings = (manifest.get("settings") or {}).get("merge") or {}
-    cfg = MergeConfig.model_validate(settings) if settings else MergeConfig()
+    cfg = recorded_bounds(manifest, MergeConfig.model_validate(settings) if settings else MergeConfig())
     n = len(taxonomy.capabilities)
     checks = [
         {

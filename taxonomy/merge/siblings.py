@@ -70,15 +70,15 @@ def non_example_problems(
     names: Sequence[str], non_examples: Sequence[Sequence[str]], siblings: list[list[int]]
 ) -> list[str]:
     """Every capability carries 1-3 non-examples; each names one other capability in backticks and
-    says where the boundary lies; at least one names a sibling from `choose_siblings`."""
+    says where the boundary lies; at least one names a sibling from `choose_siblings`. The one capability
+    of a one-capability taxonomy has no sibling, so it needs no boundary (and can name none)."""
     out = []
+    least = MIN_NON_EXAMPLES if len(names) > 1 else 0
     for i, (name, items) in enumerate(zip(names, non_examples)):
         near = [names[j] for j in siblings[i]] if i < len(siblings) else []
         hint = f'e.g. "if <what the criterion is about>, prefer `{near[0]}`"' if near else ""
-        if not MIN_NON_EXAMPLES <= len(items) <= MAX_NON_EXAMPLES:
+        if not least <= len(items) <= MAX_NON_EXAMPLES:
             where = f" (nearest siblings: {', '.join(f'`{s}`' for s in near)}), {hint}" if near else ""
-            if len(names) < 2:  # one capability has no sibling to draw a boundary against
-                where = "; the taxonomy has one capability, so there is no sibling to name"
             out.append(
                 f"`{name}` has {len(items)} non_examples; give "
                 f"{MIN_NON_EXAMPLES}-{MAX_NON_EXAMPLES}, each naming a sibling "

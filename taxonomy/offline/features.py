@@ -85,7 +85,10 @@ class CriterionSpace:
         s_spread, s_in_tasks, s_occurrences = _spread(xs, task_index, n_tasks)
         weight = (np.log((n + 1) / (s_occurrences + 1)) + 1.0) * s_spread
         if n_tasks > 2:
-            weight *= s_in_tasks >= 2  # a token of one task only says nothing about kinds of check
+            # A token of one task only says nothing about kinds of check, unless it is all that tells a criterion
+            # apart from the others: without it, a small mixed rubric's criteria would read as one.
+            shared = (s_in_tasks >= 2) & (weight > 0)
+            weight *= shared | (np.asarray(xs[_blurred(xs, shared)].sum(axis=0)).ravel() > 0)
         used = np.flatnonzero(weight > 0)
         # No token shared by two tasks (or none at all): nothing tells kinds apart, so every vector is zero.
         words = (
@@ -110,6 +113,20 @@ class CriterionSpace:
             weight[used].astype(np.float32),
             basis.astype(np.float32),
         )
+
+
+def _blurred(xs: sp.csr_matrix, kept: np.ndarray) -> np.ndarray:
+    """The criteria (rows) whose `kept` columns are the same as those of a criterion with other columns: with
+    only those, nothing tells them apart (none kept at all is the commonest case)."""
+    seen: dict[bytes, bytes] = {}
+    rows = []
+    cut = xs[:, kept].tocsr()
+    for i in range(xs.shape[0]):
+        own = np.sort(xs.indices[xs.indptr[i] : xs.indptr[i + 1]]).tobytes()
+        key = np.sort(cut.indices[cut.indptr[i] : cut.indptr[i + 1]]).tobytes()
+        rows.append((key, own))
+        seen[key] = own if seen.get(key, own) == own else b"*"
+    return np.array([i for i, (key, own) in enumerate(rows) if seen[key] == b"*" or not key], dtype=np.int64)
 
 
 def features(text: str, predicate_words: int) -> list[str]:

@@ -12,6 +12,7 @@ two labels are paraphrases. Scripts without Latin letters get a stable letter co
 from __future__ import annotations
 
 import re
+from collections import Counter
 
 import numpy as np
 import polars as pl
@@ -22,7 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from taxonomy.config import LabelRules, OfflineConfig
 from taxonomy.offline.features import CriterionSpace
-from taxonomy.text import function_words, is_spaceless
+from taxonomy.text import function_words, is_spaceless, normalized, words
 from taxonomy.validate import label_gist, label_problems
 
 __all__ = ["discover_offline", "cut", "label_vectors"]
@@ -161,15 +162,18 @@ def _fit_label(words: list[str], rules: LabelRules) -> str | None:
     return None if label_problems(label, rules) else label
 
 
-def _distinct_labels(names: dict[int, list[str]], rules: LabelRules) -> dict[int, str]:
+def _distinct_labels(
+    names: dict[int, list[str]], rules: LabelRules, own: dict[int, list[str]] | None = None
+) -> dict[int, str]:
     """One label per kind from its first words; a kind whose label would be a paraphrase of an
-    earlier one takes its next ranked word instead."""
+    earlier one takes its next ranked word instead, then a word of its own criteria (`own`), so that two
+    kinds get one label only when nothing tells their words apart."""
     out: dict[int, str] = {}
     taken: set = set()
     for k in sorted(names):
         words = names[k]
         head = words[:NAME_WORDS]
-        spare = words[NAME_WORDS:]
+        spare = words[NAME_WORDS:] + [w for w in (own or {}).get(k, []) if w not in words]
         candidates = [head] + [head[:-1] + [w] for w in spare] + [head + [w] for w in spare]
         labels = [label for label in (_fit_label(c, rules) for c in candidates) if label]
         label = next((lab for lab in labels if label_gist(lab, rules) not in taken), None)
@@ -202,16 +206,32 @@ def _rationale(text: str, rules: LabelRules) -> str:
     return f'{rules.rationale_prefix} establish from the evidence that "{quote.rstrip(" ,;:.")}" holds.'
 
 
+def _own_words(kinds: np.ndarray, texts: list[str], banned: set[str]) -> dict[int, list[str]]:
+    """Per kind, the words of its criteria as a label spells them, commonest first."""
+    counts: dict[int, Counter] = {}
+    for k, text in zip(kinds.tolist(), texts):
+        spelt = (ascii_word(w) for w in words(text) if w not in banned)
+        counts.setdefault(k, Counter()).update(a for a in spelt if len(a) >= 3 and a not in banned)
+    return {k: [w for w, _ in c.most_common()] for k, c in counts.items()}
+
+
+def _one_kind_per_text(kinds: np.ndarray, texts: list[str]) -> np.ndarray:
+    """Criteria worded alike are one check, so each takes the kind of the first one so worded (the tree can part
+    them: a criterion's vector is taken relative to its task's)."""
+    first: dict[str, int] = {}
+    return kinds[[first.setdefault(normalized(t), i) for i, t in enumerate(texts)]]
+
+
 def discover_offline(frame: pl.DataFrame, rules: LabelRules, opts: OfflineConfig | None = None) -> pl.DataFrame:
     """Stage-1 table (criterion_id, labels, rationale) for every row of a criterion frame."""
     opts = opts or OfflineConfig()
     texts = [t or "" for t in frame["text"].to_list()]
     space = CriterionSpace.fit(texts, frame["task_id"].cast(pl.Utf8).to_list(), opts)
-    kinds = cut(space, opts.fine_kinds, opts)
+    kinds = _one_kind_per_text(cut(space, opts.fine_kinds, opts), texts)
     banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | function_words(texts)
     label_of = _distinct_labels(kind_words(space, kinds, banned, loose=False), rules)
     if len(set(label_of.values())) < NAMED_KINDS:  # a small corpus: few words spread over enough tasks
-        label_of = _distinct_labels(kind_words(space, kinds, banned), rules)
+        label_of = _distinct_labels(kind_words(space, kinds, banned), rules, _own_words(kinds, texts, banned))
     kinds = _nearest_named(kinds, space.vectors, label_of)
     label_of = label_of or {int(k): _fit_label(["stated", "figures"], rules) for k in np.unique(kinds)}
     return pl.DataFrame(
