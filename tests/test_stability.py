@@ -127,3 +127,25 @@ def test_a_taxonomy_json_without_figures_loads_with_the_same_hash(tmp_path, offl
     (tmp_path / "old.json").write_text(json.dumps(raw))
     old = load_taxonomy(tmp_path / "old.json")
     assert old.stability is None and old.content_hash == with_figures
+
+
+def test_report_shows_the_figures_and_the_least_sure_criteria_in_chromium(tmp_path, offline_env):
+    from tests.chromium import Browser, find_chromium
+
+    run = offline_devai_run(tmp_path, ("report",))
+    html = (run / "report.html").read_text()
+    figures = _figures(run)
+    assert html.count('class="num stability') == len(figures)
+    if find_chromium() is None:
+        pytest.skip("Chromium not installed (apt-get install chromium); the browser check needs it")
+    with Browser(tmp_path / "profile", width=1280, height=900) as b:
+        b.send("Runtime.enable")
+        b.open((run / "report.html").resolve().as_uri())
+        cells = b.eval(
+            "Array.from(document.querySelectorAll('td.stability')).map(t => [parseFloat(t.textContent),"
+            " getComputedStyle(t).display])"
+        )
+        assert sorted(v for v, _ in cells) == sorted(round(v, 2) for v in figures.values() if v is not None)
+        assert {d for _, d in cells} == {"table-cell"}
+        note = b.eval("document.getElementById('stability-note').textContent")
+        assert "how sure the run is" in note and "criteria stayed in their primary capability" in note

@@ -30,7 +30,18 @@ from matplotlib.figure import Figure
 from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.guidance.principles import WORD
-from taxonomy.run import CLUSTERS, CRITERIA, LABELS, LABEL_EMBEDDINGS, MANIFEST, MICRO, REPORT, TAGS, TAXONOMY
+from taxonomy.run import (
+    CLUSTERS,
+    CRITERIA,
+    LABELS,
+    LABEL_EMBEDDINGS,
+    MANIFEST,
+    MICRO,
+    REPORT,
+    STABILITY,
+    TAGS,
+    TAXONOMY,
+)
 from taxonomy.schemas import STATED, Taxonomy
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
@@ -83,7 +94,7 @@ def build_context(run_dir: Path) -> dict[str, Any]:
     return {
         "header": _header(manifest, taxonomy, criteria),
         "taxonomy_rows": _taxonomy_rows(taxonomy, joined),
-        "stability": _stability(taxonomy, tags),
+        "stability": _stability(taxonomy, tags, _read_parquet(run_dir / STABILITY), criteria),
         "has_stage3": joined is not None,
         "shares_svg": _shares_chart(taxonomy, joined),
         "examples": rc.capability_examples(table, fit, names) if tags is not None else None,
@@ -176,9 +187,12 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
     ]
 
 
-def _stability(taxonomy: Taxonomy, tags: pl.DataFrame | None) -> dict[str, Any] | None:
-    """Each capability's stability figure and the note that says how to read it; None unless they were computed
-    for this taxonomy's membership and these tags (a figure of another taxonomy is never shown as this one's)."""
+def _stability(
+    taxonomy: Taxonomy, tags: pl.DataFrame | None, agreement: pl.DataFrame | None, criteria: pl.DataFrame
+) -> dict[str, Any] | None:
+    """Each capability's stability figure, the note that says how to read it, and the criteria least sure of their
+    primary tag; None unless the figures were computed for this taxonomy's membership and these tags (a figure of
+    another taxonomy is never shown as this one's)."""
     from taxonomy.stages.stability import tags_partition_hash
     from taxonomy.taxonomy_io import stability_note
 
@@ -186,7 +200,17 @@ def _stability(taxonomy: Taxonomy, tags: pl.DataFrame | None) -> dict[str, Any] 
     if figures is None or tags is None or taxonomy.stability.tags != tags_partition_hash(tags):
         return None
     words = {n: _stability_word(v) for n, v in figures.items()}
-    return {"note": stability_note(taxonomy), "figures": figures, "words": words}
+    out = {"note": stability_note(taxonomy), "figures": figures, "words": words, "unsure": [], "n_unsure": 0}
+    if agreement is not None:
+        placed = agreement.filter(pl.col("agreement").is_not_null())
+        unsure = (
+            placed.filter(pl.col("agreement") < 0.5)
+            .join(tags.select("criterion_id", "primary"), on="criterion_id")
+            .join(criteria.select("criterion_id", "task_id", "text"), on="criterion_id")
+            .sort("agreement", "criterion_id")
+        )
+        out.update(n_placed=placed.height, n_unsure=unsure.height, unsure=unsure.head(10).to_dicts())
+    return out
 
 
 def _stability_word(value: float | None) -> str:
