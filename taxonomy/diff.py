@@ -69,9 +69,18 @@ class TaxonomyDiff:
     moved: pl.DataFrame  # criterion_id, task_id, text, from, to, expected
     notes: list[str] = field(default_factory=list)
 
+    def verdict(self, m: Match) -> str:
+        """A pair's verdict: a capability of A that was split, or one of B that gathered several, is that first
+        (its partner is only its largest piece), else what the overlap and the names say."""
+        if m.a in self.splits:
+            return "split"
+        if m.b in self.merges:
+            return "merge"
+        return m.kind
+
     @property
     def renamed(self) -> list[Match]:
-        return [m for m in self.matches if m.kind == "renamed"]
+        return [m for m in self.matches if self.verdict(m) == "renamed"]
 
     @property
     def moved_share(self) -> float:
@@ -115,7 +124,7 @@ class TaxonomyDiff:
             "|---|---|---:|---:|---:|---:|---|",
         ]
         lines += [
-            f"| `{m.a}` | `{m.b}` | {m.n_a:,} | {m.n_b:,} | {m.overlap:,} | {m.jaccard:.2f} | {m.kind} |"
+            f"| `{m.a}` | `{m.b}` | {m.n_a:,} | {m.n_b:,} | {m.overlap:,} | {m.jaccard:.2f} | {self.verdict(m)} |"
             for m in self.matches
         ]
         lines += ["", "## Renamed", ""]
@@ -233,12 +242,17 @@ def _crosstab(shared: pl.DataFrame, names_a: list[str], names_b: list[str]) -> n
 
 
 def _spread(counts: np.ndarray, rows: list[str], columns: list[str]) -> dict[str, list[tuple[str, float]]]:
-    """The rows whose criteria spread over two or more columns, each holding at least PART of them, most first:
-    the splits of A (rows A, columns B) or, transposed, the merges into B."""
-    size = counts.sum(axis=1)
+    """The rows whose criteria spread over two or more columns, most first: the splits of A (rows A, columns B)
+    or, transposed, the merges into B. A column is a part when it holds at least PART of the row's criteria, or
+    when the row gave it most of its own (SAME): a small piece cut off a capability is still a split of it."""
+    size, whole = counts.sum(axis=1), counts.sum(axis=0)
     spread = {}
     for i, name in enumerate(rows):
-        parts = [(columns[j], counts[i, j] / size[i]) for j in np.argsort(-counts[i]) if counts[i, j] / size[i] >= PART]
+        parts = [
+            (columns[j], counts[i, j] / size[i])
+            for j in np.argsort(-counts[i], kind="stable")
+            if counts[i, j] and (counts[i, j] / size[i] >= PART or counts[i, j] / whole[j] >= SAME)
+        ]
         if len(parts) >= 2:
             spread[name] = [(n, float(s)) for n, s in parts]
     return spread

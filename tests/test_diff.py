@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from taxonomy.diff import diff_runs
+from taxonomy.diff import Side, diff_runs, diff_sides
 from tests import run_fixture
-from tests.conftest import invoke
+from tests.conftest import ROOT, invoke
 from tests.test_report import Page
 
 FILE, CODE, NUMERIC, LOG = list(run_fixture.CAPS)
@@ -112,3 +112,36 @@ def test_diff_refuses_tags_made_with_another_taxonomy(runs):
     (b / "manifest.json").write_text(json.dumps(manifest))
     result = invoke("diff", a, b, ok=False)
     assert result.exit_code == 2 and "re-tag" in result.output
+
+
+def test_an_edit_split_reads_as_a_split_not_a_rename(offline_env, tmp_path):
+    """After `edit … split`, diff listed the split capability as renamed to its larger piece."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    invoke("run", ROOT / "tests" / "fixtures" / "scripts" / "support_en_120.csv", "--run-dir", a, "-q", "--no-report")
+    shutil.copytree(a, b)
+    largest = max(json.loads((a / "taxonomy.json").read_text())["capabilities"], key=lambda c: c["share"])["name"]
+    invoke("edit", b, "split", largest, "--allow-violations", "-q")
+    d = diff_runs(a, b)
+    parts = {c["name"] for c in json.loads((b / "taxonomy.json").read_text())["capabilities"]} - {
+        c["name"] for c in json.loads((a / "taxonomy.json").read_text())["capabilities"]
+    }
+    assert {n for n, _ in d.splits[largest]} == parts and not d.renamed
+    assert [d.verdict(m) for m in d.matches if m.a == largest] == ["split"]
+    assert f"- `{largest}` → " in d.to_markdown().split("## Splits", 1)[1].split("## Merges", 1)[0]
+
+
+def _side(path: Path, primaries: dict[str, str]) -> Side:
+    ids = sorted(primaries)
+    frame = pl.DataFrame({"criterion_id": ids, "task_id": "t", "text": ids, "primary": [primaries[i] for i in ids]})
+    return Side(path, sorted(set(primaries.values())), path.name, frame)
+
+
+def test_a_small_piece_cut_off_is_a_split_and_a_small_capability_taken_in_is_a_merge(tmp_path):
+    """One criterion in ten cut off into a capability of its own holds 10% of the old one, under the 20% a part
+    of a spread needs; it is all of the new capability, so the old one was split."""
+    whole = {f"c{i}": "x_capability" for i in range(10)} | {f"d{i}": "y_capability" for i in range(5)}
+    cut = whole | {"c9": "x_piece_capability"}
+    d = diff_sides(_side(tmp_path / "a", whole), _side(tmp_path / "b", cut))
+    assert [n for n, _ in d.splits["x_capability"]] == ["x_capability", "x_piece_capability"] and not d.merges
+    back = diff_sides(_side(tmp_path / "b", cut), _side(tmp_path / "a", whole))
+    assert [n for n, _ in back.merges["x_capability"]] == ["x_capability", "x_piece_capability"] and not back.splits
