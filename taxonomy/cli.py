@@ -423,6 +423,35 @@ def _print_shares(shares) -> None:
     out.print(table)
 
 
+LikeOpt = typer.Option(
+    None,
+    "--like",
+    help="an earlier run directory: capabilities that hold the same criteria (matched by text, as "
+    "`taxonomy diff` matches) keep its names, so a benchmark's v2 keeps v1's",
+)
+
+
+def _earlier_run(like: Optional[Path]):
+    """`--like`'s run, checked before anything runs (its tags must belong to its taxonomy), or None."""
+    from taxonomy.like import check_like
+
+    return check_like(like) if like is not None else None
+
+
+def _run_all(s, force: Optional[str], earlier) -> None:
+    """Every stage, then, with `--like`, the earlier run's names kept where the corpus agrees, said in one line."""
+    from taxonomy.like import keep_names
+    from taxonomy.pipeline import run_pipeline
+
+    run_pipeline(s, force_from=force, on_stage=_print_stage)
+    if earlier is None:
+        return
+    kept = keep_names(s, earlier)
+    out.print(kept.line(), markup=False, highlight=False)
+    for note in kept.notes:
+        console.print(f"  note: {note}", markup=False, highlight=False)
+
+
 @app.command()
 @_guard
 def run(
@@ -440,19 +469,13 @@ def run(
         "--dry-run",
         help="print what each stage would cost (`taxonomy estimate`) and stop; nothing is sent or written",
     ),
-    like: Optional[Path] = typer.Option(
-        None,
-        "--like",
-        help="an earlier run directory: capabilities that hold the same criteria (matched by text, as "
-        "`taxonomy diff` matches) keep its names, so a benchmark's v2 keeps v1's",
-    ),
+    like: Optional[Path] = LikeOpt,
 ) -> None:
     """All stages, resuming from what is on disk; ends with the taxonomy and report paths."""
     import resource
     import time
 
     from taxonomy.analysis.shares import primary_shares
-    from taxonomy.pipeline import run_pipeline
 
     if force is not None and force not in STAGES:
         _fail(ValueError(f"--force {force}: unknown stage; fix: use one of {', '.join(STAGES)}"))
@@ -460,18 +483,11 @@ def run(
         _print_estimate(pipeline, provider, limit, batch)
         return
     start = time.perf_counter()
-    from taxonomy.like import check_like, keep_names
-
-    earlier = check_like(like) if like is not None else None  # a bad --like stops before anything runs
+    earlier = _earlier_run(like)  # a bad --like stops before anything runs
     s = _session(pipeline, provider, run_dir, quiet, limit, batch=batch)
     if accept_violations:
         _accept_violations(s)
-    run_pipeline(s, force_from=force, on_stage=_print_stage)
-    if earlier is not None:
-        kept = keep_names(s, earlier)
-        out.print(kept.line(), markup=False, highlight=False)
-        for note in kept.notes:
-            console.print(f"  note: {note}", markup=False, highlight=False)
+    _run_all(s, force, earlier)
     _print_failures(s, LABELS)
     _print_failures(s, TAGS)
     _print_shares(primary_shares(s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA)))
