@@ -37,6 +37,7 @@ class Backend(Protocol):
     usage: dict[str, Usage]
     cache: Cache | None
     scales_k: bool  # whether Stage 2a scales its number of micro-clusters with the labels (cluster.k = "auto")
+    labels_are_kinds: bool  # Stage 1's labels already group the criteria (offline): Stage 2a clusters the labels
     tag_source: str  # who tagged, as the manifest says it: "llm" or "offline"
 
     def notice(self, cfg: PipelineConfig) -> str: ...
@@ -86,6 +87,7 @@ class LLMBackend:
     runner: Runner
     cache: Cache
     scales_k = True
+    labels_are_kinds = False
     tag_source = "llm"
 
     @property

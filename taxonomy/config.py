@@ -270,6 +270,12 @@ LABELS_PER_CLUSTER = 5
 
 
 class ClusterConfig(Section):
+    # What Stage 2a clusters. "criteria": each criterion by its own text, moved by its Stage 1 labels (cut from the
+    # text's Ward tree, then each criterion to the nearest cluster by text and labels), so micro-clusters do not
+    # follow how one sample of the model worded its labels. "labels": the paper's design, the unique label strings.
+    unit: Literal["criteria", "labels"] = "criteria"
+    # unit = "criteria": how far a criterion's labels pull it, against its text's weight of 1.
+    label_weight: float = Field(0.3, ge=0)
     # "auto": scaled with the unique labels (k_for); a number is the user's own k, used as given.
     k: int | Literal["auto"] = "auto"
     linkage: Literal["ward", "average", "complete", "single"] = "ward"

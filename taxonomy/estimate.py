@@ -328,16 +328,19 @@ def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
     label_chars = len(_label(cfg, 10)) + 4
     out = [_discover_stage(criteria, cfg, labels_per, label_chars)]
     unique = max(2, round(criteria.height * UNIQUE_LABELS_PER_CRITERION))
-    embed_calls = 0 if embedder == "local" else math.ceil(unique / cfg.embedding.batch_size)
+    # cluster.unit = "criteria" embeds each criterion's text beside the labels, in the same requests.
+    texts = criteria.height if cfg.cluster.unit == "criteria" else 0
+    text_chars = sum(len(t or "") for t in criteria["text"].to_list()) if texts else 0
+    embed_calls = 0 if embedder == "local" else math.ceil((unique + texts) / cfg.embedding.batch_size)
     out.append(
         StageEstimate(
             "cluster",
             0,
             0,
             0,
-            f"~{unique} unique labels embedded ({embedder})",
+            f"~{unique} unique labels" + (f" and {texts} criteria" if texts else "") + f" embedded ({embedder})",
             embed_calls=embed_calls,
-            embed_tokens=0 if embedder == "local" else tokens(unique * label_chars),
+            embed_tokens=0 if embedder == "local" else tokens(unique * label_chars + text_chars),
         )
     )
     naming, micro = _canonicalize_stage(criteria, cfg, unique, label_chars)

@@ -258,7 +258,8 @@ def step_cluster(s: Session) -> dict[str, Any]:
         )
     embedder = s.engine.label_embedder(ensure_criteria(s), stage1, s.cfg, embedder)
     # The offline backend's labels are already its fine kinds of check, one micro-cluster each.
-    result = cluster_labels(stage1, embedder, s.cfg.cluster, scaled=s.engine.scales_k)
+    criteria = None if s.engine.labels_are_kinds else ensure_criteria(s)
+    result = cluster_labels(stage1, embedder, s.cfg.cluster, scaled=s.engine.scales_k, criteria=criteria)
     s.run.write_parquet(CLUSTERS, result.clusters)
     s.run.write_parquet(CRITERION_CLUSTERS, result.criterion_clusters)
     s.run.write_npy(LABEL_EMBEDDINGS, result.embeddings)

@@ -193,3 +193,72 @@ def test_sampled_kmeans_fit_assigns_every_label(monkeypatch):
     assert r.clusters.height == len(labels) and r.clusters["cluster_id"].n_unique() == 8
     assert ari(r, dict(zip(labels, groups))) >= 0.9
     assert r.clusters.equals(cluster_labels(stage1_of(labels), LocalEmbedder(dim=128), cfg).clusters)
+
+
+# ---- criteria as the unit (cluster.unit) -----------------------------------------------
+TOPICS = ["churn model", "payroll app", "weather map", "chess engine", "recipe site", "loan desk"]
+
+
+def skill_corpus() -> pl.DataFrame:
+    """Six tasks, each with one criterion per skill of GROUPS, worded from that skill's vocabulary."""
+    rows = []
+    for t, topic in enumerate(TOPICS):
+        for g, words in enumerate(GROUPS.values()):
+            picked = np.random.default_rng(100 * t + g).choice(words, size=3, replace=False)
+            rows.append(
+                {"criterion_id": f"{t}/{g}", "task_id": f"task{t}", "text": f"The {' '.join(picked)} of the {topic}."}
+            )
+    return pl.DataFrame(rows)
+
+
+def worded_sample(frame: pl.DataFrame, seed: int) -> pl.DataFrame:
+    """One sample of Stage 1: two labels a criterion, each one word of its skill among verbs and fillers drawn
+    afresh, as a model words the same check differently from one sample to the next."""
+    rng = np.random.default_rng(seed)
+    labels = []
+    for cid in frame["criterion_id"].to_list():
+        words = list(GROUPS.values())[int(cid.split("/")[1])]
+        parts = [[rng.choice(VERBS), rng.choice(FILLERS), rng.choice(VERBS), rng.choice(words)] for _ in range(2)]
+        labels.append(list(dict.fromkeys("_".join([*(p for p in ps if p), "capability"]) for ps in parts)))
+    return pl.DataFrame({"criterion_id": frame["criterion_id"], "labels": labels, "status": ["ok"] * frame.height})
+
+
+def criterion_partitions(unit: str) -> list[list[int]]:
+    frame = skill_corpus()
+    out = []
+    for seed in (1, 2, 3):
+        r = cluster_labels(
+            worded_sample(frame, seed), LocalEmbedder(dim=64), ClusterConfig(k=8, unit=unit), criteria=frame
+        )
+        dominant = dict(r.criterion_clusters.iter_rows())
+        out.append([dominant[c] for c in frame["criterion_id"].to_list()])
+    return out
+
+
+def test_criteria_worded_apart_by_each_sample_keep_their_micro_clusters():
+    parts = criterion_partitions("criteria")
+    truth = [int(c.split("/")[1]) for c in skill_corpus()["criterion_id"].to_list()]
+    assert all(adjusted_rand_score(parts[0], p) >= 0.9 for p in parts[1:])
+    assert all(adjusted_rand_score(truth, p) >= 0.9 for p in parts)
+
+
+def test_label_strings_stay_selectable_as_the_papers_design():
+    frame, stage1 = skill_corpus(), worded_sample(skill_corpus(), 1)
+    paper = cluster_labels(stage1, LocalEmbedder(dim=64), ClusterConfig(k=8, unit="labels"), criteria=frame)
+    assert paper.method.startswith("agglomerative")
+    assert paper.clusters.equals(cluster_labels(stage1, LocalEmbedder(dim=64), ClusterConfig(k=8)).clusters)
+    # The label strings follow the wording: the three samples' partitions of the criteria disagree.
+    parts = criterion_partitions("labels")
+    assert min(adjusted_rand_score(parts[0], p) for p in parts[1:]) < 0.5
+
+
+def test_criteria_unit_keeps_the_cluster_result_shape():
+    frame = skill_corpus()
+    r = cluster_labels(worded_sample(frame, 1), LocalEmbedder(dim=64), ClusterConfig(k=8), criteria=frame)
+    assert r.method.startswith("criteria:")
+    assert r.clusters.schema == {"label": pl.Utf8, "frequency": pl.Int64, "cluster_id": pl.Int64}
+    assert r.criterion_clusters.height == frame.height and r.embeddings.shape[0] == r.clusters.height
+    # Every cluster a criterion sits in holds a label (Stage 2b names a cluster from its labels), ids 0..k-1.
+    held = set(r.clusters["cluster_id"].to_list())
+    assert set(r.criterion_clusters["dominant_cluster"].to_list()) <= held == set(range(len(held)))
+    np.testing.assert_allclose(np.linalg.norm(r.embeddings, axis=1), 1.0, atol=1e-5)

@@ -115,12 +115,16 @@ def test_batch_embeddings_are_accounted_like_online_ones(gemini_env, tmp_path):
     # beside its estimate (benchmarks/scale.py) instead of showing nothing.
     import polars as pl
 
+    from taxonomy.stages.cluster_criteria import label_phrase
+
     toml = write_pipeline(tmp_path, limit=40, extra=EXTRA + "[llm.batch]\npoll_s = 0.02\n")
     run = tmp_path / "run"
     invoke("run", toml, "--provider", "gemini", "--batch", "--run-dir", run, "-q", "--no-report")
     assert gemini_env.count("embed", mode="gemini") == 0  # embedded by a batch job, not online
     cluster = json.loads((run / "manifest.json").read_text())["stages"]["cluster"]
-    labels = [lab.replace("_", " ") for lab in pl.read_parquet(run / "clusters.parquet")["label"]]
+    # Stage 2a embeds each criterion's text and each label's words (cluster.unit = "criteria"), in one call.
+    labels = list(dict.fromkeys(label_phrase(lab) for lab in pl.read_parquet(run / "clusters.parquet")["label"]))
+    embedded = pl.read_parquet(run / "criteria.parquet")["text"].to_list() + labels
     assert cluster["embed_calls"] == 1
-    assert cluster["embed_tokens"] == sum(len(t) for t in labels) // 4 + len(labels)
+    assert cluster["embed_tokens"] == sum(len(t) for t in embedded) // 4 + len(embedded)
     assert cluster["cost_usd"] == round(cluster["embed_tokens"] * 0.15 / 1e6, 6) > 0

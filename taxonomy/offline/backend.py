@@ -30,6 +30,7 @@ class OfflineBackend:
     model = "none"
     cache = None
     scales_k = False  # its Stage 1 labels are already its fine kinds, one cluster each
+    labels_are_kinds = True  # ...so Stage 2a clusters them, not the criteria again (cluster.unit)
     tag_source = "offline"
 
     def __init__(self) -> None:

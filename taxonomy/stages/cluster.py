@@ -1,4 +1,5 @@
-"""Stage 2a: unique Stage 1 labels -> embeddings -> k micro-clusters; criterion -> dominant cluster.
+"""Stage 2a: Stage 1 labels -> k micro-clusters (of the criteria, or of the unique label strings as in the paper);
+label -> cluster; criterion -> dominant cluster.
 
 Exact agglomerative clustering costs O(n^2) time and memory (30,000 labels take ~4 min
 and ~7 GB). Above `cfg.exact_max` unique labels we first
@@ -35,15 +36,23 @@ class ClusterResult:
     k_note: str = ""  # which k ran and why, for the stage's line
 
 
-def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig, scaled: bool = True) -> ClusterResult:
-    """Cluster the unique labels of the `ok` Stage 1 rows into `cfg.k_for(n_unique, scaled)` clusters.
+def cluster_labels(
+    stage1: pl.DataFrame,
+    embedder: Embedder,
+    cfg: ClusterConfig,
+    scaled: bool = True,
+    criteria: pl.DataFrame | None = None,
+) -> ClusterResult:
+    """Micro-clusters of the `ok` Stage 1 rows, `cfg.k_for(n_unique, scaled)` of them; every label in one.
 
-    Cluster ids are renumbered 0..k-1 by descending cluster size (unique labels), ties by
-    the position of the cluster's most frequent label in `clusters`.
+    With `criteria` (the corpus frame: criterion_id, task_id, text) and cluster.unit = "criteria", the criteria
+    are clustered by their text and labels (cluster_criteria.py): a criterion's dominant cluster is its own, and a
+    label's the one holding most of its criteria. Otherwise the paper's design: the unique label strings are
+    clustered, and a criterion's dominant cluster is the one holding the most of its labels; when several tie,
+    the one holding its highest-ranked (first listed, most confident) label among them.
 
-    Dominant cluster of a criterion: the cluster holding the most of its labels; when
-    several clusters tie, the one holding its highest-ranked (first listed, most
-    confident) label among the tied clusters. Criteria without labels get no row.
+    Cluster ids are renumbered 0..k-1 by descending cluster size (unique labels), ties by the position of the
+    cluster's most frequent label in `clusters`. Criteria without labels get no row.
     """
     ok = stage1.filter(pl.col("status") == "ok").select("criterion_id", "labels")
     per_criterion = [
@@ -60,8 +69,10 @@ def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig,
             method="empty",
         )
 
-    embeddings = embedder.embed(labels)
     k, k_note = cfg.k_for(len(labels), scaled)
+    if criteria is not None and cfg.unit == "criteria":
+        return _by_criteria(per_criterion, labels, freq, criteria, embedder, cfg, k, k_note)
+    embeddings = embedder.embed(labels)
     raw, method = _assign(embeddings, k, cfg)
     ids = _renumber(raw)
     cluster_of = dict(zip(labels, ids.tolist()))
@@ -76,6 +87,23 @@ def cluster_labels(stage1: pl.DataFrame, embedder: Embedder, cfg: ClusterConfig,
         schema={"criterion_id": pl.Utf8, "dominant_cluster": pl.Int64},
     )
     return ClusterResult(clusters, criterion_clusters, embeddings, method, k_note)
+
+
+def _by_criteria(per_criterion, labels, freq, criteria, embedder, cfg, k, k_note) -> ClusterResult:
+    from taxonomy.stages.cluster_criteria import cluster_criteria
+
+    rows = [(cid, labs) for cid, labs in per_criterion if labs]
+    found = cluster_criteria(rows, labels, criteria, embedder, cfg, k, _assign)
+    new_id = _renumbering(found.label_cluster)
+    clusters = pl.DataFrame(
+        {"label": labels, "frequency": [freq[lab] for lab in labels], "cluster_id": new_id[found.label_cluster]},
+        schema={"label": pl.Utf8, "frequency": pl.Int64, "cluster_id": pl.Int64},
+    )
+    criterion_clusters = pl.DataFrame(
+        {"criterion_id": [c for c, _ in rows], "dominant_cluster": new_id[found.criterion_cluster]},
+        schema={"criterion_id": pl.Utf8, "dominant_cluster": pl.Int64},
+    )
+    return ClusterResult(clusters, criterion_clusters, found.label_vectors, found.method, k_note)
 
 
 def dominant_cluster(ranked_cluster_ids: list[int]) -> int:
@@ -141,9 +169,13 @@ def _agglomerate(x: np.ndarray, k: int, linkage: str, metric: str) -> np.ndarray
 
 
 def _renumber(raw: np.ndarray) -> np.ndarray:
-    """Ids by descending size, ties by first appearance (rows come most frequent first)."""
+    return _renumbering(raw)[raw]
+
+
+def _renumbering(raw: np.ndarray) -> np.ndarray:
+    """New id of each raw id: by descending size, ties by first appearance (rows come most frequent first)."""
     uniq, first, sizes = np.unique(raw, return_index=True, return_counts=True)
     order = sorted(range(len(uniq)), key=lambda i: (-sizes[i], first[i]))
-    new_id = np.empty(int(uniq.max()) + 1, dtype=np.int64)
+    new_id = np.full(int(uniq.max()) + 1, -1, dtype=np.int64)
     new_id[uniq[order]] = np.arange(len(order))
-    return new_id[raw]
+    return new_id
