@@ -1,0 +1,246 @@
+"""The public Python API: fit a taxonomy, load a run, tag and audit new criteria against it, lint a rubric.
+
+Each function is a thin wrapper over what the matching command calls, so a run made here is the run the CLI makes
+(same backend choice, same run directory, resumable by either). `taxonomy/__init__.py` exposes these names lazily."""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+import polars as pl
+
+from taxonomy.analysis.audit import AuditResult
+from taxonomy.analysis.audit_run import run_audit
+from taxonomy.config import ConfigError, PipelineConfig, load_config
+from taxonomy.corpus.config import corpus_stem
+from taxonomy.lint.check import check, rules
+from taxonomy.pipeline import Session, open_session, run_pipeline, run_stage
+from taxonomy.pipeline_toml import config_for_corpus, detect, render
+from taxonomy.run import CRITERIA, PIPELINE_TOML, TAGS, TAXONOMY, RunDir, RunError, record_use
+from taxonomy.schemas import Taxonomy
+from taxonomy.taxonomy_io import load_taxonomy
+
+Data = Union[pl.DataFrame, str, Path]
+FINDING_COLUMNS = ("rule", "severity", "task_id", "criterion_ids", "message", "evidence", "fix", "source")
+
+
+@dataclass
+class Result:
+    """A run folder, read back: what `fit`, `load` and `tag` return.
+
+    `taxonomy` is the pydantic model of taxonomy.json (for `tag`, the frozen taxonomy the criteria were tagged
+    against); `tags` holds Stage 3's tags (criterion_id, tags, primary, status, ...); `criteria` the run's snapshot
+    of its corpus; `path` the run folder; `backend` which backend ran ("offline", "gemini", "vertex", "openai")."""
+
+    taxonomy: Taxonomy
+    tags: pl.DataFrame
+    criteria: pl.DataFrame
+    path: Path
+    backend: str
+
+    def __repr__(self) -> str:
+        names = ", ".join(self.taxonomy.names())
+        return (
+            f"Result({self.path}, backend={self.backend!r}, {self.tags.height} criteria tagged, capabilities: {names})"
+        )
+
+
+def _corpus_file(data: Data, name: str | None, folder: Path) -> Path:
+    """A frame is written to `folder/<name>.parquet` so the run, like a CLI run, reads its corpus from a file it can
+    re-read (and resume from); a path is used as it is."""
+    if not isinstance(data, pl.DataFrame):
+        return Path(data)
+    path = folder / f"{corpus_stem(name or 'rubric')}.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data.write_parquet(path)
+    return path
+
+
+def _frame_folder(name: str | None, run_dir: str | Path | None) -> Path:
+    # Under the run folder's input/ when one is given; else beside the default run folders, outputs/<name>/.
+    if run_dir is not None:
+        return Path(run_dir) / "input"
+    return Path.cwd() / "outputs" / corpus_stem(name or "rubric") / "input"
+
+
+def _check_provider(provider: str | None) -> None:
+    from typing import get_args
+
+    from taxonomy.config import LLMConfig
+
+    known = get_args(LLMConfig.model_fields["provider"].annotation)
+    if provider is not None and provider not in known:
+        raise ConfigError(f"provider={provider!r}: unknown provider; fix: use one of {', '.join(known)}")
+
+
+def _open(
+    data: Data,
+    name: str | None,
+    provider: str | None,
+    run_dir: str | Path | None,
+    quiet: bool,
+    frozen: Taxonomy | None = None,
+    limit: int | None = None,
+) -> Session:
+    """A session as the CLI opens one over a pipeline TOML or a corpus (a frame is a corpus written to a file)."""
+    _check_provider(provider)
+    suffix = f"-taxonomy-{frozen.content_hash[:8]}" if frozen is not None else ""
+    folder = (
+        _frame_folder(name, run_dir) if frozen is None else _frame_folder(name, run_dir).with_name("input" + suffix)
+    )
+    path = _corpus_file(data, name, folder)
+    found = None
+    if path.suffix.lower() == ".toml":
+        cfg: PipelineConfig = load_config(path)
+    else:
+        found = detect(path)
+        cfg = config_for_corpus(found)[0]
+    if limit is not None:
+        cfg.corpus.limit = limit
+    s = open_session(
+        cfg,
+        provider=provider,
+        run_dir=Path(run_dir) if run_dir is not None else None,
+        show_progress=not quiet,
+        run_suffix=suffix,
+        load_now=True,
+    )
+    if found is not None:  # the TOML a bare corpus's run keeps, to repeat or tune it with `taxonomy run`
+        toml = cfg.model_copy(deep=True)
+        toml.corpus.limit = None
+        s.run.write_text(PIPELINE_TOML, render(toml, found, s.run.path / PIPELINE_TOML, pin_output=True))
+    return s
+
+
+def _run_folder(run: str | Path | Result) -> Path:
+    path = run.path if isinstance(run, Result) else Path(run)
+    if not (path / TAXONOMY).is_file():
+        raise RunError(f"{path}: holds no taxonomy.json; fix: pass a finished run's folder (what fit() returns)")
+    return path
+
+
+def fit(
+    data: Data,
+    *,
+    name: str | None = None,
+    provider: str | None = None,
+    run_dir: str | Path | None = None,
+    limit: int | None = None,
+    quiet: bool = True,
+) -> Result:
+    """Induce a taxonomy from a rubric corpus and tag every criterion with it, as `taxonomy run` does.
+
+    `data`: a polars frame of criteria (columns as `taxonomy run` detects them: criterion/text, task/task_id,
+    weight, ...), a corpus file (.csv, .tsv, .jsonl, .json, .parquet) or a pipeline TOML. `name` names a frame's
+    pipeline (default "rubric"). `provider`: "auto" (Gemini with a key, else offline), "gemini", "vertex", "openai"
+    or "offline"; default the config's llm.provider. `run_dir`: default one per pipeline, backend and model under
+    ./outputs, so fitting again resumes from what is on disk. `limit`: only the first N criteria."""
+    s = _open(data, name, provider, run_dir, quiet, limit=limit)
+    run_pipeline(s)
+    return load(s.run.path)
+
+
+def load(run: str | Path) -> Result:
+    """A finished run folder (from `fit` or `taxonomy run`) read back as a `Result`."""
+    path = _run_folder(run)
+    folder = RunDir(path)
+    return Result(
+        taxonomy=load_taxonomy(path / TAXONOMY),
+        tags=folder.read_parquet(TAGS, "tag"),
+        criteria=folder.read_parquet(CRITERIA, "run"),
+        path=path,
+        backend=folder.manifest.get("backend", "offline"),
+    )
+
+
+def tag(
+    data: Data,
+    run: str | Path | Result,
+    *,
+    name: str | None = None,
+    provider: str | None = None,
+    run_dir: str | Path | None = None,
+    quiet: bool = True,
+) -> Result:
+    """Tag new criteria (a frame, a corpus file or a pipeline TOML) against a fitted run's frozen taxonomy, as
+    `taxonomy tag DATA --taxonomy RUN` does: fit once, apply anywhere. The tags go to their own run folder (default
+    beside the corpus's own runs, named after the taxonomy's hash); the result's taxonomy is the frozen one."""
+    frozen_path = _run_folder(run) / TAXONOMY
+    frozen = load_taxonomy(frozen_path)
+    s = _open(data, name, provider, run_dir, quiet, frozen=frozen)
+    run_stage(s, "tag", taxonomy_path=frozen_path)
+    return Result(frozen, s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA), s.run.path, s.backend)
+
+
+def audit(
+    data: Data,
+    run: str | Path | Result,
+    *,
+    name: str | None = None,
+    provider: str | None = None,
+    run_dir: str | Path | None = None,
+    quiet: bool = True,
+) -> AuditResult:
+    """Audit a new corpus's coverage against a fitted run's frozen taxonomy, as `taxonomy audit DATA --taxonomy
+    RUN` does. Returns the audit's frames: `shares` (against the run's), `task_matrix`, `missing` (tasks lacking a
+    capability most tasks have), `unmapped`, `duplicates`, `bundled`; `to_markdown()` gives audit.md. The CSV files
+    and audit.md are written under the audit's run folder, in audit/."""
+    frozen_path = _run_folder(run) / TAXONOMY
+    frozen = load_taxonomy(frozen_path)
+    s = _open(data, name, provider, run_dir, quiet, frozen=frozen)
+    result = run_audit(s, frozen_path)
+    record_use(s.run, "audit", s.run.manifest["stages"]["tag"]["taxonomy_hash"])
+    return result
+
+
+def _findings_frame(found: list[Any], from_file: bool) -> pl.DataFrame:
+    rows = [
+        {
+            **{k: getattr(f, k) for k in FINDING_COLUMNS},
+            "file": f.location.get("file") if from_file else None,
+            "line": f.location.get("line") if from_file else None,
+        }
+        for f in found
+    ]
+    schema = {k: pl.String for k in FINDING_COLUMNS} | {"criterion_ids": pl.List(pl.String), "file": pl.String}
+    return pl.DataFrame(rows, schema={**schema, "line": pl.Int64}, orient="row" if not rows else None)
+
+
+def lint_rubric(
+    data: Data,
+    *,
+    select: str | None = None,
+    ignore: str | None = None,
+    preview: bool = False,
+    provider: str | None = "offline",
+) -> pl.DataFrame:
+    """Find defective criteria in a rubric (a frame, a corpus file, a pipeline TOML or a run folder), as `taxonomy
+    lint` does: one row per finding (rule, severity, task_id, criterion_ids, message, evidence, fix, source, file,
+    line). `select` / `ignore`: comma-separated rule codes; `preview` adds the preview rules. `provider` defaults
+    to "offline" (the rules only); "auto" or a model's name adds one review call per task."""
+    _check_provider(provider)
+    plan = rules(select, ignore, preview)
+    if not isinstance(data, pl.DataFrame):
+        return _findings_frame(check(Path(data), plan, provider)[0], True)
+    with tempfile.TemporaryDirectory() as folder:  # a frame has no file of its own: its findings name none
+        path = _corpus_file(data, "rubric", Path(folder))
+        return _findings_frame(check(path, plan, provider)[0], False)
+
+
+def report(run: str | Path | Result) -> Path:
+    """Render a run folder's self-contained report.html, as `taxonomy report RUN` does; returns its path."""
+    from taxonomy.analysis.report import render_report
+
+    return render_report(_run_folder(run))
+
+
+def breakdown(run: str | Path | Result, verdicts: list[str], **options: Any):
+    """A verifier's errors broken down by capability, as `taxonomy breakdown RUN --verdicts SPEC` does (`verdicts`:
+    specs such as "devai:data/devai"); writes RUN/breakdown/ and returns its tables and markdown. `options`:
+    reference, by, n_boot, as the command's options."""
+    from taxonomy.analysis.breakdown_files import run_breakdown
+
+    return run_breakdown(RunDir(_run_folder(run)), verdicts, **options)
