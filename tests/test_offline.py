@@ -4,7 +4,9 @@ honour their contracts."""
 
 from __future__ import annotations
 
+import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +20,15 @@ from taxonomy.offline.canonicalize import name_cluster_offline
 from taxonomy.offline.features import CriterionSpace
 from taxonomy.offline.kinds import discover_offline
 from taxonomy.offline.tag import tag_offline
-from taxonomy.text import tokens
+from taxonomy.text import FUNCTION_WORDS, tokens, words
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
-from taxonomy.validate import check_label_count, check_rationale_grounding, check_rationale_prefix, label_problems
+from taxonomy.validate import (
+    check_label_count,
+    check_rationale_grounding,
+    check_rationale_prefix,
+    label_gist,
+    label_problems,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 RULES = LabelRules()
@@ -220,19 +228,22 @@ def test_criterion_space_counts_inflected_forms_as_one_check_word():
 
 
 @pytest.mark.parametrize(
-    "texts", [["123", "456", "789", "1011"], ["alpha beta", "gamma delta", "epsilon zeta", "eta theta"]]
+    ("texts", "capabilities"),
+    [(["123", "456", "789", "1011"], 1), (["alpha beta", "gamma delta", "epsilon zeta", "eta theta"], 4)],
 )
-def test_a_corpus_with_no_word_two_tasks_share_fails_in_one_line(offline_env, tmp_path, texts):
-    """Digits only, or no word used by two tasks: no token weighs anything. The criterion space is all zeros
-    (it raised from scikit-learn's normalize), and the run stops on the constraint it cannot meet, in one line."""
+def test_a_corpus_with_no_word_two_tasks_share_still_gets_a_taxonomy(offline_env, tmp_path, texts, capabilities):
+    """No word used by two tasks: each criterion keeps its own words, so four criteria make four capabilities
+    (they made none, and the run stopped); digits only give no word at all, so one capability, said in one line."""
     from tests.conftest import invoke
 
     space = CriterionSpace.fit(texts, list("abcd"))
-    assert space.vectors.shape[0] == 4 and not space.vectors.any()
+    assert len({tuple(v) for v in space.vectors.round(6)}) == capabilities
     pl.DataFrame({"task_id": list("abcd"), "criterion": texts}).write_csv(tmp_path / "c.csv")
-    result = invoke("run", tmp_path / "c.csv", "--run-dir", tmp_path / "run", "-q", ok=False)
-    assert result.exit_code != 0 and "Traceback" not in result.output
-    assert result.output.strip().splitlines()[-1].startswith("error: ") and "fix:" in result.output
+    result = invoke("run", tmp_path / "c.csv", "--run-dir", tmp_path / "run", "--no-report")
+    made = json.loads((tmp_path / "run" / "taxonomy.json").read_text())["capabilities"]
+    assert (
+        len(made) == capabilities and len([line for line in result.output.splitlines() if "cannot make" in line]) == 1
+    )
 
 
 @pytest.mark.parametrize("two_level", [False, True])
@@ -389,3 +400,59 @@ def test_a_frozen_taxonomy_tags_words_with_accents_by_its_cards():
     empty = pl.DataFrame(schema={"criterion_id": pl.Utf8, "labels": pl.List(pl.Utf8)})
     out = tag_offline(frame, empty, taxonomy, None, 1)
     assert out["primary"].to_list() == ["check_info_kind_capability", "check_tone_kind_capability"]
+
+
+# ---- capability names and signals, through a key-less run ------------------------------------------
+
+ASKING = [
+    "The agent asks the customer for the order number.",
+    "The agent asks the customer for a photo.",
+    "The agent asks the customer for the serial number.",
+    "The agent asks the customer which address to use.",
+    "Ask the customer whether the parcel arrived.",
+    "Ask the customer if a refund is wanted.",
+    "Ask the customer when the fault began.",
+    "Ask the customer to confirm the email.",
+    "The reply is short and polite.",
+    "The reply is under three paragraphs.",
+    "The reply uses plain words.",
+    "The reply avoids jargon.",
+    "Calls lookup_order before answering.",
+    "Calls refund_order once the photo arrives.",
+    "Calls unlock_account after the check.",
+    "Calls ship_label with the address.",
+]
+
+
+def _keyless_run(corpus: Path, run_dir: Path) -> list[dict]:
+    from tests.conftest import invoke
+
+    invoke("run", corpus, "--provider", "offline", "--run-dir", run_dir, "-q", "--no-report")
+    return json.loads((run_dir / "taxonomy.json").read_text(encoding="utf-8"))["capabilities"]
+
+
+def test_capability_names_are_no_paraphrases_and_hold_only_words_of_the_criteria(offline_env, tmp_path):
+    """`check_asks_customer_capability` and `check_ask_customer_capability` were two names of one run, and a name
+    padded with "for" (`check_for_photo_capability`) said nothing."""
+    corpus = tmp_path / "asking.csv"
+    pl.DataFrame({"task_id": [f"t{i % 4}" for i in range(len(ASKING))], "criterion": ASKING}).write_csv(corpus)
+    names = [c["name"] for c in _keyless_run(corpus, tmp_path / "run")]
+    gists = [label_gist(n, RULES) for n in names]
+    assert len(set(gists)) == len(names), names
+    criteria_words = {w for text in ASKING for w in words(text)}
+    for name in names:
+        body = name.removeprefix("check_").removesuffix(RULES.suffix).split("_")
+        assert all(w in criteria_words and w not in FUNCTION_WORDS for w in body), name
+
+
+def test_a_japanese_rubric_gets_a_signal_from_its_criteria(offline_env, tmp_path):
+    """Every capability of the Japanese rubric read "No phrase sets its criteria apart.", and one name was
+    `check_for_kiko_capability`: "for" is in no criterion."""
+    corpus = ROOT / "tests" / "fixtures" / "scripts" / "support40_ja.csv"
+    capabilities = _keyless_run(corpus, tmp_path / "run")
+    texts = pl.read_csv(corpus)["criterion"].to_list()
+    quoted = [re.findall(r"“([^”]+)”", c["diagnostic_signal"]) for c in capabilities]
+    assert sum(bool(runs) for runs in quoted) >= len(capabilities) / 2, [c["diagnostic_signal"] for c in capabilities]
+    assert all(any(run in text for text in texts) for runs in quoted for run in runs)
+    assert not any("No phrase sets" in c["diagnostic_signal"] for c in capabilities)
+    assert not any("_for_" in c["name"] for c in capabilities)

@@ -21,10 +21,12 @@ from typing import Callable
 
 import numpy as np
 import polars as pl
+from anyascii import anyascii
 
 from taxonomy.config import LabelRules, PipelineConfig
 from taxonomy.offline.kinds import ascii_word
 from taxonomy.offline.represent import (
+    MIN_CRITERIA,
     ClassTfidf,
     MaximalMarginalRelevance,
     OncePerTitle,
@@ -34,14 +36,18 @@ from taxonomy.offline.represent import (
     representative,
 )
 from taxonomy.schemas import Taxonomy
-from taxonomy.text import corpus_languages, function_words, language_name, words
-from taxonomy.validate import label_problems
+from taxonomy.text import corpus_languages, function_words, is_spaceless, language_name, words
+from taxonomy.validate import label_gist, label_problems
 
 __all__ = ["describe_offline", "describe_groups"]
 
 QUOTE_CHARS = 180
 NAME_WORDS = 3  # words of a name after `check`: a longer one reads as one member
 _CLAUSE = re.compile(r"[，、。；：,;:!?！？]")
+_SYLLABLE = re.compile(r"[A-Z][a-z]*")
+# A run of Han or of katakana, as Chinese and Japanese write most content words (a run holding hiragana is mostly the
+# grammar between words; pieces of Thai or Hangul cut words).
+_SCRIPT_RUN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]{2,}|[\u30a0-\u30ff]{2,}")
 
 
 def _ascii_words(text: str) -> list[str]:
@@ -60,16 +66,20 @@ def _phrases(terms: list[Term]) -> str:
 
 
 def _name(sources: list[Callable[[], list[str]]], rules: LabelRules, banned: set[str], taken: set[str]) -> str:
-    """`check_<words>_capability` from the first source of words that yields a valid unused name: the title's
-    words, then the words of the capability's labels, then of its criteria (every script spelt in [a-z])."""
+    """`check_<words>_capability`, valid under the label rules and unused, its words those of the capability's own
+    criteria: the title's words, then its labels' (read only when those gave no name), then its criteria's, then
+    the corpus's. No paraphrase of a name already given: two names with the same words up to order and inflection
+    are one name, as Stage 1's paraphrase rule has it."""
     room = min(NAME_WORDS, rules.max_words - len([w for w in rules.suffix.split("_") if w]) - 1)
+    gists = {label_gist(name, rules) for name in taken}
+    words: list[str] = []
     for source in sources:  # each read only when the ones before it gave no name
-        words = list(dict.fromkeys(w for w in source() if w not in banned))
-        cands = [words[:n] for n in range(min(2, len(words)), room + 1)] + [["for", *words][:room]] if words else []
+        words += [w for w in dict.fromkeys(source()) if w not in banned and w not in words]
+        cands = [words[:n] for n in range(2, room + 1)]
         cands += [[a, b] for i, a in enumerate(words[:8]) for b in words[i + 1 : 8]]
         for cand in cands:
             name = "_".join(["check", *cand]) + rules.suffix
-            if name not in taken and not label_problems(name, rules):
+            if name not in taken and label_gist(name, rules) not in gists and not label_problems(name, rules):
                 return name
     raise ValueError("no valid offline capability name; fix: widen labels.min_words/max_words")
 
@@ -82,6 +92,15 @@ def _label_words(labels: list[str], rules: LabelRules) -> list[str]:
 def _criterion_words(texts: list[str]) -> list[str]:
     counts = Counter(a for t in texts for a in _ascii_words(t) if len(a) >= 3)
     return [w for w, _ in counts.most_common()]
+
+
+def _syllables(texts: list[str]) -> list[str]:
+    """The syllables a script written without spaces spells in [a-z] ("退款" -> "tui", "kuan"): words of a
+    criterion where its runs give one word too few."""
+    counts = Counter(
+        s.lower() for t in texts for w in words(t) if is_spaceless(w) for s in _SYLLABLE.findall(anyascii(w))
+    )
+    return [w for w, _ in counts.most_common() if len(w) >= 2]
 
 
 def _quoted_title(texts: list[str]) -> str:
@@ -113,6 +132,32 @@ def _titles(
     return space, [[replace(t, text=space.written(t.col)) for t in ts] for ts in terms]
 
 
+def _signal(space: PhraseSpace, groups: list[np.ndarray], g: int, terms: list[Term]) -> str:
+    """The cue in a criterion that calls for group g: its title phrases; where none is a whole word (a script
+    written without spaces), the runs of Han or katakana its criteria use more than the rest, said to be runs;
+    else what keeps a phrase from saying it."""
+    if terms:
+        return f"Its criteria use {_phrases(terms)} more often than the rest of the corpus does."
+    ranked = ClassTfidf(pool=40)(space, groups, [[] for _ in groups])
+    spaceless = any(is_spaceless(space.keys[t.col]) for t in ranked[g])
+    ranked = [[t for t in ts if _SCRIPT_RUN.fullmatch(space.keys[t.col])] for ts in ranked]
+    runs = [replace(t, text=space.written(t.col)) for t in MaximalMarginalRelevance(top=3)(space, groups, ranked)[g]]
+    if runs:
+        return (
+            f"Its criteria contain {_phrases(runs)} more often than the rest of the corpus does (runs of characters "
+            "of a script written without spaces, which may be parts of longer words)."
+        )
+    if spaceless:
+        return (
+            "Its criteria are written without spaces between words, and no run of characters they share more than "
+            "the rest of the corpus reads as a word; the criteria quoted above show what it checks."
+        )
+    return (
+        f"No phrase sets its criteria apart: none is used by {MIN_CRITERIA} or more of its {len(groups[g])} "
+        "criteria more than by the rest of the corpus; the criteria quoted above show what it checks."
+    )
+
+
 def _renamed(repairs: list[str], renamed: dict[str, str]) -> list[str]:
     """The merge's notes in the final names."""
     return [re.sub(r"`([^`]+)`", lambda m: f"`{renamed.get(m.group(1), m.group(1))}`", note) for note in repairs]
@@ -136,6 +181,8 @@ def describe_groups(
             lambda tw=title_words: tw,
             lambda g=g: _label_words(labels[g], cfg.labels),
             lambda g=g: _criterion_words([texts[i] for i in groups[g]]),
+            lambda g=g: _syllables([texts[i] for i in groups[g]]),
+            lambda: _criterion_words(texts),
         ]
         cards[g]["name"] = _name(sources, cfg.labels, banned, taken)
         taken.add(cards[g]["name"])
@@ -149,11 +196,7 @@ def describe_groups(
             key_phrases=[t.text for t in terms[g]],
             phrase_weights=[round(t.score / top, 4) for t in terms[g]],
             description="Criteria such as " + "; ".join(quotes[:shown]) if quotes else "No criterion of this corpus.",
-            diagnostic_signal=(
-                f"Its criteria use {_phrases(terms[g])} more often than the rest of the corpus does."
-                if terms[g]
-                else "No phrase sets its criteria apart."
-            ),
+            diagnostic_signal=_signal(space, groups, g, terms[g]),
             example_pattern=quotes[-1] if quotes else "",
         )
     return cards, terms

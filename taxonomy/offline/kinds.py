@@ -40,6 +40,9 @@ _MAX_QUOTE = 110
 _NOT_LETTER = re.compile("[^a-z]+")
 LOOSE_WORDS = 8  # words a kind may be named from when too few check words qualify
 NAMED_KINDS = 20  # kinds named by check words that a corpus needs before a kind without one joins its nearest
+# Kinds whose words collide share a label, and so merge. Below the paper's fewest capabilities (a small rubric of a
+# few distinct criteria), each kind keeps a label of its own, told apart by a word of its own criteria.
+FEWEST_LABELS = 8
 
 
 def ascii_word(word: str) -> str:
@@ -231,6 +234,8 @@ def discover_offline(frame: pl.DataFrame, rules: LabelRules, opts: OfflineConfig
     banned = set(rules.forbidden_tokens) | set(rules.agent_verbs) | {HEAD, "capability"} | function_words(texts)
     label_of = _distinct_labels(kind_words(space, kinds, banned, loose=False), rules)
     if len(set(label_of.values())) < NAMED_KINDS:  # a small corpus: few words spread over enough tasks
+        label_of = _distinct_labels(kind_words(space, kinds, banned), rules)
+    if len(set(label_of.values())) < min(FEWEST_LABELS, len(label_of)):  # kinds whose words collide would merge
         label_of = _distinct_labels(kind_words(space, kinds, banned), rules, _own_words(kinds, texts, banned))
     kinds = _nearest_named(kinds, space.vectors, label_of)
     label_of = label_of or {int(k): _fit_label(["stated", "figures"], rules) for k in np.unique(kinds)}
