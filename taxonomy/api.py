@@ -8,7 +8,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 import polars as pl
 
@@ -130,6 +130,7 @@ def fit(
     run_dir: str | Path | None = None,
     limit: int | None = None,
     quiet: bool = True,
+    on_stage: Callable[[str, dict], None] | None = None,
 ) -> Result:
     """Induce a taxonomy from a rubric corpus and tag every criterion with it, as `taxonomy run` does.
 
@@ -137,9 +138,10 @@ def fit(
     weight, ...), a corpus file (.csv, .tsv, .jsonl, .json, .parquet) or a pipeline TOML. `name` names a frame's
     pipeline (default "rubric"). `provider`: "auto" (Gemini with a key, else offline), "gemini", "vertex", "openai"
     or "offline"; default the config's llm.provider. `run_dir`: default one per pipeline, backend and model under
-    ./outputs, so fitting again resumes from what is on disk. `limit`: only the first N criteria."""
+    ./outputs, so fitting again resumes from what is on disk. `limit`: only the first N criteria. `on_stage(stage,
+    info)` is called after each stage with what the command prints for it (info["skipped"] when it was on disk)."""
     s = _open(data, name, provider, run_dir, quiet, limit=limit)
-    run_pipeline(s)
+    run_pipeline(s, on_stage=on_stage)
     return load(s.run.path)
 
 
