@@ -19,17 +19,17 @@ sys.path.insert(0, str(ROOT))
 
 from taxonomy.config import load_config  # noqa: E402
 from taxonomy.pipeline import ensure_criteria, open_session  # noqa: E402
-from taxonomy.stages.common import criterion_batches  # noqa: E402
-from taxonomy.stages.discover import _job, discover  # noqa: E402
+from benchmarks.stage_jobs import capture_jobs  # noqa: E402
+from taxonomy.stages.discover import discover  # noqa: E402
 from tests import responders  # noqa: E402
 from tests.fake_gemini import FakeGeminiServer  # noqa: E402
 
 
 def prompt_tokens(criteria, cfg, batch_size: int) -> int:
     """Same estimate the local server reports (characters / 4), so both sides are counted alike."""
-    return sum(
-        len(_job(b, cfg).prompt) // 4 for b in criterion_batches(criteria, batch_size, cfg.discover.brief_max_chars)
-    )
+    sized = cfg.model_copy(deep=True)
+    sized.discover.batch_size = batch_size
+    return sum(len(job.prompt) // 4 for job in capture_jobs(discover, criteria, sized))
 
 
 def serve(conn, latency: float) -> None:

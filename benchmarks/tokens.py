@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from taxonomy.config import load_config  # noqa: E402
-from taxonomy.estimate import caching, _capture  # noqa: E402
+from benchmarks.stage_jobs import capture_jobs  # noqa: E402
+from taxonomy.estimate import caching  # noqa: E402
 from taxonomy.pipeline import ensure_criteria, open_session, run_pipeline  # noqa: E402
 from taxonomy.stages.discover import discover  # noqa: E402
 from taxonomy.stages.tag import tag  # noqa: E402
@@ -42,7 +43,7 @@ def one_per_call(fn, criteria, cfg, *args) -> tuple[int, int, int]:
     server counts."""
     single = copy.deepcopy(cfg)
     single.discover.batch_size = single.tag.batch_size = 1
-    jobs = _capture(fn, criteria, *args, single) if args else _capture(fn, criteria, single)
+    jobs = capture_jobs(fn, criteria, *args, single)
     cached, _ = caching(jobs, single)
     return len(jobs), sum(len(j.prompt) // 4 for j in jobs), cached
 
