@@ -366,6 +366,10 @@ def split_capability(
         c.labels = sorted({lab for m in p for lab in m.member_labels})
         for key, value in extra.items():
             setattr(c, key, value)
+        for key in ("needs_native_inspection", "needs_domain_conventions"):
+            if getattr(c, key) is None and not getattr(c, f"{key}_reason"):  # a part needs what the whole needed
+                setattr(c, key, getattr(cap, key))
+                setattr(c, f"{key}_reason", getattr(cap, f"{key}_reason"))
     # Other capabilities' boundaries that named the split one now name both parts.
     both = " or ".join(f"`{c.name}`" for c in new_caps)
     for other in out.capabilities:

@@ -86,24 +86,18 @@ NO_MODEL = (
 
 
 def _principles(taxonomy: Taxonomy) -> tuple[bool, list[str]]:
-    """Whether P2/P3 are one undecided answer for every capability, and the lines that say so once (a
-    column of "?" under every capability tells a reader nothing)."""
-    reasons = {
-        (
-            c.needs_native_inspection,
-            c.needs_domain_conventions,
-            c.needs_native_inspection_reason,
-            c.needs_domain_conventions_reason,
+    """Whether P2/P3 are undecided for every capability, and the lines that say so once (a column of "?" under
+    every capability tells a reader nothing), with why; whoever wrote the taxonomy (a run, an edit), one rule."""
+    caps = taxonomy.capabilities
+    if all(c.needs_native_inspection is None and c.needs_domain_conventions is None for c in caps):
+        why = dict.fromkeys(
+            r for c in caps for r in (c.needs_native_inspection_reason, c.needs_domain_conventions_reason) if r
         )
-        for c in taxonomy.capabilities
-    }
-    reason = next(iter(reasons))
-    if len(reasons) == 1 and reason[:2] == (None, None) and reason[2] == reason[3]:
         return True, [
             "Design principles (the paper's Section 4): P1 reactive verification applies to every capability. "
             "P2 (needs native inspection of the artifacts) and P3 "
             "(needs domain conventions absent from the criterion text) "
-            f"are left out of the table, since every capability has the same answer. {reason[2]}",
+            f"are left out of the table, since every capability has the same answer. {' '.join(why)}".rstrip(),
             "",
         ]
     return False, [

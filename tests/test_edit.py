@@ -123,6 +123,21 @@ def test_split_offline_names_the_parts_from_their_own_criteria_and_retags(run):
     assert not [r for r in after.repairs if r.startswith("unresolved")], after.repairs
 
 
+def _header(run) -> str:
+    return next(line for line in (run / "taxonomy.md").read_text().splitlines() if line.startswith("| capability |"))
+
+
+def test_taxonomy_md_keeps_its_columns_through_a_split(run):
+    """A key-less run's taxonomy.md says once that P2/P3 are unknown; after a split its parts came with no
+    answer and the table grew P1/P2/P3 columns of "?"."""
+    before = _header(run)
+    target = max((c for c in _taxonomy(run).capabilities if len(c.members) >= 2), key=lambda c: c.share)
+    invoke("edit", run, "split", target.name, "--allow-violations", "-q")
+    assert "P2" not in before and _header(run) == before.replace("stability | ", "")
+    parts = [c for c in _taxonomy(run).capabilities if set(c.members) < set(target.members)]
+    assert all(p.needs_native_inspection_reason == target.needs_native_inspection_reason for p in parts)
+
+
 def test_bad_edits_are_one_line_and_change_nothing(run):
     raw = (run / "taxonomy.json").read_text()
     names = _taxonomy(run).names()

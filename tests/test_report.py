@@ -457,3 +457,14 @@ def test_in_headless_chromium_principle_filters_and_markers(which, request, tmp_
         for name, marks in chips:
             assert marks == [k for k, f in (("P2", P2), ("P3", P3)) if value[name][f] is True], name
         assert [e for e in b.events if e.get("method") == "Runtime.exceptionThrown"] == []
+
+
+def test_the_taxonomy_table_lists_the_largest_capability_first(full_run):
+    """The table kept the taxonomy's own order, while taxonomy.md and the summary list the largest first."""
+    html = (full_run / "report.html").read_text(encoding="utf-8")
+    table = html.split('id="taxonomy"', 1)[1].split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    shown = [re.sub(r"<[^>]+>", "", cell) for cell in re.findall(r"<tr>\s*<td>(.*?)</td>", table, re.S)]
+    primary = pl.read_parquet(full_run / "stage3_tags.parquet")["primary"].drop_nulls().value_counts()
+    counts = dict(zip(primary["primary"].to_list(), primary["count"].to_list()))
+    assert [counts.get(name, 0) for name in shown] == sorted((counts.get(n, 0) for n in shown), reverse=True)
+    assert len(shown) == len(json.loads((full_run / "taxonomy.json").read_text())["capabilities"])

@@ -183,7 +183,8 @@ def _taxonomy_rows(taxonomy: Taxonomy, joined: pl.DataFrame | None) -> list[dict
             "members": c.members,
             **{k: {"value": WORD[getattr(c, f)], "reason": getattr(c, f"{f}_reason")} for k, f in PRINCIPLES.items()},
         }
-        for c in taxonomy.capabilities
+        # largest first, by the share the table shows (Stage 3's where tagged), as taxonomy.md and the summary
+        for c in sorted(taxonomy.capabilities, key=lambda c: -(primary.get(c.name, 0.0) if primary else c.share))
     ]
 
 
