@@ -1,13 +1,17 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 from typer.testing import CliRunner
 
 from taxonomy.cli import app
+from taxonomy.run import RunDir
 from tests import responders
 from tests.fake_gemini import FakeGeminiServer
 
@@ -88,15 +92,67 @@ def files_text(folder: Path) -> str:
     return "".join(p.read_bytes().decode("utf-8", "replace") for p in folder.rglob("*") if p.is_file())
 
 
-def offline_devai_run(tmp: Path, *then: tuple[str, ...], pipeline: Path | None = None) -> Path:
-    """A full offline run over the bundled DevAI corpus in tmp/run (no key in the environment), then
-    each command of `then` on it (the run directory is appended). `pipeline` defaults to a test TOML."""
+def built_once(name: str, build: Callable[[Path], None]) -> Path:
+    """The folder `build(folder)` fills, built once per test session and then only read.
+
+    Under pytest-xdist the workers share the session's temporary root: the first to ask builds the folder under
+    a file lock while the others wait, then all read it, so N workers do not build it N times. A build that
+    failed is started again by the next test that asks."""
+    base = _TMP["factory"].getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, done = root / f"shared-{name}", root / f"shared-{name}.done"
+    with FileLock(str(root / f"shared-{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    return folder
+
+
+_TMP: dict[str, pytest.TempPathFactory] = {}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _tmp_factory(tmp_path_factory):
+    """Lets built_once, a plain function like the run helpers that call it, find the session's temporary root."""
+    _TMP["factory"] = tmp_path_factory
+
+
+def _offline(*commands: tuple) -> None:
     with pytest.MonkeyPatch.context() as mp:
         for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
             mp.delenv(key, raising=False)
-        invoke("run", pipeline or write_pipeline(tmp), "--run-dir", tmp / "run", "-q", "--no-report")
-        for args in then:
-            invoke(args[0], tmp / "run", *args[1:])
+        for args in commands:
+            invoke(*args)
+
+
+def copy_run(shared: Path, tmp: Path) -> Path:
+    """A copy of a shared run in tmp/run for a test to change, its manifest pointed at tmp as if the run had been
+    made there: commands that read the settings back write their outputs and answer cache under tmp, never into
+    the shared folder."""
+    shutil.copytree(shared, tmp / "run")
+    run = RunDir(tmp / "run")
+    run.manifest["config_dir"] = str(tmp)
+    run.manifest["settings"]["output"]["dir"] = str(tmp / "outputs")
+    run.save_manifest()
+    return tmp / "run"
+
+
+def _devai_offline(folder: Path) -> None:
+    _offline(("run", write_pipeline(folder), "--run-dir", folder / "run", "-q", "--no-report"))
+
+
+def offline_devai_run(tmp: Path, *then: tuple[str, ...], pipeline: Path | None = None) -> Path:
+    """A full offline run over the bundled DevAI corpus in tmp/run (no key in the environment), then
+    each command of `then` on it (the run directory is appended). `pipeline` defaults to a test TOML
+    (tmp/devai.toml), whose run is built once per session and copied here."""
+    if pipeline is None:
+        write_pipeline(tmp)
+        copy_run(built_once("devai-offline", _devai_offline) / "run", tmp)
+    else:
+        _offline(("run", pipeline, "--run-dir", tmp / "run", "-q", "--no-report"))
+    _offline(*[(args[0], tmp / "run", *args[1:]) for args in then])
     return tmp / "run"
 
 
@@ -115,6 +171,6 @@ def llm_devai_run(tmp: Path, *then: tuple[str, ...]) -> Path:
 
 
 @pytest.fixture(scope="session")
-def llm_exported_run(tmp_path_factory) -> Path:
-    """One LLM-path DevAI run with every export and its report, shared by the report and export tests."""
-    return llm_devai_run(tmp_path_factory.mktemp("llm-export"), ("export", "--to", "all", "-q"), ("report",))
+def llm_exported_run() -> Path:
+    """One LLM-path DevAI run with every export and its report, shared by the report and export tests (read only)."""
+    return built_once("devai-llm", lambda f: llm_devai_run(f, ("export", "--to", "all", "-q"), ("report",))) / "run"

@@ -17,21 +17,16 @@ from taxonomy.run import RunDir
 from taxonomy.stages.tag import SCHEMA
 from taxonomy.taxonomy_io import load_taxonomy
 from tests import responders
-from tests.conftest import invoke, write_pipeline
+from tests.conftest import offline_devai_run
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A finished offline run over the bundled DevAI corpus, with a distilled model trained on it."""
     tmp = tmp_path_factory.mktemp("distill")
-    pipeline = write_pipeline(tmp)
-    run_dir = tmp / "run"
-    with pytest.MonkeyPatch.context() as mp:
-        for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
-            mp.delenv(key, raising=False)
-        invoke("run", pipeline, "--run-dir", run_dir, "-q", "--no-report")
+    run_dir = offline_devai_run(tmp)
     report = train_distilled(RunDir(run_dir), holdout=0.25, seed=0)
-    return pipeline, run_dir, report
+    return tmp / "devai.toml", run_dir, report
 
 
 def _session(pipeline: Path, run_dir: Path, provider: str = "offline"):

@@ -15,7 +15,7 @@ from taxonomy.diff import diff_runs
 from taxonomy.guidance.vally import validate_eval
 from taxonomy.schemas import Taxonomy
 from tests import responders
-from tests.conftest import ROOT, invoke, write_pipeline
+from tests.conftest import ROOT, invoke, offline_devai_run, write_pipeline
 from tests.test_report import Page
 
 
@@ -29,14 +29,7 @@ def _tags(run) -> pl.DataFrame:
 
 @pytest.fixture(scope="module")
 def offline_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("edit")
-    mp = pytest.MonkeyPatch()
-    for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
-        mp.delenv(key, raising=False)
-    run = tmp / "run"
-    invoke("run", write_pipeline(tmp), "--run-dir", run, "-q")
-    mp.undo()
-    return run
+    return offline_devai_run(tmp_path_factory.mktemp("edit"), ("report",))
 
 
 @pytest.fixture

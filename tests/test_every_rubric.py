@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from taxonomy.cli import app
 from taxonomy.text import FUNCTION_WORDS
-from tests.conftest import ROOT, write_pipeline
+from tests.conftest import ROOT, offline_devai_run, write_pipeline
 
 FIXTURES = ROOT / "tests" / "fixtures" / "scripts"
 HELDOUT = ROOT / "benchmarks" / "heldout"
@@ -348,8 +348,7 @@ def test_auditing_a_subset_reports_the_shares_the_run_gave_it(offline_env, tmp_p
 
 def test_a_devai_subset_tagged_against_the_devai_run_keeps_its_tags(offline_env, tmp_path):
     """Issue 41 item 3: DevAI's first 40 criteria kept 33 of 40 primary tags."""
-    run_dir = tmp_path / "run"
-    assert _invoke("run", write_pipeline(tmp_path), "--run-dir", run_dir, "-q", "--no-report").exit_code == 0
+    run_dir = offline_devai_run(tmp_path)
     (tmp_path / "first40").mkdir()
     subset = write_pipeline(tmp_path / "first40", limit=40)
     result = _invoke("tag", subset, "--taxonomy", run_dir, "--run-dir", tmp_path / "tagged", "-q")
