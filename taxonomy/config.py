@@ -362,6 +362,10 @@ class TagConfig(Section):
 class AuditConfig(Section):
     # Criteria whose best capability fits below this score are listed as "none of the above".
     none_threshold: float = Field(0.15, ge=0, le=1)
+    # A criterion fits no capability when its wording is rarer in the run's corpus than in all but this share of
+    # the run's own criteria held out from the fit (offline/novelty.py): about this share of a corpus's own
+    # new criteria are flagged, most of a foreign corpus's.
+    none_alpha: float = Field(0.1, gt=0, lt=1)
     # A capability present in at least this share of tasks is expected in every task.
     missing_share: float = Field(0.5, gt=0, le=1)
     duplicate_similarity: float = Field(0.9, gt=0, le=1)

@@ -12,7 +12,7 @@ is optional. Finders that need a missing column return an empty frame.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
@@ -31,13 +31,23 @@ class AuditResult:
     unmapped: pl.DataFrame  # criterion_id, task_id, primary, score, reason, text
     duplicates: pl.DataFrame  # task_id, criterion_a, criterion_b, similarity, text_a, text_b
     bundled: pl.DataFrame  # criterion_id, task_id, n_checks, reason, text
+    # What "fits no capability" means here and how it was calibrated, printed above the unmapped list.
+    unmapped_note: str = ""
+
+    FRAMES = ("shares", "task_matrix", "missing", "unmapped", "duplicates", "bundled")
+
+    def summary(self, n_criteria: int) -> str:
+        """One line: how many audited criteria fit no capability."""
+        n = self.unmapped.height
+        pct = 100 * n / n_criteria if n_criteria else 0.0
+        return f"Fit no capability: {n} of {n_criteria} criteria ({pct:.1f}%)"
 
     def to_markdown(self, max_rows: int = 50) -> str:
         titles = {
             "shares": "Capability shares (primary tag) vs reference",
             "task_matrix": "Criteria per task and capability",
             "missing": "Tasks missing a capability most tasks have",
-            "unmapped": "Criteria that fit no capability well",
+            "unmapped": "Criteria that fit no capability",
             "duplicates": "Near-duplicate criteria within a task",
             "bundled": "Criteria that bundle several checks",
         }
@@ -45,10 +55,14 @@ class AuditResult:
             "# Coverage audit",
             "",
             "Shares, reference shares, differences and prevalence are in percent, as in `taxonomy breakdown`.",
+            "",
+            self.summary(int(self.shares["n"].sum())) + " (listed below).",
         ]
-        for f in fields(self):
-            parts.append(f"\n## {titles[f.name]}\n")
-            parts.append(frame_to_markdown(getattr(self, f.name), max_rows))
+        for name in self.FRAMES:
+            parts.append(f"\n## {titles[name]}\n")
+            if name == "unmapped" and self.unmapped_note:
+                parts.append(self.unmapped_note + "\n")
+            parts.append(frame_to_markdown(getattr(self, name), max_rows))
         return "\n".join(parts) + "\n"
 
 
@@ -59,6 +73,8 @@ def audit_coverage(
     reference_shares: dict[str, float] | None = None,
     *,
     none_threshold: float,
+    novelty_threshold: float | None = None,
+    unmapped_note: str = "",
     missing_share: float = 0.5,
     dup_threshold: float = 0.9,
     close_margin: float = 0.1,
@@ -72,15 +88,18 @@ def audit_coverage(
         shares=capability_shares(joined, names, reference_shares),
         task_matrix=matrix,
         missing=missing_capabilities(matrix, missing_share),
-        unmapped=low_fit_criteria(joined, none_threshold),
+        unmapped=low_fit_criteria(joined, none_threshold, novelty_threshold),
         duplicates=near_duplicates(criteria, dup_threshold),
         bundled=bundled_criteria(joined, close_margin=close_margin, min_score=none_threshold),
+        unmapped_note=unmapped_note,
     )
 
 
 def join_tags(criteria: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     """Criteria with their tags; untagged criteria (failed or absent) keep a null primary."""
-    keep = [c for c in ("criterion_id", "tags", "primary", "score", "scores") if c in tags.columns]
+    keep = [
+        c for c in ("criterion_id", "tags", "primary", "score", "scores", "novelty", "none_reason") if c in tags.columns
+    ]
     base = criteria.select("criterion_id", "task_id", "text")
     return base.join(tags.select(keep), on="criterion_id", how="left")
 
@@ -145,20 +164,32 @@ def missing_capabilities(matrix: pl.DataFrame, missing_share: float = 0.5) -> pl
 
 
 # ---- criteria that fit nothing ------------------------------------------------------
-def low_fit_criteria(joined: pl.DataFrame, none_threshold: float) -> pl.DataFrame:
-    """Criteria with no primary tag, or whose primary fits worse than none_threshold."""
-    has_score = "score" in joined.columns
-    score = pl.col("score") if has_score else pl.lit(None, dtype=pl.Float64)
-    flagged = joined.with_columns(score=score.cast(pl.Float64)).with_columns(
-        reason=pl.when(pl.col("primary").is_null())
+def low_fit_criteria(
+    joined: pl.DataFrame, none_threshold: float, novelty_threshold: float | None = None
+) -> pl.DataFrame:
+    """Criteria that fit no capability: untagged; a model's answer that none fits (`none_reason`); wording the run's
+    corpus mostly lacks (`novelty` below `novelty_threshold`, see offline/novelty.py); or a primary that fits
+    worse than none_threshold. Least covered first."""
+    cols = {"score": pl.Float64, "novelty": pl.Float64, "none_reason": pl.Utf8}
+    frame = joined.with_columns(
+        (pl.col(c) if c in joined.columns else pl.lit(None)).cast(t).alias(c) for c, t in cols.items()
+    )
+    cut = float("-inf") if novelty_threshold is None else novelty_threshold
+    reason = (
+        pl.when(pl.col("primary").is_null() & pl.col("none_reason").is_null())
         .then(pl.lit("untagged"))
+        .when(pl.col("none_reason").is_not_null())
+        .then(pl.format("the model: {}", pl.col("none_reason")))
+        .when(pl.col("novelty") < cut)
+        .then(pl.format("word-pair coverage {} < {}", pl.col("novelty").round(3), pl.lit(round(cut, 3))))
         .when(pl.col("score") < none_threshold)
         .then(pl.lit(f"score < {none_threshold:g}"))
     )
     return (
-        flagged.filter(pl.col("reason").is_not_null())
-        .select("criterion_id", "task_id", "primary", "score", "reason", "text")
-        .sort("score", nulls_last=False)
+        frame.with_columns(reason=reason)
+        .filter(pl.col("reason").is_not_null())
+        .select("criterion_id", "task_id", "primary", "score", "novelty", "reason", "text")
+        .sort("novelty", "score", nulls_last=False)
     )
 
 

@@ -8,6 +8,7 @@ import polars as pl
 
 from taxonomy.analysis.audit import AuditResult, audit_coverage
 from taxonomy.analysis.breakdown import write_csv
+from taxonomy.offline.novelty import novelty_for
 from taxonomy.pipeline import Session, ensure_criteria, run_stage
 from taxonomy.run import TAGS
 from taxonomy.taxonomy_io import load_taxonomy
@@ -30,21 +31,46 @@ def fit_scores(criteria: pl.DataFrame, tags: pl.DataFrame, taxonomy, cfg, folder
     return tags.drop("score", strict=False).join(scored.select("criterion_id", "score"), on="criterion_id", how="left")
 
 
+def texts(criteria: pl.DataFrame) -> list[str]:
+    return [t or "" for t in criteria["text"].to_list()]
+
+
+def unmapped_note(novelty, none_threshold: float) -> str:
+    if novelty is None:
+        return (
+            f"No run's corpus is beside this taxonomy, so fit is not calibrated: listed are criteria left untagged "
+            f"or whose primary tag scores below {none_threshold:g}. Audit against a run folder to calibrate it."
+        )
+    return novelty.describe() + " Each listed criterion is worth a new capability, a rewrite, or a rubric of its own."
+
+
 def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
     taxonomy = load_taxonomy(taxonomy_path, s.cfg.labels)
     run_stage(s, "tag", taxonomy_path=taxonomy_path)
     criteria = ensure_criteria(s)
-    tags = fit_scores(criteria, s.run.read_parquet(TAGS), taxonomy, s.cfg, Path(taxonomy_path).parent)
+    folder = Path(taxonomy_path).parent
+    tags = fit_scores(criteria, s.run.read_parquet(TAGS), taxonomy, s.cfg, folder)
     a = s.cfg.audit
+    novelty = novelty_for(folder, a.none_alpha)
+    if novelty is not None:
+        tags = tags.join(
+            pl.DataFrame(
+                {"criterion_id": criteria["criterion_id"].cast(pl.Utf8), "novelty": novelty.scores(texts(criteria))}
+            ),
+            on="criterion_id",
+            how="left",
+        )
     result = audit_coverage(
         criteria,
         tags,
         taxonomy,
         none_threshold=a.none_threshold,
+        novelty_threshold=None if novelty is None else novelty.threshold,
+        unmapped_note=unmapped_note(novelty, a.none_threshold),
         missing_share=a.missing_share,
         dup_threshold=a.duplicate_similarity,
     )
-    for name in ("shares", "task_matrix", "missing", "unmapped", "duplicates", "bundled"):
+    for name in AuditResult.FRAMES:
         write_csv(getattr(result, name), s.run.path / "audit" / f"{name}.csv")
     s.run.write_text("audit/audit.md", result.to_markdown())
     return result
