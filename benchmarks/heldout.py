@@ -41,23 +41,19 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.quality import kmeans_tfidf_svd, topic_leak  # noqa: E402
-from taxonomy.corpus.detect import detect  # noqa: E402
+import taxonomy  # noqa: E402
 from taxonomy.text import is_spaceless  # noqa: E402
-from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
-from taxonomy.pipeline_toml import config_for_corpus  # noqa: E402
 
 CORPORA = sorted((ROOT / "benchmarks" / "heldout").glob("*.csv"))
 BASELINE_SEEDS = 3
 
 
 def score(path: Path, work: Path) -> dict:
-    cfg, _ = config_for_corpus(detect(path))
-    run_dir = work / path.stem
-    run_pipeline(open_session(cfg, provider="offline", run_dir=run_dir, show_progress=False))
+    run = taxonomy.fit(path, provider="offline", run_dir=work / path.stem)
     gold = dict(zip(*pl.read_csv(path).select("criterion", "gold_kind").to_dict(as_series=False).values()))
-    crit = pl.read_parquet(run_dir / "criteria.parquet").select("criterion_id", "task_id", "text")
-    tags = pl.read_parquet(run_dir / "stage3_tags.parquet").select("criterion_id", "primary")
-    labels = pl.read_parquet(run_dir / "stage1_labels.parquet").select(
+    crit = run.criteria.select("criterion_id", "task_id", "text")
+    tags = run.tags.select("criterion_id", "primary")
+    labels = pl.read_parquet(run.path / "stage1_labels.parquet").select(
         "criterion_id", pl.col("labels").list.first().alias("label")
     )
     x = crit.join(tags, on="criterion_id").join(labels, on="criterion_id")

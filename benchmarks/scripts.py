@@ -26,9 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.quality import kmeans_tfidf_svd  # noqa: E402
-from taxonomy.corpus.detect import detect  # noqa: E402
-from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
-from taxonomy.pipeline_toml import config_for_corpus  # noqa: E402
+import taxonomy  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "scripts"
 ENGLISH = FIXTURES / "support40_en.csv"
@@ -37,11 +35,9 @@ SEEDS = 3
 
 def primaries(path: Path, work: Path) -> pl.DataFrame:
     """criterion_id, text, gold_kind and primary tag of one offline run."""
-    cfg, _ = config_for_corpus(detect(path))
-    run_dir = work / path.stem
-    run_pipeline(open_session(cfg, provider="offline", run_dir=run_dir, show_progress=False))
-    crit = pl.read_parquet(run_dir / "criteria.parquet").select("criterion_id", "text")
-    tags = pl.read_parquet(run_dir / "stage3_tags.parquet").select("criterion_id", "primary")
+    run = taxonomy.fit(path, provider="offline", run_dir=work / path.stem)
+    crit = run.criteria.select("criterion_id", "text")
+    tags = run.tags.select("criterion_id", "primary")
     gold = pl.read_csv(path).select(pl.col("criterion").alias("text"), "gold_kind")
     return crit.join(tags, on="criterion_id").join(gold, on="text", how="left").sort("criterion_id")
 
