@@ -812,6 +812,12 @@ def export(
     result = export_run(s, formats, out_dir, notes)
     if result.guidance == "drafted":
         console.print("guidance: drafted for this export (no current guidance/drafts.json in the run)", highlight=False)
+    if result.unrecorded:
+        console.print(
+            f"note: the export is whole but not listed in the run's manifest ({result.unrecorded})",
+            markup=False,
+            highlight=False,
+        )
     for fmt in result.files:
         counts = ", ".join(f"{k}={v}" for k, v in result.counts[fmt].items())
         out.print(

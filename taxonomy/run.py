@@ -127,6 +127,7 @@ def _atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 
 # The file system's refusals: the user's setup to fix. Any other OSError is a bug and stays a traceback.
 _REFUSED = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOTDIR, errno.EISDIR, errno.ENOSPC, errno.EDQUOT}
+PROCESS_TIMING = ("totals",)  # manifest keys that say how long this process took, not what the run holds
 _TEMPORARY = re.compile(r"^\.(.+)\.[^.]+\.tmp$")  # an atomic write's temporary file: ".NAME.RANDOM.tmp"
 
 
@@ -237,8 +238,18 @@ class RunDir:
             raise damaged(path, exc, stage) from None
 
     def write_json(self, name: str, value: Any) -> None:
-        text = redact(json.dumps(value, indent=2, ensure_ascii=False, default=str))
-        _atomic_write(self.path / name, lambda p: p.write_text(text, encoding="utf-8"))
+        self._write_text(name, redact(json.dumps(value, indent=2, ensure_ascii=False, default=str)))
+
+    def _write_text(self, name: str, text: str) -> None:
+        """A text that is on disk already, byte for byte, is not written again: a finished run re-run in a
+        folder the user cannot write has nothing to write and must not fail."""
+        path = self.path / name
+        try:
+            if path.is_file() and path.read_bytes() == text.encode("utf-8"):
+                return
+        except OSError:
+            pass  # unreadable: the write below says what is wrong
+        _atomic_write(path, lambda p: p.write_text(text, encoding="utf-8"))
 
     def read_json(self, name: str, stage: str = "run") -> Any:
         path = self.need(name, stage)
@@ -248,7 +259,7 @@ class RunDir:
             raise damaged(path, exc, stage) from None
 
     def write_text(self, name: str, text: str) -> None:
-        _atomic_write(self.path / name, lambda p: p.write_text(redact(text), encoding="utf-8"))
+        self._write_text(name, redact(text))
 
     def write_npy(self, name: str, array: np.ndarray) -> None:
         def write(p: Path) -> None:
@@ -331,7 +342,23 @@ class RunDir:
 
     def save_manifest(self) -> None:
         self.manifest["run_format"] = RUN_FORMAT
-        self.write_json(MANIFEST, self.manifest)
+        try:
+            self.write_json(MANIFEST, self.manifest)
+        except RunError:
+            # Refused: when all that changed is this process's own timing, a run with nothing else to record
+            # (a finished run re-run in a read-only folder) goes on; anything else is a write that matters.
+            if not self._only_timing_changed():
+                raise
+
+    def _only_timing_changed(self) -> bool:
+        try:
+            on_disk = json.loads((self.path / MANIFEST).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        ours = json.loads(redact(json.dumps(self.manifest, ensure_ascii=False, default=str)))
+        return isinstance(on_disk, dict) and {k: v for k, v in on_disk.items() if k not in PROCESS_TIMING} == {
+            k: v for k, v in ours.items() if k not in PROCESS_TIMING
+        }
 
 
 def config_from_run(run_dir: Path) -> PipelineConfig:

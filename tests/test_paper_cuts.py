@@ -251,6 +251,40 @@ def test_a_read_only_run_folder_is_one_line(tmp_path, offline_run, command):
     assert _files(run) == before
 
 
+def _as_a_user(args: list, cwd: Path) -> subprocess.CompletedProcess:
+    """The command as an ordinary user meets a folder without write permission (root drops CAP_DAC_OVERRIDE)."""
+    drop = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    return subprocess.run(
+        [*drop, str(TAXONOMY), *map(str, args)], capture_output=True, text=True, timeout=300, env=env, cwd=cwd
+    )
+
+
+@pytest.mark.skipif(
+    os.geteuid() == 0 and not shutil.which("setpriv"), reason="root ignores chmod without setpriv to drop that power"
+)
+def test_a_finished_run_in_a_read_only_folder_reruns_and_exports_elsewhere(tmp_path, offline_run):
+    run = _copy(offline_run, tmp_path)
+    pipeline = write_pipeline(tmp_path)
+    rerun = ["run", pipeline, "--run-dir", run, "-q"]
+    for args in (rerun, ["guidance", run, "-q"], rerun):  # finished, its report listing the guidance
+        assert _as_a_user(args, tmp_path).returncode == 0
+    before = _files(run)
+    for folder in [run, *(p for p in run.rglob("*") if p.is_dir())]:
+        folder.chmod(0o555)
+    try:
+        again = _as_a_user(rerun, tmp_path)
+        export = _as_a_user(["export", run, "--to", "jsonl", "--out", tmp_path / "elsewhere"], tmp_path)
+    finally:
+        for folder in [run, *(p for p in run.rglob("*") if p.is_dir())]:
+            folder.chmod(0o755)
+    assert again.returncode == 0 and "Done in" in again.stdout, again.stderr[-2000:]
+    assert export.returncode == 0, export.stderr[-2000:]
+    assert (tmp_path / "elsewhere" / "routing.jsonl").is_file()
+    assert "not listed in the run's manifest" in export.stdout + export.stderr
+    assert _files(run) == before
+
+
 # ---- 2, 3. a server that cannot be reached, or never answers ----------------------------------------------
 
 

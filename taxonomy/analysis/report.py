@@ -614,9 +614,14 @@ def _ticks(text: str) -> Markup:
     )
 
 
+_GENERATED = re.compile(r"<footer>Generated [^<]* by ")
+
+
 def _write_atomic(path: Path, text: str) -> None:
     from taxonomy.run import apply_umask
 
+    if path.is_file() and _GENERATED.sub("", path.read_text("utf-8", "replace")) == _GENERATED.sub("", text):
+        return  # the same page but its time: a finished run re-run in a folder the user cannot write must not fail
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

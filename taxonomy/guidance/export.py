@@ -22,7 +22,7 @@ from taxonomy.guidance.inputs import judge_view
 from taxonomy.guidance.model import GuidanceDrafts
 from taxonomy.guidance.routes import ExportError, ExportInputs, Written, load_tasks
 from taxonomy.guidance.stored import inputs_fingerprint, load_drafts
-from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, record_use, taxonomy_in_use
+from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, RunError, record_use, taxonomy_in_use
 
 # One writer per format, each in its own module; the order is the one `--to all` writes and lists them in.
 WRITERS: dict[str, Callable[[ExportInputs, RunDir], Written]] = {
@@ -54,6 +54,7 @@ class ExportResult:
     seconds: dict[str, float] = field(default_factory=dict)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     guidance: str = "reused"  # "reused" (the run's guidance/drafts.json) or "drafted"
+    unrecorded: str | None = None  # why the run's manifest does not list this export (a folder it cannot write)
 
     def bytes(self, fmt: str) -> int:
         return sum(p.stat().st_size for p in self.files[fmt])
@@ -122,6 +123,21 @@ def export_run(
         written = WRITERS[fmt](inputs, target)
         result.files[fmt], result.counts[fmt] = written.files, written.counts
         result.seconds[fmt] = round(time.perf_counter() - start, 3)
-    run.record("export", result.as_dict())
-    record_use(run, "export", used)
+    _record(run, result, used, elsewhere=out is not None and not _inside(Path(out), run.path))
     return result
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    return path.resolve().is_relative_to(folder.resolve())
+
+
+def _record(run: RunDir, result: ExportResult, used: str, elsewhere: bool) -> None:
+    """The export in the run's manifest. Written elsewhere (--out) from a run folder the user cannot write, the
+    export is whole without that record: said, not refused."""
+    try:
+        run.record("export", result.as_dict())
+        record_use(run, "export", used)
+    except RunError as exc:
+        if not elsewhere:
+            raise
+        result.unrecorded = str(exc).split("; fix:", 1)[0]
