@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import polars as pl
 import pytest
 
@@ -204,3 +206,63 @@ def test_audit_and_breakdown_print_shares_in_one_format():
     expected = to_markdown(res.shares.head(1), pct_cols=["share", "reference_share", "diff"]).splitlines()[-1]
     assert expected in md and f"| {100 * first['share']:.1f} |" in expected
     assert f"| {first['share']:.3f} |" not in md
+
+
+# ---- "fits no capability", calibrated on the run's own corpus --------------------------------
+@pytest.fixture(scope="module")
+def devai_split(tmp_path_factory):
+    """A key-less run on DevAI without one task in five; those tasks' criteria are the run's own held-out ones."""
+    import zlib
+
+    from taxonomy.config import load_config
+    from taxonomy.corpus import load_corpus
+    from tests.conftest import invoke
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / "pipelines" / "devai.toml")
+    frame = load_corpus(cfg.corpus, cfg.base_dir).frame.select(pl.col("task_id").cast(pl.Utf8), criterion="text")
+    held = pl.Series([zlib.crc32(t.encode()) % 5 == 0 for t in frame["task_id"].to_list()])
+    work = tmp_path_factory.mktemp("audit")
+    frame.filter(~held).write_csv(work / "devai_run.csv")
+    frame.filter(held).write_csv(work / "devai_held_out.csv")
+    invoke("run", str(work / "devai_run.csv"), "--provider", "offline", "--run-dir", str(work / "run"), "-q")
+    return work
+
+
+def _audit(work: Path, corpus: Path, name: str) -> tuple[pl.DataFrame, int, str]:
+    from tests.conftest import invoke
+
+    out = work / name
+    result = invoke(
+        "audit", str(corpus), "--taxonomy", str(work / "run"), "--provider", "offline", "--run-dir", str(out)
+    )
+    n = pl.read_parquet(out / "criteria.parquet").height
+    return pl.read_csv(out / "audit" / "unmapped.csv"), n, result.output
+
+
+def test_audit_flags_a_foreign_corpus_and_few_of_the_runs_own(devai_split):
+    foreign = Path(__file__).resolve().parents[1] / "benchmarks" / "heldout" / "report_writing.csv"
+    flagged, n, output = _audit(devai_split, foreign, "foreign")
+    assert flagged.height >= 0.8 * n, (flagged.height, n)
+    own, n_own, _ = _audit(devai_split, devai_split / "devai_held_out.csv", "own")
+    assert own.height <= 0.1 * n_own, (own.height, n_own)
+    # The audit says what the flag means, how it was calibrated, and lists the criteria to act on.
+    assert f"Fit no capability: {flagged.height} of {n} criteria" in output
+    assert "quantile of the same score" in output and "held out from the fit" in output
+    assert flagged["text"][0] in (devai_split / "foreign" / "audit" / "audit.md").read_text()
+
+
+def test_audit_calibration_is_saved_stamped_and_refitted_when_stale(devai_split):
+    import json
+
+    saved = devai_split / "run" / "novelty.json"
+    assert saved.is_file()  # the audits above fitted it once, beside the tagger
+    data = json.loads(saved.read_text())
+    assert data["fitted_for"]["alpha"] == 0.1 and data["calibrated_on"] > 200
+    assert 0 < data["held_out_flagged"] <= 0.1
+    data["fitted_for"]["corpus"] = "another corpus"
+    data["threshold"] = 2.0  # a stale calibration that would flag everything
+    saved.write_text(json.dumps(data))
+    own, n_own, _ = _audit(devai_split, devai_split / "devai_held_out.csv", "own-again")
+    assert own.height <= 0.1 * n_own
+    assert json.loads(saved.read_text())["fitted_for"]["corpus"] != "another corpus"
