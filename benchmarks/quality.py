@@ -60,11 +60,11 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+import taxonomy  # noqa: E402
 from taxonomy.config import load_config  # noqa: E402
-from taxonomy.corpus import CorpusConfig, load_corpus  # noqa: E402
+from taxonomy.corpus import load_corpus  # noqa: E402
 from taxonomy.embed.local import LocalEmbedder  # noqa: E402
 from taxonomy.llm.providers import resolve_provider_name  # noqa: E402
-from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
 from taxonomy.run import default_run_dir  # noqa: E402
 
 GOLDS = {"paperbench": ("category", "finegrained_category"), "devai": ("category",), "healthbench": ("axis",)}
@@ -270,14 +270,11 @@ def _primaries(run_dir: Path, ids: list[str]) -> tuple[list[str], int]:
 
 
 def execute(cfg, provider: str, run_dir: Path, *, seed: int = SEED) -> tuple[float | None, float, dict]:
-    """Run the pipeline into `run_dir` through the library API unless Stage 3 is already there,
-    with every gold column blanked in the criteria snapshot. Returns (seconds or None if nothing
-    ran, peak RSS in MiB, per-stage seconds)."""
+    """Fit the pipeline into `run_dir` through the public API unless Stage 3 is already there, with every gold
+    column blanked in the corpus it reads. Returns (seconds or None if nothing ran, peak RSS in MiB, per-stage
+    seconds)."""
     if (run_dir / "stage3_tags.parquet").exists():
         return None, _peak_rss_mb(), {}
-    cfg = cfg.model_copy(deep=True)
-    cfg.cluster.seed = seed
-    cfg.merge.accept_violations = True  # a broken constraint is scored and reported as FAIL, not raised
     # The pipeline reads a copy of the corpus with every gold column blanked (a table corpus, so
     # the snapshot it takes, and re-takes when the corpus changes, never holds a gold label).
     frame = load_corpus(cfg.corpus, cfg.base_dir).frame
@@ -285,11 +282,18 @@ def execute(cfg, provider: str, run_dir: Path, *, seed: int = SEED) -> tuple[flo
     run_dir.mkdir(parents=True, exist_ok=True)
     blind = run_dir.parent / f"{run_dir.name}-corpus.parquet"
     frame.drop("source").with_columns([pl.lit(None, frame.schema[c]).alias(c) for c in blank]).write_parquet(blind)
-    cfg.corpus = CorpusConfig(path=str(blind), format="table")
-    start = time.perf_counter()
-    session = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=False)
     stages: dict = {}
-    run_pipeline(session, on_stage=lambda st, info: stages.__setitem__(st, info.get("seconds")))
+    start = time.perf_counter()
+    taxonomy.fit(
+        blind,
+        pipeline=ROOT / "pipelines" / f"{cfg.name}.toml",
+        name=cfg.name,
+        # a broken constraint is scored and reported as FAIL, not raised
+        settings={"cluster": {"seed": seed}, "merge": {"accept_violations": True}},
+        provider=provider,
+        run_dir=run_dir,
+        on_stage=lambda st, info: stages.__setitem__(st, info.get("seconds")),
+    )
     return time.perf_counter() - start, _peak_rss_mb(), stages
 
 

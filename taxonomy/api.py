@@ -76,6 +76,36 @@ def _check_provider(provider: str | None) -> None:
         raise ConfigError(f"provider={provider!r}: unknown provider; fix: use one of {', '.join(known)}")
 
 
+def _with_settings(cfg: PipelineConfig, settings: dict[str, dict[str, Any]]) -> PipelineConfig:
+    """`{"cluster": {"seed": 1}}` over the config, each value checked as the TOML's would be."""
+    raw = cfg.model_dump()
+    sections = ", ".join(k for k, v in raw.items() if isinstance(v, dict))
+    for section, values in settings.items():
+        if not isinstance(raw.get(section), dict) or not isinstance(values, dict):
+            raise ConfigError(f"settings[{section!r}]: no such section; fix: use one of {sections}")
+        unknown = set(values) - set(raw[section])
+        if unknown:
+            raise ConfigError(
+                f"settings[{section!r}]: unknown key(s) {', '.join(sorted(unknown))}; "
+                "fix: use the keys a pipeline TOML shows for that section"
+            )
+        raw[section].update(values)
+    return PipelineConfig.model_validate(raw)
+
+
+def _config(path: Path, pipeline: str | Path | None, settings: dict | None) -> tuple[PipelineConfig, Any]:
+    """A pipeline TOML as written, else a corpus through detection, with `pipeline`'s settings when given."""
+    found = None
+    if path.suffix.lower() == ".toml":
+        cfg = load_config(path)
+    else:
+        found = detect(path)
+        cfg = config_for_corpus(found)[0]
+        if pipeline is not None:
+            cfg = load_config(pipeline).model_copy(update={"corpus": cfg.corpus, "name": cfg.name})
+    return (_with_settings(cfg, settings) if settings else cfg), found
+
+
 def _open(
     data: Data,
     name: str | None,
@@ -83,7 +113,8 @@ def _open(
     run_dir: str | Path | None,
     quiet: bool,
     frozen: Taxonomy | None = None,
-    limit: int | None = None,
+    pipeline: str | Path | None = None,
+    settings: dict | None = None,
 ) -> Session:
     """A session as the CLI opens one over a pipeline TOML or a corpus (a frame is a corpus written to a file)."""
     _check_provider(provider)
@@ -91,15 +122,9 @@ def _open(
     folder = (
         _frame_folder(name, run_dir) if frozen is None else _frame_folder(name, run_dir).with_name("input" + suffix)
     )
-    path = _corpus_file(data, name, folder)
-    found = None
-    if path.suffix.lower() == ".toml":
-        cfg: PipelineConfig = load_config(path)
-    else:
-        found = detect(path)
-        cfg = config_for_corpus(found)[0]
-    if limit is not None:
-        cfg.corpus.limit = limit
+    cfg, found = _config(_corpus_file(data, name, folder), pipeline, settings)
+    if name is not None:
+        cfg.name = corpus_stem(name)
     s = open_session(
         cfg,
         provider=provider,
@@ -108,7 +133,8 @@ def _open(
         run_suffix=suffix,
         load_now=True,
     )
-    if found is not None:  # the TOML a bare corpus's run keeps, to repeat or tune it with `taxonomy run`
+    if found is not None and pipeline is None and not settings:
+        # the TOML a bare corpus's run keeps, to repeat or tune it with `taxonomy run` (the CLI's own)
         toml = cfg.model_copy(deep=True)
         toml.corpus.limit = None
         s.run.write_text(PIPELINE_TOML, render(toml, found, s.run.path / PIPELINE_TOML, pin_output=True))
@@ -128,19 +154,25 @@ def fit(
     name: str | None = None,
     provider: str | None = None,
     run_dir: str | Path | None = None,
-    limit: int | None = None,
+    pipeline: str | Path | None = None,
+    settings: dict[str, dict[str, Any]] | None = None,
     quiet: bool = True,
     on_stage: Callable[[str, dict], None] | None = None,
 ) -> Result:
     """Induce a taxonomy from a rubric corpus and tag every criterion with it, as `taxonomy run` does.
 
     `data`: a polars frame of criteria (columns as `taxonomy run` detects them: criterion/text, task/task_id,
-    weight, ...), a corpus file (.csv, .tsv, .jsonl, .json, .parquet) or a pipeline TOML. `name` names a frame's
-    pipeline (default "rubric"). `provider`: "auto" (Gemini with a key, else offline), "gemini", "vertex", "openai"
-    or "offline"; default the config's llm.provider. `run_dir`: default one per pipeline, backend and model under
-    ./outputs, so fitting again resumes from what is on disk. `limit`: only the first N criteria. `on_stage(stage,
-    info)` is called after each stage with what the command prints for it (info["skipped"] when it was on disk)."""
-    s = _open(data, name, provider, run_dir, quiet, limit=limit)
+    weight, ...), a corpus file (.csv, .tsv, .jsonl, .json, .parquet) or a pipeline TOML.
+    `name`: the pipeline's name (default: "rubric" for a frame, a file's own name, a TOML's own).
+    `provider`: "auto" (Gemini with a key, else offline), "gemini", "vertex", "openai" or "offline"; default the
+    config's llm.provider, as on the command line.
+    `run_dir`: default one per pipeline, backend and model under ./outputs, so fitting again resumes from what is on
+    disk.
+    `pipeline`: a pipeline TOML whose settings a frame or corpus file is fitted with (its [corpus] aside).
+    `settings`: overrides, as `{"cluster": {"seed": 1}, "merge": {"max_caps": 8}, "corpus": {"limit": 100}}`.
+    `on_stage(stage, info)`: called after each stage with what the command prints for it (info["skipped"] when it
+    was on disk)."""
+    s = _open(data, name, provider, run_dir, quiet, pipeline=pipeline, settings=settings)
     run_pipeline(s, on_stage=on_stage)
     return load(s.run.path)
 

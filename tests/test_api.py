@@ -3,6 +3,7 @@ load a run; the LLM path through the fake Gemini server. The first test repeats 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -84,6 +85,23 @@ def test_bad_arguments_stop_with_a_fix_before_anything_is_written(tmp_path, monk
     with pytest.raises(RunError, match="holds no taxonomy.json; fix:"):
         taxonomy.tag(frame, tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_fit_a_file_with_a_pipelines_settings_and_overrides(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for key in ("GEMINI_API_KEY", "GOOGLE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+    (tmp_path / "tuned.toml").write_text('name = "tuned"\n[corpus]\npath = "none.csv"\n[cluster]\nk = 12\n')
+    run = taxonomy.fit(
+        HELDOUT / "es_support.csv",
+        pipeline=tmp_path / "tuned.toml",
+        settings={"cluster": {"seed": 7}, "corpus": {"limit": 120}},
+    )
+    recorded = json.loads((run.path / "manifest.json").read_text())["settings"]
+    assert run.criteria.height == 120 and run.path == tmp_path / "outputs" / "es_support" / "offline-first120"
+    assert recorded["cluster"]["k"] == 12 and recorded["cluster"]["seed"] == 7
+    with pytest.raises(ConfigError, match="unknown key.*sed; fix:"):
+        taxonomy.fit(HELDOUT / "es_support.csv", settings={"cluster": {"sed": 7}})
 
 
 def test_fit_through_the_llm_path(gemini_env, tmp_path, monkeypatch):
