@@ -695,11 +695,13 @@ def edit(
         help='rename OLD NEW | merge A B (B folds into A) | split A | describe A "what it checks, in one sentence"',
         show_default=False,
     ),
-    allow_violations: bool = typer.Option(
+    accept_violations: bool = typer.Option(
         False,
-        "--allow-violations",
+        "--accept-violations",
         help="keep an edit that breaks a merge constraint, recording the violations in taxonomy.json",
     ),
+    # The spelling `edit` had before `run`'s became the one for both: old commands still work.
+    allow_violations: bool = typer.Option(False, "--allow-violations", hidden=True),
     provider: Optional[str] = ProviderOpt,
     quiet: bool = QuietOpt,
 ) -> None:
@@ -707,7 +709,7 @@ def edit(
     from taxonomy.edit import apply_edit
 
     s = _session(run_dir, provider, None, quiet)
-    result = apply_edit(s, op, names, allow_violations=allow_violations)
+    result = apply_edit(s, op, names, allow_violations=accept_violations or allow_violations)
     out.print(
         f"Taxonomy {result.old_hash} -> {result.new_hash}: {len(result.taxonomy.capabilities)} capabilities; "
         f"{result.retagged} criteria re-tagged. Before the edit: {result.backup}",

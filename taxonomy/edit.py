@@ -475,7 +475,7 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
         raise EditError(
             f"{run.path / TAXONOMY}: the {op} breaks {len(introduced)} merge constraint(s): {introduced[0]}"
             f"{' (and more)' if len(introduced) > 1 else ''}; nothing was written; fix: edit differently, "
-            "or pass --allow-violations to keep it with the violations recorded"
+            "or pass --accept-violations to keep it with the violations recorded"
         )
     new.repairs = [r for r in old.repairs if not r.startswith("unresolved:")] + [
         f"edit: {op} {' '.join(args)} ({now()})"

@@ -40,3 +40,9 @@ def test_version():
 
     result = invoke("--version")
     assert result.output.strip() == f"rubric-taxonomy {version('rubric-taxonomy')}"
+
+
+def test_one_spelling_keeps_a_broken_constraint_in_every_command():
+    for name in ("run", "merge", "edit"):
+        shown = invoke(name, "--help").output
+        assert "--accept-violations" in shown and "--allow-violations" not in shown, name

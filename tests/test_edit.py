@@ -79,10 +79,10 @@ def test_merge_that_breaks_a_constraint_is_refused_unless_allowed(run):
     a, b = before.names()[-2:]
     raw_before = (run / "taxonomy.json").read_text()
     result = invoke("edit", run, "merge", a, b, ok=False)
-    assert result.exit_code == 2 and "breaks" in result.output and "--allow-violations" in result.output
+    assert result.exit_code == 2 and "breaks" in result.output and "--accept-violations" in result.output
     assert (run / "taxonomy.json").read_text() == raw_before  # nothing written
 
-    invoke("edit", run, "merge", a, b, "--allow-violations")
+    invoke("edit", run, "merge", a, b, "--accept-violations")
     after = _taxonomy(run)
     assert b not in after.names() and len(after.capabilities) == 7
     merged = after.capabilities[after.names().index(a)]
