@@ -456,3 +456,12 @@ def test_a_japanese_rubric_gets_a_signal_from_its_criteria(offline_env, tmp_path
     assert all(any(run in text for text in texts) for runs in quoted for run in runs)
     assert not any("No phrase sets" in c["diagnostic_signal"] for c in capabilities)
     assert not any("_for_" in c["name"] for c in capabilities)
+
+
+@pytest.mark.parametrize("word", ["回", "Accuracy"])
+def test_a_rubric_of_one_word_gets_a_valid_name(offline_env, tmp_path, word):
+    """One Han character (one word, "hui") or a lone generic word gave no name of two words, and the run crashed."""
+    corpus = tmp_path / "one.csv"
+    pl.DataFrame({"criterion": [word]}).write_csv(corpus)
+    (capability,) = _keyless_run(corpus, tmp_path / "run")
+    assert not label_problems(capability["name"], RULES) and "_for_" not in capability["name"]

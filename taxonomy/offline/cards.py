@@ -68,15 +68,17 @@ def _phrases(terms: list[Term]) -> str:
 def _name(sources: list[Callable[[], list[str]]], rules: LabelRules, banned: set[str], taken: set[str]) -> str:
     """`check_<words>_capability`, valid under the label rules and unused, its words those of the capability's own
     criteria: the title's words, then its labels' (read only when those gave no name), then its criteria's, then
-    the corpus's. No paraphrase of a name already given: two names with the same words up to order and inflection
-    are one name, as Stage 1's paraphrase rule has it."""
+    the corpus's; a corpus of one word names it twice. No paraphrase of a name already given: two names with the
+    same words up to order and inflection are one name, as Stage 1's paraphrase rule has it. The last source is
+    the way out where the criteria's words make no valid name (a lone generic word such as "Accuracy")."""
     room = min(NAME_WORDS, rules.max_words - len([w for w in rules.suffix.split("_") if w]) - 1)
     gists = {label_gist(name, rules) for name in taken}
     words: list[str] = []
-    for source in sources:  # each read only when the ones before it gave no name
+    for k, source in enumerate(sources):  # each read only when the ones before it gave no name
         words += [w for w in dict.fromkeys(source()) if w not in banned and w not in words]
         cands = [words[:n] for n in range(2, room + 1)]
         cands += [[a, b] for i, a in enumerate(words[:8]) for b in words[i + 1 : 8]]
+        cands += [[w, w] for w in words[:1]] if k == len(sources) - 2 else []
         for cand in cands:
             name = "_".join(["check", *cand]) + rules.suffix
             if name not in taken and label_gist(name, rules) not in gists and not label_problems(name, rules):
@@ -87,6 +89,12 @@ def _name(sources: list[Callable[[], list[str]]], rules: LabelRules, banned: set
 def _label_words(labels: list[str], rules: LabelRules) -> list[str]:
     counts = Counter(w for label in labels for w in label.removesuffix(rules.suffix).split("_")[1:] if len(w) >= 3)
     return [w for w, _ in counts.most_common()]
+
+
+def _spelt_in(found: list[str], texts: list[str]) -> list[str]:
+    """The words the criteria spell (in [a-z], as a name does): a label's fallback words are none of theirs."""
+    spelt = ascii_word(" ".join(texts).replace(" ", "")) if texts else ""
+    return [w for w in found if w in spelt]
 
 
 def _criterion_words(texts: list[str]) -> list[str]:
@@ -179,10 +187,11 @@ def describe_groups(
         title_words = [w for t in terms[g] for w in _ascii_words(t.text)]
         sources = [
             lambda tw=title_words: tw,
-            lambda g=g: _label_words(labels[g], cfg.labels),
+            lambda g=g: _spelt_in(_label_words(labels[g], cfg.labels), [texts[i] for i in groups[g]]),
             lambda g=g: _criterion_words([texts[i] for i in groups[g]]),
             lambda g=g: _syllables([texts[i] for i in groups[g]]),
             lambda: _criterion_words(texts),
+            lambda g=g: _label_words(labels[g], cfg.labels),
         ]
         cards[g]["name"] = _name(sources, cfg.labels, banned, taken)
         taken.add(cards[g]["name"])
