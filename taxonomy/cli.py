@@ -700,7 +700,7 @@ def edit(
         "--accept-violations",
         help="keep an edit that breaks a merge constraint, recording the violations in taxonomy.json",
     ),
-    # The spelling `edit` had before `run`'s became the one for both: old commands still work.
+    # Hidden: the other spelling still works in commands already written down.
     allow_violations: bool = typer.Option(False, "--allow-violations", hidden=True),
     provider: Optional[str] = ProviderOpt,
     quiet: bool = QuietOpt,

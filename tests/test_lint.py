@@ -535,6 +535,8 @@ def test_library_summary_line_and_findings_per_criterion(tmp_path):
     assert line.startswith("Lint: 0 errors, 1 warning,") and line.endswith("list them with `taxonomy lint runs/x`")
     per = findings_by_criterion(frame)
     assert [f.rule for f in per["c6"] if f.severity == "warning"] == ["sign-mismatch"]
+    sound = frame.filter(pl.col("criterion_id") == "c0")
+    assert summary_line(sound, "runs/x") == "Lint: 0 errors, 0 warnings, 0 notes in the rubric: nothing to list"
 
 
 def test_taxonomy_run_prints_the_lint_line(tmp_path):

@@ -49,6 +49,8 @@ def summary_line(frame: pl.DataFrame, target: str, capability: dict[str, str] | 
     """What `taxonomy run` prints: the offline findings summed, and the command that lists them."""
     n = counts(lint(frame, capability))
     said = ", ".join(plural(n[s], name) for s, name in (("error", "error"), ("warning", "warning"), ("info", "note")))
+    if not any(n.values()):
+        return f"Lint: {said} in the rubric: nothing to list"
     return f"Lint: {said} in the rubric; list them with `taxonomy lint {target}`"
 
 
