@@ -200,6 +200,15 @@ def report(cases, paths, results, seconds: float) -> int:
             elif not r["one_error_line"]:
                 not_one_line.append((command, i, r["tail"]))
         print(f"  {command:4} " + ", ".join(f"{k}: {v}" for k, v in sorted(codes.items())))
+    by_kind: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for i, res in results.items():
+        r = res["run"]
+        by_kind[cases[i][0].split(" (")[0]][r["outcome"] if r["outcome"] != "exit" else f"exit {r['code']}"] += 1
+    for kind, codes in sorted(by_kind.items()):
+        print(f"    run on {kind}: " + ", ".join(f"{k}: {v}" for k, v in sorted(codes.items())))
+    refused = [i for i, res in results.items() if cases[i][0] == "well-formed" and res["run"].get("code") == 2]
+    for i in refused[:5]:
+        print(f"      well-formed, refused: {paths[i]}: {results[i]['run']['tail'].strip().splitlines()[-1][:240]}")
     n_tb = sum(len(v) for v in tracebacks.values())
     print(f"tracebacks: {n_tb} ({len(tracebacks)} distinct last frames)")
     for (command, frame), hits in sorted(tracebacks.items(), key=lambda kv: -len(kv[1])):

@@ -206,6 +206,9 @@ def rubrics(draw, max_rows: int = 200, formats: tuple[str, ...] = FORMATS) -> Ru
             st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=8).map("x_".__add__), max_size=3, unique=True
         )
     )
+    # A criterion keeps its weight where it repeats, but now and then is scored the other way (a penalty in one
+    # task, a reward in another, or both in one), as rubrics assembled from several sources are.
+    base = [draw(weights()) for _ in texts] if weight_col else []
     rows = []
     for i, t in enumerate(order):
         text = texts[t]
@@ -216,15 +219,26 @@ def rubrics(draw, max_rows: int = 200, formats: tuple[str, ...] = FORMATS) -> Ru
         if task_col:
             row[task_col] = task
         if weight_col:
-            row[weight_col] = draw(weights())
+            flip = draw(st.integers(0, 3)) == 0 and isinstance(base[t], (int, float))
+            row[weight_col] = -base[t] if flip else base[t]
         if draw(st.booleans()):
             row.setdefault("category", draw(st.sampled_from(["tone", "facts", "tool", "", None])))
         for col in extra_cols:
             row[col] = draw(st.one_of(st.none(), st.integers(-3, 3), st.sampled_from(["a", "b c", "", "ünï"])))
         rows.append(row)
+    if weight_col and len(rows) + 2 <= max_rows and draw(st.integers(0, 4)) == 0:
+        rows += _scored_both_ways(rows[draw(st.integers(0, len(rows) - 1))], weight_col, draw(st.integers(1, 5)))
     fmt = draw(st.sampled_from(formats))
     encoding = draw(st.sampled_from(ENCODINGS)) if fmt != "parquet" else "utf-8"
     return Rubric(rows, text_col, weight_col, fmt, encoding, ensure_ascii=draw(st.booleans()))
+
+
+def _scored_both_ways(row: dict, weight_col: str, w: int) -> list[dict]:
+    """The row's criterion scored both ways in its task and once more in another: two rows to add after it."""
+    row[weight_col] = w
+    task_col = next((c for c in TASK_COLUMNS if c in row), None)
+    other = {**row, weight_col: w, "_task": row["_task"] + "-b"} | ({task_col: row["_task"] + "-b"} if task_col else {})
+    return [{**row, weight_col: -w}, other]
 
 
 def _cell(value) -> str:
@@ -358,9 +372,10 @@ def file_faults(draw, max_rows: int = 200) -> tuple[Rubric, FileFault, bytes]:
         column = draw(st.sampled_from([rubric.text_column, "brief", "context", "task", "weight", "category"]))
         value = _json_value(draw)
         value = [value, "x"] if kind == "list in a field" else {"k": value}
-        for i in sorted(set(draw(st.lists(st.integers(0, len(rubric.rows) - 1), min_size=1, max_size=4)))):
+        rows = sorted(set(draw(st.lists(st.integers(0, len(rubric.rows) - 1), min_size=1, max_size=4))))
+        for i in rows:
             rubric.rows[i][column] = value
-        fault.detail["column"] = column
+        fault.detail.update(column=column, rows=rows)
     elif kind == "odd weight":
         rubric.weight_column = rubric.weight_column or "weight"
         rubric.fmt = draw(st.sampled_from(["jsonl", "json", "csv"]))

@@ -47,6 +47,12 @@ def _one_error_line(output: str, path: Path) -> str:
     return errors[0]
 
 
+def _names_row(line: str, path: Path, rubric, row: int) -> None:
+    """The error line's place (`error: FILE: PLACE: ...`) is this data row, by its row, line or JSON pointer."""
+    where = line.removeprefix(f"error: {path}: ").split(":", 1)[0]
+    assert any(place in where.split(" (") or f"({place})" in where for place in row_places(rubric, row)), (row, line)
+
+
 def _run(path: Path, folder: Path, *extra: str) -> tuple[int, str]:
     return _invoke("run", path, "--provider", "offline", "--no-report", "-q", "--run-dir", folder / "run", *extra)
 
@@ -123,12 +129,7 @@ def test_a_bad_row_is_refused_in_one_line_naming_the_file_the_row_and_the_fix(of
         path = write(rubric, folder)
         code, output = _run(path, folder)
         assert code == 2, output[-2000:]
-        line = _one_error_line(output, path)
-        where = line.removeprefix(f"error: {path}: ").split(":", 1)[0]
-        assert any(place in where.split(" (") or f"({place})" in where for place in row_places(rubric, fault.row)), (
-            fault,
-            line,
-        )
+        _names_row(_one_error_line(output, path), path, rubric, fault.row)
         assert not (folder / "run" / "taxonomy.json").exists()
 
 
@@ -145,6 +146,9 @@ def test_a_damaged_file_is_read_or_refused_in_one_line(offline_env, case):
         path = write(rubric, folder, data)
         code, output = _run(path, folder, "--accept-violations")
         assert code in (0, 2), output[-2000:]
+        if fault.kind in ("list in a field", "object in a field") and fault.detail["column"] == rubric.text_column:
+            assert code == 2, f"a criterion that is a JSON {fault.kind.split()[0]} was read: {output[-1500:]}"
+            _names_row(_one_error_line(output, path), path, rubric, fault.detail["rows"][0])
         if code == 2:
             _one_error_line(output, path)
         else:
