@@ -94,37 +94,35 @@ def _hwm_mb() -> float:
     return 0.0
 
 
-def child(mode: str, toml: Path, run_dir: Path) -> None:
-    """All stages in one process, as `taxonomy run` does; per stage its wall, CPU and peak RSS
-    (VmHWM, reset before each stage through /proc/self/clear_refs)."""
-    from taxonomy.config import load_config
-    from taxonomy.pipeline import open_session, run_stage
+def _fresh_peak() -> None:
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass  # without it, each stage's peak includes the earlier stages' peaks
 
-    cfg = load_config(toml)
-    if mode == "batch":
-        cfg.llm.mode = "batch"
-    s = open_session(cfg, provider="offline" if mode == "offline" else "gemini", run_dir=run_dir, show_progress=False)
-    for stage in STAGES:
-        try:
-            Path("/proc/self/clear_refs").write_text("5")
-        except OSError:
-            pass  # without it, each stage's peak includes the earlier stages' peaks
-        start, cpu = time.perf_counter(), time.process_time()
-        info = run_stage(s, stage)
-        print(
-            "STAGE "
-            + json.dumps(
-                {
-                    "stage": stage,
-                    "wall": time.perf_counter() - start,
-                    "cpu": time.process_time() - cpu,
-                    "peak_mb": _hwm_mb(),
-                    "info": info,
-                },
-                default=str,
-            ),
-            flush=True,
-        )
+
+def child(mode: str, toml: Path, run_dir: Path) -> None:
+    """All stages in one process through the public API, as `taxonomy run` does; per stage its wall, CPU and peak
+    RSS (VmHWM, reset as each stage ends, before the next begins, through /proc/self/clear_refs)."""
+    import taxonomy
+
+    clock = {"wall": time.perf_counter(), "cpu": time.process_time()}
+
+    def measured(stage: str, info: dict) -> None:
+        figures = {"wall": time.perf_counter() - clock["wall"], "cpu": time.process_time() - clock["cpu"]}
+        line = {"stage": stage, **figures, "peak_mb": _hwm_mb(), "info": info}
+        print("STAGE " + json.dumps(line, default=str), flush=True)
+        _fresh_peak()
+        clock.update(wall=time.perf_counter(), cpu=time.process_time())
+
+    _fresh_peak()
+    taxonomy.fit(
+        toml,
+        provider="offline" if mode == "offline" else "gemini",
+        run_dir=run_dir,
+        settings={"llm": {"mode": "batch"}} if mode == "batch" else None,
+        on_stage=measured,
+    )
 
 
 def estimate(toml: Path, provider: str, batch: bool, env: dict) -> dict:
