@@ -13,7 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -106,11 +106,7 @@ def test_a_valid_rubric_runs_without_a_traceback(offline_env, rubric):
         assert code == 0 and (folder / "run" / "taxonomy.json").is_file(), output[-2000:]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the merge bounds follow rows, not distinct criteria, until the small-rubric bounds land"
-)
-# No shrinking while it is expected to fail: a shrink of a whole run per step took 5 minutes.
-@settings(FAST, max_examples=12, phases=(Phase.explicit, Phase.reuse, Phase.generate))
+@settings(FAST, max_examples=20)
 @given(rubric=rubrics(max_rows=200))
 def test_a_valid_rubric_gets_a_taxonomy_its_distinct_criteria_allow(offline_env, rubric):
     with tempfile.TemporaryDirectory() as tmp:
@@ -176,7 +172,7 @@ def test_lint_never_crashes(offline_env, case, fmt):
 
 
 @pytest.mark.slow
-@settings(FAST, max_examples=400)
+@settings(FAST, max_examples=200)
 @given(case=st.one_of(rubrics().map(lambda r: (r, None)), file_faults().map(lambda c: (c[0], c[2]))))
 def test_many_generated_files_run_or_are_refused_in_one_line(offline_env, case):
     rubric, data = case
