@@ -185,7 +185,8 @@ def taxonomy_markdown(taxonomy: Taxonomy, shares: Any = None) -> str:
     lines = [
         f"# Capability taxonomy: {taxonomy.corpus or 'corpus'}",
         "",
-        f"{len(caps)} capabilities over {taxonomy.n_criteria} criteria; content hash `{taxonomy.content_hash}`.",
+        f"{len(caps)} {'capability' if len(caps) == 1 else 'capabilities'} over {taxonomy.n_criteria} "
+        f"{'criterion' if taxonomy.n_criteria == 1 else 'criteria'}; content hash `{taxonomy.content_hash}`.",
         "",
     ]
     if taxonomy.violations:  # first, so no reader takes the shares below at face value

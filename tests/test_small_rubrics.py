@@ -105,6 +105,7 @@ def test_a_one_criterion_rubric_gets_one_capability_without_boundaries(backend, 
     assert "non_examples" not in result.output and len(_bounds_notes(result.output)) == 1
     (capability,) = json.loads((run_dir / "taxonomy.json").read_text())["capabilities"]
     assert capability["share"] == 1.0 and capability["non_examples"] == []
+    assert "1 capability over 1 criterion;" in (run_dir / "taxonomy.md").read_text()
 
 
 def _random_rubric(seed: int, folder: Path) -> tuple[Path, int]:
