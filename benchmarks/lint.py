@@ -45,11 +45,12 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from taxonomy.config import load_config  # noqa: E402
-from taxonomy.corpus import load_corpus  # noqa: E402
+import taxonomy  # noqa: E402
 from taxonomy.lint import lint  # noqa: E402
 from taxonomy.text import NEGATIONS, words  # noqa: E402
 
+# A repeated criterion is a finding to count, not a row to collapse (as `taxonomy lint` reads a corpus).
+KEEP_REPEATS = {"corpus": {"on_duplicate": "keep"}}
 FAILURE_OPENINGS = {"fails", "incorrectly", "wrongly", "inaccurately", "falsely", "omits", "neglects", "misses"}
 SUCCESS_OPENINGS = {"correctly", "accurately", "appropriately", "properly"}
 EXPECTED = {
@@ -72,14 +73,8 @@ _REQUIREMENT = re.compile(
 
 def load(name: str) -> pl.DataFrame:
     """A bundled corpus by name (pipelines/NAME.toml), or a corpus file (a labelled fixture)."""
-    if Path(name).suffix:
-        from taxonomy.lint.target import load_target
-
-        frame = load_target(Path(name)).frame
-    else:
-        cfg = load_config(ROOT / "pipelines" / f"{name}.toml")
-        cfg.corpus.on_duplicate = "keep"
-        frame = load_corpus(cfg.corpus, cfg.base_dir).frame
+    source = Path(name) if Path(name).suffix else ROOT / "pipelines" / f"{name}.toml"
+    frame = taxonomy.read_corpus(source, settings=KEEP_REPEATS)
     if "context" not in frame.columns:
         frame = frame.with_columns(pl.lit("").alias("context"))
     return frame.select("criterion_id", "task_id", "text", "weight", "brief", "context")
@@ -285,13 +280,12 @@ def judged(path: Path, findings: Path | None = None) -> tuple[list, dict[str, se
     `findings` (with a model: the model's own and the merged ones, each with its source)."""
     from taxonomy.lint.check import check, rules
     from taxonomy.lint.findings import Finding
-    from taxonomy.lint.target import load_target
 
     if findings is None:
         found, _ = check(path, rules(None, None, preview=True), "offline")
     else:
         found = [Finding(**f) for f in json.loads(findings.read_text(encoding="utf-8"))["findings"]]
-    frame = load_target(path).frame
+    frame = taxonomy.read_corpus(path, settings=KEEP_REPEATS)
     labels = {cid: {x for x in (d or "").split("|") if x} for cid, d in zip(frame["criterion_id"], frame["defect"])}
     return found, labels
 

@@ -62,7 +62,6 @@ if str(ROOT) not in sys.path:
 
 import taxonomy  # noqa: E402
 from taxonomy.config import load_config  # noqa: E402
-from taxonomy.corpus import load_corpus  # noqa: E402
 from taxonomy.embed.local import LocalEmbedder  # noqa: E402
 from taxonomy.llm.providers import resolve_provider_name  # noqa: E402
 from taxonomy.run import default_run_dir  # noqa: E402
@@ -277,7 +276,8 @@ def execute(cfg, provider: str, run_dir: Path, *, seed: int = SEED) -> tuple[flo
         return None, _peak_rss_mb(), {}
     # The pipeline reads a copy of the corpus with every gold column blanked (a table corpus, so
     # the snapshot it takes, and re-takes when the corpus changes, never holds a gold label).
-    frame = load_corpus(cfg.corpus, cfg.base_dir).frame
+    pipeline = ROOT / "pipelines" / f"{cfg.name}.toml"
+    frame = taxonomy.read_corpus(pipeline)
     blank = [c for c in GOLD_COLUMNS if c in frame.columns]
     run_dir.mkdir(parents=True, exist_ok=True)
     blind = run_dir.parent / f"{run_dir.name}-corpus.parquet"
@@ -286,7 +286,7 @@ def execute(cfg, provider: str, run_dir: Path, *, seed: int = SEED) -> tuple[flo
     start = time.perf_counter()
     taxonomy.fit(
         blind,
-        pipeline=ROOT / "pipelines" / f"{cfg.name}.toml",
+        pipeline=pipeline,
         name=cfg.name,
         # a broken constraint is scored and reported as FAIL, not raised
         settings={"cluster": {"seed": seed}, "merge": {"accept_violations": True}},
@@ -327,7 +327,7 @@ def score_corpus(
 
     # Gold comes from the loader, never from the (blanked) snapshot the pipeline read.
     criteria = pl.read_parquet(runs[0].run_dir / "criteria.parquet").select("criterion_id", "task_id", "text")
-    gold_frame = load_corpus(cfg.corpus, cfg.base_dir).frame
+    gold_frame = taxonomy.read_corpus(ROOT / "pipelines" / f"{corpus}.toml")
     wanted = [g for g in GOLDS[corpus] if g in gold_frame.columns]
     criteria = criteria.join(gold_frame.select("criterion_id", *wanted), on="criterion_id", how="left")
     ids = criteria["criterion_id"].to_list()

@@ -29,8 +29,7 @@ import polars as pl
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from taxonomy.config import load_config  # noqa: E402
-from taxonomy.corpus import load_corpus  # noqa: E402
+import taxonomy  # noqa: E402
 
 DEFAULT_SOURCES = [ROOT / "pipelines" / "paperbench.toml", ROOT / "pipelines" / "devai.toml"]
 OPERATIONS = ("splice", "splice", "join", "join", "reorder", "trim", "reword")
@@ -42,15 +41,14 @@ _MIN_WORDS = 4
 
 
 def load_sources(pipelines: list[Path]) -> pl.DataFrame:
-    """Every criterion of the source pipelines, task ids prefixed by the pipeline name."""
+    """Every criterion of the source pipelines, task ids prefixed by the pipeline file's name (its `name`)."""
     frames = []
     for path in pipelines:
-        cfg = load_config(path)
-        frame = load_corpus(cfg.corpus, cfg.base_dir).frame
+        frame = taxonomy.read_corpus(path)
         frames.append(
             frame.select(
                 "task_id", "criterion_id", "text", "weight", "category", "direction", "brief", "context"
-            ).with_columns(task_id=pl.lit(f"{cfg.name}:") + pl.col("task_id"))
+            ).with_columns(task_id=pl.lit(f"{path.stem}:") + pl.col("task_id"))
         )
     return pl.concat(frames).sort("task_id", "criterion_id")
 

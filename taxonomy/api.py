@@ -15,10 +15,11 @@ import polars as pl
 from taxonomy.analysis.audit import AuditResult
 from taxonomy.analysis.audit_run import run_audit
 from taxonomy.config import ConfigError, PipelineConfig, load_config
+from taxonomy.corpus import load_corpus
 from taxonomy.corpus.config import corpus_stem
 from taxonomy.lint.check import check, rules
 from taxonomy.pipeline import Session, open_session, run_pipeline, run_stage
-from taxonomy.pipeline_toml import config_for_corpus, detect, render
+from taxonomy.pipeline_toml import corpus_config, detect, render
 from taxonomy.run import CRITERIA, PIPELINE_TOML, TAGS, TAXONOMY, RunDir, RunError, record_use
 from taxonomy.schemas import Taxonomy
 from taxonomy.taxonomy_io import load_taxonomy
@@ -100,7 +101,7 @@ def _config(path: Path, pipeline: str | Path | None, settings: dict | None) -> t
         cfg = load_config(path)
     else:
         found = detect(path)
-        cfg = config_for_corpus(found)[0]
+        cfg = corpus_config(found)  # read once, by the session or the caller
         if pipeline is not None:
             cfg = load_config(pipeline).model_copy(update={"corpus": cfg.corpus, "name": cfg.name})
     return (_with_settings(cfg, settings) if settings else cfg), found
@@ -175,6 +176,17 @@ def fit(
     s = _open(data, name, provider, run_dir, quiet, pipeline=pipeline, settings=settings)
     run_pipeline(s, on_stage=on_stage)
     return load(s.run.path)
+
+
+def read_corpus(source: str | Path, *, settings: dict[str, dict[str, Any]] | None = None) -> pl.DataFrame:
+    """The criteria as a run reads them (criterion_id, task_id, text, weight, category, direction, brief, context,
+    source, and the file's other columns), from a pipeline TOML, a corpus file or folder, or a run folder (its
+    snapshot). `settings`, as for `fit`, e.g. `{"corpus": {"on_duplicate": "keep"}}` to keep repeated criteria."""
+    path = Path(source)
+    if path.is_dir() and (path / CRITERIA).is_file():
+        return RunDir(path).read_parquet(CRITERIA, "run")
+    cfg = _config(path, None, settings)[0]
+    return load_corpus(cfg.corpus, cfg.base_dir).frame
 
 
 def load(run: str | Path) -> Result:

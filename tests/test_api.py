@@ -48,6 +48,14 @@ def test_load_reads_a_fitted_run_back(fitted):
     assert again.tags.equals(run.tags) and again.backend == "offline" and again.criteria.height == 400
 
 
+def test_read_corpus_gives_the_criteria_as_a_run_reads_them(fitted):
+    run, _ = fitted
+    assert taxonomy.read_corpus(run.path).equals(run.criteria)
+    from_file = taxonomy.read_corpus(HELDOUT / "report_writing.csv")
+    shared = [c for c in run.criteria.columns if c != "source"]  # source names the file each came from
+    assert from_file.select(shared).equals(run.criteria.select(shared))
+
+
 def test_tag_new_criteria_against_the_fitted_run(fitted, monkeypatch):
     run, folder = fitted
     monkeypatch.chdir(folder)
