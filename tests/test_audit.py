@@ -248,7 +248,7 @@ def test_audit_flags_a_foreign_corpus_and_few_of_the_runs_own(devai_split):
     assert own.height <= 0.1 * n_own, (own.height, n_own)
     # The audit says what the flag means, how it was calibrated, and lists the criteria to act on.
     assert f"Fit no capability: {flagged.height} of {n} criteria" in output
-    assert "quantile of the same score" in output and "held out from the fit" in output
+    assert "quantile of the same rank" in output and "held out from the fit" in output
     assert flagged["text"][0] in (devai_split / "foreign" / "audit" / "audit.md").read_text()
 
 

@@ -181,7 +181,7 @@ def low_fit_criteria(
         .when(pl.col("none_reason").is_not_null())
         .then(pl.format("the model: {}", pl.col("none_reason")))
         .when(pl.col("novelty") < cut)
-        .then(pl.format("word-pair coverage {} < {}", pl.col("novelty").round(3), pl.lit(round(cut, 3))))
+        .then(pl.format("wording rank {} < {}", pl.col("novelty").round(3), pl.lit(round(cut, 3))))
         .when(pl.col("score") < none_threshold)
         .then(pl.lit(f"score < {none_threshold:g}"))
     )

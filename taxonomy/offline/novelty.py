@@ -2,15 +2,18 @@
 
 A tagger always answers with its best capability, and its fit score cannot tell a foreign criterion from a
 corpus's own (both land between 0.3 and 0.6), so the audit asks another question: how much of the criterion's
-wording the run's corpus holds. The score is the share of the criterion's adjacent word pairs that occur in the
-run's corpus, a pair seen in two or more tasks counting fully and one seen in a single task half (a pair only
-one task uses says little about the next task). Word pairs carry how a domain phrases a check ("has been
-implemented", "the response advises"), which single words shared across domains ("model", "data") do not.
+wording the run's corpus holds. Coverage is the share of a criterion's features that occur in the run's corpus,
+a feature seen in two or more tasks counting fully and one seen in a single task half (what only one task uses
+says little about the next task). Two kinds of feature are scored: adjacent word pairs, which carry how a domain
+phrases a check ("has been implemented", "the response advises") where single words shared across domains
+("model", "data") do not; and word pairs with content words, which tell more in a small corpus. Each coverage
+is ranked among the run's held-out criteria (a conformal p-value) and the criterion keeps its lower rank.
 
 The threshold is set as split-conformal prediction sets one: the run's tasks are cut into folds; each fold's
-criteria are scored against the word pairs of the other folds (held out from the fit); the threshold is the
-alpha-quantile of those held-out scores with the (n+1) correction. A criterion of a new task of the same corpus
-then scores below it with probability at most alpha; a criterion of another domain mostly does.
+criteria are scored against the other folds (held out from the fit); the threshold is the alpha-quantile of
+those held-out ranks with the (n+1) correction. A criterion of a new task of the same corpus then falls below it
+with probability about alpha (the audit scores against the whole corpus, so somewhat less); a criterion of
+another domain mostly does.
 """
 
 from __future__ import annotations
@@ -20,16 +23,18 @@ import math
 import zlib
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Callable
 from pathlib import Path
 
 import numpy as np
+from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
 from taxonomy.text import tokens
 
 __all__ = ["Novelty", "NOVELTY", "novelty_for", "word_pairs"]
 
 NOVELTY = "novelty.json"  # beside tagger.npz in a run folder
-FORMAT = 1
+FORMAT = 2
 FOLDS = 5
 FULL_TASKS = 2  # a word pair seen in this many tasks counts fully
 
@@ -40,24 +45,38 @@ def word_pairs(text: str) -> set[str]:
     return {f"{a} {b}" for a, b in zip(toks, toks[1:])} or set(toks)
 
 
-def _task_counts(texts: list[str], tasks: list[str]) -> Counter:
-    """Per word pair, the number of tasks using it, capped at FULL_TASKS (more changes no score)."""
+def pairs_and_words(text: str) -> set[str]:
+    """Word pairs and single content words: in a small or a near domain, words tell more than pairs alone."""
+    return word_pairs(text) | {t for t in tokens(text or "") if len(t) > 1 and t not in ENGLISH_STOP_WORDS}
+
+
+# Each criterion is scored twice; its rank among the run's held-out criteria is the lower of the two ranks.
+FEATURES: dict[str, Callable[[str], set[str]]] = {"pairs": word_pairs, "pairs_and_words": pairs_and_words}
+
+
+def _task_counts(texts: list[str], tasks: list[str], feats: Callable[[str], set[str]]) -> dict[str, int]:
+    """Per feature, the number of tasks using it, capped at FULL_TASKS (more changes no score)."""
     per_task: dict[str, set[str]] = {}
     for text, task in zip(texts, tasks):
-        per_task.setdefault(task, set()).update(word_pairs(text))
+        per_task.setdefault(task, set()).update(feats(text))
     counts: Counter = Counter()
-    for pairs in per_task.values():
-        counts.update(pairs)
-    return Counter({p: min(n, FULL_TASKS) for p, n in counts.items()})
+    for found in per_task.values():
+        counts.update(found)
+    return {p: min(n, FULL_TASKS) for p, n in counts.items()}
 
 
-def _coverage(counts: Counter | dict, texts: list[str]) -> np.ndarray:
+def _coverage(counts: dict[str, int], texts: list[str], feats: Callable[[str], set[str]]) -> np.ndarray:
     out = np.ones(len(texts))
     for i, text in enumerate(texts):
-        pairs = word_pairs(text)
-        if pairs:
-            out[i] = sum(min(counts.get(p, 0), FULL_TASKS) for p in pairs) / (FULL_TASKS * len(pairs))
+        found = feats(text)
+        if found:
+            out[i] = sum(min(counts.get(p, 0), FULL_TASKS) for p in found) / (FULL_TASKS * len(found))
     return out
+
+
+def _rank(held: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """A score's conformal p-value among the held-out ones: (held-out scores at or below it + 1) / (n + 1)."""
+    return (np.searchsorted(held, scores, side="right") + 1) / (len(held) + 1)
 
 
 def conformal_threshold(scores: np.ndarray, alpha: float) -> float:
@@ -81,8 +100,9 @@ def _stamp(alpha: float, fitted_for: dict | None) -> dict:
 
 @dataclass
 class Novelty:
-    counts: dict[str, int]  # word pair -> tasks of the run's corpus using it (capped)
-    threshold: float  # a criterion scoring strictly below fits no capability
+    counts: dict[str, dict[str, int]]  # per FEATURES kind: feature -> tasks of the run's corpus using it (capped)
+    held: dict[str, list[float]]  # per kind: the held-out criteria's coverage, sorted
+    threshold: float  # a criterion whose rank is strictly below it fits no capability
     alpha: float
     calibrated_on: int  # held-out criteria behind the threshold
     held_out_flagged: float  # share of them below the threshold
@@ -92,26 +112,32 @@ class Novelty:
     def fit(cls, texts: list[str], tasks: list[str], alpha: float, fitted_for: dict | None = None) -> "Novelty":
         texts, tasks = [t or "" for t in texts], [str(t) for t in tasks]
         fold = np.array(_folds(tasks))
-        held = np.zeros(len(texts))
+        held = {kind: np.zeros(len(texts)) for kind in FEATURES}
         for f in range(FOLDS):
-            inside = np.flatnonzero(fold == f)
-            if not len(inside):
-                continue
-            rest = np.flatnonzero(fold != f)
-            counts = _task_counts([texts[i] for i in rest], [tasks[i] for i in rest])
-            held[inside] = _coverage(counts, [texts[i] for i in inside])
-        threshold = conformal_threshold(held, alpha)
+            inside, rest = np.flatnonzero(fold == f), np.flatnonzero(fold != f)
+            for kind, feats in FEATURES.items():
+                counts = _task_counts([texts[i] for i in rest], [tasks[i] for i in rest], feats)
+                held[kind][inside] = _coverage(counts, [texts[i] for i in inside], feats)
+        ranks = np.min([_rank(np.sort(h), h) for h in held.values()], axis=0) if len(texts) else np.zeros(0)
+        threshold = conformal_threshold(ranks, alpha)
         return cls(
-            dict(_task_counts(texts, tasks)),
+            {kind: _task_counts(texts, tasks, feats) for kind, feats in FEATURES.items()},
+            {kind: np.sort(h).tolist() for kind, h in held.items()},
             threshold,
             alpha,
             len(texts),
-            float(np.mean(held < threshold)) if len(held) else 0.0,
+            float(np.mean(ranks < threshold)) if len(ranks) else 0.0,
             _stamp(alpha, fitted_for),
         )
 
     def scores(self, texts: list[str]) -> np.ndarray:
-        return _coverage(self.counts, texts)
+        """Each criterion's rank in [0, 1] among the run's held-out criteria: the lower of its two coverage ranks."""
+        texts = [t or "" for t in texts]
+        ranks = [
+            _rank(np.asarray(self.held[kind]), _coverage(self.counts[kind], texts, feats))
+            for kind, feats in FEATURES.items()
+        ]
+        return np.min(ranks, axis=0) if texts else np.zeros(0)
 
     def flags(self, texts: list[str]) -> np.ndarray:
         return self.scores(texts) < self.threshold
@@ -121,17 +147,18 @@ class Novelty:
         pct = f"{100 * self.alpha:g}%"
         return (
             "A criterion fits no capability when little of its wording is the run's: the share of its word pairs "
-            f"found in the run's corpus is below {self.threshold:.3f}, the {pct} quantile of the same score on "
-            f"{self.calibrated_on} criteria of the run's own corpus held out from the fit ({FOLDS} folds by task); "
-            f"{100 * self.held_out_flagged:.1f}% of those fall below it."
+            "found in the run's corpus (and of its word pairs and words), each ranked among criteria of the run's "
+            f"own corpus held out from the fit ({self.calibrated_on} criteria, {FOLDS} folds by task); its lower "
+            f"rank is below {self.threshold:.3f}, the {pct} quantile of the same rank on those held-out criteria, "
+            f"{100 * self.held_out_flagged:.1f}% of which fall below it."
         )
 
     # ---- save / load ------------------------------------------------------------------
     def save(self, folder: Path) -> Path:
         path = Path(folder) / NOVELTY
         tmp = path.with_suffix(".tmp")
-        data = {k: getattr(self, k) for k in ("threshold", "alpha", "calibrated_on", "held_out_flagged")}
-        tmp.write_text(json.dumps({**data, "fitted_for": self.fitted_for, "counts": self.counts}), encoding="utf-8")
+        keys = ("counts", "held", "threshold", "alpha", "calibrated_on", "held_out_flagged", "fitted_for")
+        tmp.write_text(json.dumps({k: getattr(self, k) for k in keys}), encoding="utf-8")
         tmp.replace(path)
         return path
 
@@ -146,6 +173,7 @@ class Novelty:
             return None
         return cls(
             data["counts"],
+            data["held"],
             float(data["threshold"]),
             data["alpha"],
             data["calibrated_on"],
