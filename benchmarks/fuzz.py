@@ -5,7 +5,8 @@ found (one per last frame), the hangs, and each command's exit codes.
     python benchmarks/fuzz.py --n 200      # a quicker look
 
 The files are drawn from the Hypothesis strategies of the property tests (tests/rubrics.py) under a fixed seed, so
-a run names the same files every time; 40% are well-formed rubrics, 20% have one bad row and 40% a damaged file.
+a run names the same files every time: well-formed rubrics, rubrics with one bad row and damaged files, about a
+third each (at seed 0, 288, 369 and 343 of 1,000).
 Hypothesis rather than a generator of its own: the strategies are the property tests' (one description of what a
 rubric may be), and it starts from the small, plain cases where a crash is easiest to read. `.example()` cannot be
 seeded, so the files are collected by a seeded @given function.
