@@ -58,19 +58,26 @@ from taxonomy.pipeline import open_session, run_pipeline  # noqa: E402
 from taxonomy.run import RunDir  # noqa: E402
 
 
-def one_run(corpus: str, provider: str, seed: int, drop: float, out: Path) -> tuple[Path, float]:
+def dropped(frame: pl.DataFrame, drop: float, seed: int) -> pl.DataFrame:
+    """The frame without a seeded share `drop` of its tasks (none at 0)."""
+    if drop <= 0:
+        return frame
+    tasks = frame["task_id"].unique().sort().to_list()
+    rng = np.random.default_rng(1000 + seed)
+    gone = set(rng.choice(tasks, size=max(1, round(drop * len(tasks))), replace=False).tolist())
+    return frame.filter(~pl.col("task_id").is_in(list(gone)))
+
+
+def one_run(corpus: str, provider: str, seed: int, drop: float, out: Path, unit: str | None) -> tuple[Path, float]:
     cfg = load_config(ROOT / "pipelines" / f"{corpus}.toml")
     cfg.cluster.seed = seed
+    cfg.cluster.unit = unit or cfg.cluster.unit
     cfg.output.dir = str(out)
     run_dir = out / f"{provider}-seed{seed}-drop{drop:g}"
     start = time.perf_counter()
     frame = load_corpus(cfg.corpus, cfg.base_dir).frame
     n_before = frame.height
-    if drop > 0:
-        tasks = frame["task_id"].unique().sort().to_list()
-        rng = np.random.default_rng(1000 + seed)
-        gone = set(rng.choice(tasks, size=max(1, round(drop * len(tasks))), replace=False).tolist())
-        frame = frame.filter(~pl.col("task_id").is_in(list(gone)))
+    frame = dropped(frame, drop, seed)
     RunDir(run_dir).write_parquet("criteria.parquet", frame)
     # from_source=False: the run keeps this (reduced) snapshot instead of re-reading the full corpus.
     s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=False, from_source=False)
@@ -90,6 +97,7 @@ DIRECTIONS = [
     ("criteria, text + labels (label_weight 0.5)", {"unit": "criteria", "label_weight": 0.5}, None),
     ("criteria, text + labels (label_weight 1)", {"unit": "criteria", "label_weight": 1.0}, None),
 ]
+DEFAULT = 3  # the row of the shipped default
 
 
 class Normalised:
@@ -173,7 +181,9 @@ def tag_by_members(criteria: pl.DataFrame, taxonomy, cfg, run: RunDir) -> pl.Dat
     return checked(tag_with(tagger, criteria, cfg.tag.max_tags), taxonomy.names(), cfg.tag)
 
 
-def sample_run(sample: Path, settings: dict, rewrite: str | None, embedder: str, out: Path) -> Path:
+def sample_run(
+    sample: Path, settings: dict, rewrite: str | None, embedder: str, out: Path, drop: float = 0.0, seed: int = 0
+) -> Path:
     from taxonomy.pipeline import run_stage
 
     cfg = load_config(ROOT / "pipelines" / "devai.toml")
@@ -182,11 +192,14 @@ def sample_run(sample: Path, settings: dict, rewrite: str | None, embedder: str,
         setattr(cfg.cluster, key, value)
     cfg.merge.accept_violations = True  # a broken bound is counted in the row, not a crash
     cfg.stability.resamples = 0  # the resampling figures are not what this table measures
-    run_dir = out / f"{sample.name}-{'-'.join(f'{k}{v}' for k, v in settings.items())}-{rewrite}"
-    frame = load_corpus(cfg.corpus, cfg.base_dir).frame.with_columns(pl.lit(None, pl.Utf8).alias("category"))
+    run_dir = out / f"{sample.name}-{'-'.join(f'{k}{v}' for k, v in settings.items())}-{rewrite}-{drop:g}-{seed}"
+    frame = dropped(load_corpus(cfg.corpus, cfg.base_dir).frame, drop, seed)
     run = RunDir(run_dir)
-    run.write_parquet("criteria.parquet", frame)
-    run.write_parquet("stage1_labels.parquet", pl.read_parquet(sample / "stage1_labels.parquet"))
+    run.write_parquet("criteria.parquet", frame.with_columns(pl.lit(None, pl.Utf8).alias("category")))
+    stage1 = pl.read_parquet(sample / "stage1_labels.parquet")
+    run.write_parquet(
+        "stage1_labels.parquet", stage1.filter(pl.col("criterion_id").is_in(frame["criterion_id"].to_list()))
+    )
     s = open_session(cfg, provider="offline", run_dir=run_dir, show_progress=False, from_source=False)
     s.engine = stand_in_backend(run)
     chosen = minilm() if embedder == "minilm" else s.embedder()
@@ -244,7 +257,7 @@ def sample_row(runs: list[Path], gold: dict, task: dict) -> dict[str, list[float
     return row
 
 
-def samples_table(embedder: str, tmp: Path, rows: list[int] | None = None) -> None:
+def samples_table(embedder: str, tmp: Path, rows: list[int] | None = None, drop: float = 0.1) -> None:
     cfg = load_config(ROOT / "pipelines" / "devai.toml")
     frame = load_corpus(cfg.corpus, cfg.base_dir).frame
     gold = dict(zip(frame["criterion_id"].to_list(), frame["category"].to_list()))
@@ -268,6 +281,21 @@ def samples_table(embedder: str, tmp: Path, rows: list[int] | None = None) -> No
             f"| {mean('micro ami')} | {mean('tags ami')} | {np.mean(r['capabilities']):.1f} | {secs:.1f} |",
             flush=True,
         )
+    print()
+    print(
+        f"Each sample against itself without {100 * drop:g}% of the tasks (seed = the sample's index), shared criteria"
+    )
+    print()
+    print("| Stage 2a | micro ARI | tags ARI |")
+    print("|---|---:|---:|")
+    for name, settings, rewrite in [DIRECTIONS[0], DIRECTIONS[DEFAULT]]:
+        got: dict[str, list[float]] = {}
+        for i, p in enumerate(samples):
+            full = sample_run(p, settings, rewrite, embedder, tmp / "samples")
+            less = sample_run(p, settings, rewrite, embedder, tmp / "samples", drop, i)
+            for key, value in sample_row([full, less], gold, task).items():
+                got.setdefault(key, []).extend(value if "ari" in key else [])
+        print(f"| {name} | {fmt(got['micro ari'])} | {fmt(got['tags ari'])} |", flush=True)
     print()
 
 
@@ -320,12 +348,13 @@ def main() -> None:
     ap.add_argument("--skip-offline", action="store_true")
     ap.add_argument("--samples-only", action="store_true", help="only the Stage 1 samples table")
     ap.add_argument("--skip-samples", action="store_true")
+    ap.add_argument("--cluster-unit", choices=("criteria", "labels"), help="Stage 2a's unit in the seed/drop rows")
     ap.add_argument("--directions", type=int, nargs="+", help="rows of the samples table to run (0 = today)")
     ap.add_argument("--embedder", choices=("local", "minilm"), default="local", help="Stage 2a's, on the samples")
     args = ap.parse_args()
     if not args.skip_samples:
         with tempfile.TemporaryDirectory(prefix="stability-samples-") as tmp:
-            samples_table(args.embedder, Path(tmp), args.directions)
+            samples_table(args.embedder, Path(tmp), args.directions, args.drop_tasks)
     if args.samples_only:
         return
 
@@ -347,7 +376,9 @@ def main() -> None:
                     ("seed only", 0.0),
                     (f"seed + drop {100 * args.drop_tasks:g}% tasks", args.drop_tasks),
                 ):
-                    results = [one_run(corpus, provider, s, drop, Path(tmp) / corpus) for s in args.seeds]
+                    results = [
+                        one_run(corpus, provider, s, drop, Path(tmp) / corpus, args.cluster_unit) for s in args.seeds
+                    ]
                     r = compare([p for p, _ in results])
                     secs = np.mean([t for _, t in results])
                     print(
