@@ -266,3 +266,56 @@ def test_audit_calibration_is_saved_stamped_and_refitted_when_stale(devai_split)
     own, n_own, _ = _audit(devai_split, devai_split / "devai_held_out.csv", "own-again")
     assert own.height <= 0.1 * n_own
     assert json.loads(saved.read_text())["fitted_for"]["corpus"] != "another corpus"
+
+
+# ---- with a model: "no capability fits" is an answer ------------------------------------------
+FOREIGN_WORDS = ("report", "citation", "sources", "policy")
+
+
+def _audit_model(req) -> dict:
+    """Answers audit prompts by content: a criterion about reports and sources fits none of DevAI's capabilities."""
+    from tests import responders
+
+    prompt = req.texts[0]
+    if "Criteria to audit" not in prompt:
+        return responders.model(req)
+    answer = responders.tagging(prompt.replace("Criteria to audit", "Criteria to tag"))
+    texts = dict(responders.criteria(prompt))
+    for item in answer["items"]:
+        if any(w in texts[item["criterion_idx"]].lower() for w in FOREIGN_WORDS):
+            item.update(
+                capabilities=[], none_reason="It checks a written report's sourcing, which no capability covers."
+            )
+    return answer
+
+
+def test_audit_with_a_model_answers_that_no_capability_fits(tmp_path, llm_exported_run, monkeypatch):
+    from tests.conftest import API_KEY, copy_run, invoke
+    from tests.fake_gemini import FakeGeminiServer
+
+    run = copy_run(llm_exported_run, tmp_path)
+    corpus = tmp_path / "mixed.csv"
+    pl.DataFrame(
+        {
+            "task_id": ["r", "r", "d", "d"],
+            "criterion": [
+                "The report cites its sources for every figure.",
+                "The policy recommendations follow from the evidence.",
+                "The trained model is saved under models/saved_models/.",
+                "The confusion matrix is saved as results/figures/confusion_matrix.png.",
+            ],
+        }
+    ).write_csv(corpus)
+    with FakeGeminiServer(responder=_audit_model) as srv:
+        monkeypatch.setenv("GOOGLE_GEMINI_BASE_URL", srv.url)
+        monkeypatch.setenv("GEMINI_API_KEY", API_KEY)
+        monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+        invoke("audit", corpus, "--taxonomy", run, "--provider", "gemini", "--run-dir", tmp_path / "audit", "-q")
+    flagged = pl.read_csv(tmp_path / "audit" / "audit" / "unmapped.csv")
+    by_text = dict(zip(flagged["text"], flagged["reason"]))
+    assert by_text["The report cites its sources for every figure."].startswith("the model: It checks a written")
+    assert "the model:" in by_text["The policy recommendations follow from the evidence."]
+    devai = pl.read_csv(corpus)["criterion"].to_list()[2:]
+    assert not any("the model:" in by_text.get(t, "") for t in devai)
+    audit_md = (tmp_path / "audit" / "audit" / "audit.md").read_text()
+    assert "which no capability covers" in audit_md

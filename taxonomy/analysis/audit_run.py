@@ -60,6 +60,10 @@ def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
             on="criterion_id",
             how="left",
         )
+    if s.runner is not None:  # with a model, it may also answer that no capability fits, and why
+        from taxonomy.analysis.audit_tag import audit_tags
+
+        tags = tags.join(audit_tags(criteria, taxonomy, s.cfg, s.runner), on="criterion_id", how="left")
     result = audit_coverage(
         criteria,
         tags,
