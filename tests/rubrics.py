@@ -226,7 +226,7 @@ def rubrics(draw, max_rows: int = 200, formats: tuple[str, ...] = FORMATS) -> Ru
         for col in extra_cols:
             row[col] = draw(st.one_of(st.none(), st.integers(-3, 3), st.sampled_from(["a", "b c", "", "ünï"])))
         rows.append(row)
-    if weight_col and len(rows) + 2 <= max_rows and draw(st.integers(0, 4)) == 0:
+    if weight_col and len(rows) + 2 <= max_rows and draw(st.integers(0, 2)) == 0:
         rows += _scored_both_ways(rows[draw(st.integers(0, len(rows) - 1))], weight_col, draw(st.integers(1, 5)))
     fmt = draw(st.sampled_from(formats))
     encoding = draw(st.sampled_from(ENCODINGS)) if fmt != "parquet" else "utf-8"
