@@ -437,11 +437,11 @@ def test_bad_rubric_list_inputs(tmp_path):
     p.write_text('[{"criteria": "ok"}, {"text": "wrong key"}]')
     with pytest.raises(CorpusError) as exc:
         load(p, "rubric_list")
-    assert "'criteria'" in assert_corpus_error(exc, "t.json", "/1")
+    assert "'criteria'" in assert_corpus_error(exc, "t.json", "row 2")
     p.write_text('[{"criteria": "ok", "weight": "lots"}]')
     with pytest.raises(CorpusError) as exc:
         load(p, "rubric_list")
-    assert_corpus_error(exc, "t.json", "/0")
+    assert_corpus_error(exc, "t.json", "row 1")
     p.write_text('{"criteria": "not a list"}')
     with pytest.raises(CorpusError) as exc:
         load(p, "rubric_list")

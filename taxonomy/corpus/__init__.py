@@ -24,8 +24,9 @@ Formats (CorpusConfig.format), one small loader each in LOADERS:
   healthbench  HealthBench JSONL (prompt_id, prompt, rubrics); extras axis, level, theme (gold, never read)
 
 Bad input raises CorpusError with a one-line message "<file>: <where>: <what>; fix: <how>".
-<where> is `line N`, the file's own line, in JSONL, CSV and TSV (the header is line 1); `row N`,
-the 1-based data row, in Parquet; `at /pointer` in JSON documents; absent for the whole file.
+<where> is `row N` for the Nth criterion of a table or JSON list (the header not counted), with its file
+line in a text file: `row 2 (line 3)` in CSV, TSV and JSONL; `line N` alone for what is found before rows are
+read (an encoding or JSON syntax error, the header); `at /pointer` in JSON trees; absent for the whole file.
 A bare file with no pipeline TOML is recognised by detect.detect (format and column names).
 """
 

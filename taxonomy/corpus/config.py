@@ -70,8 +70,9 @@ class CorpusError(ValueError):
 
     One convention for <where> (see `place`): `row N` is the Nth criterion row of a table, counted from 1
     without the header, followed by its file line in a text file (`row 2 (line 3)` in CSV, TSV and JSONL;
-    `row 2` in Parquet and a JSON list); `line N` alone is a file line found before rows are read (an encoding
-    or JSON syntax error, a header); `at /pointer` a node of a JSON document; the whole file names no place."""
+    `row 2` in Parquet and a JSON list of criteria); `line N` alone is a file line found before rows are read
+    (an encoding or JSON syntax error, a header); `at /pointer` a node of a JSON tree; the whole file names no
+    place."""
 
     def __init__(self, file: str | Path, row: Any, what: str, fix: str):
         self.file, self.row, self.what, self.fix = str(file), place(row), _one_line(what), _one_line(fix)

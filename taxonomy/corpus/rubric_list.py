@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from taxonomy.corpus.config import CorpusConfig, CorpusError, show_path
+from taxonomy.corpus.config import CorpusConfig, CorpusError, data_row, show_path
 from taxonomy.corpus.jsonio import existing_file, json_files, read_json, read_jsonl
 from taxonomy.corpus.records import Loaded, extras_frame, make_record, parse_weight, prefix_ids
 
@@ -73,7 +73,7 @@ def load_rubric_list(path: Path, cfg: CorpusConfig) -> Loaded:
     records, extras = [], []
     for name, f in files:
         rel = (f.parent / name).relative_to(root).as_posix()
-        at = lambda i, rel=rel: (f"/{i}", f"{rel}#/{i}")  # noqa: E731
+        at = lambda i, rel=rel: (data_row(i + 1), f"{rel}#/{i}")  # noqa: E731
         _rubric_items(read_json(f), name.removesuffix(".json"), "", show_path(f), "/", at, records, extras)
     if path.is_dir():
         prefix_ids(records)
