@@ -98,7 +98,9 @@ def audit_coverage(
 def join_tags(criteria: pl.DataFrame, tags: pl.DataFrame) -> pl.DataFrame:
     """Criteria with their tags; untagged criteria (failed or absent) keep a null primary."""
     keep = [
-        c for c in ("criterion_id", "tags", "primary", "score", "scores", "novelty", "none_reason") if c in tags.columns
+        c
+        for c in ("criterion_id", "tags", "primary", "score", "scores", "wording_rank", "none_reason")
+        if c in tags.columns
     ]
     base = criteria.select("criterion_id", "task_id", "text")
     return base.join(tags.select(keep), on="criterion_id", how="left")
@@ -168,9 +170,9 @@ def low_fit_criteria(
     joined: pl.DataFrame, none_threshold: float, novelty_threshold: float | None = None
 ) -> pl.DataFrame:
     """Criteria that fit no capability: untagged; a model's answer that none fits (`none_reason`); wording the run's
-    corpus mostly lacks (`novelty` below `novelty_threshold`, see offline/novelty.py); or a primary that fits
+    corpus mostly lacks (`wording_rank` below `novelty_threshold`, see offline/novelty.py); or a primary that fits
     worse than none_threshold. Least covered first."""
-    cols = {"score": pl.Float64, "novelty": pl.Float64, "none_reason": pl.Utf8}
+    cols = {"score": pl.Float64, "wording_rank": pl.Float64, "none_reason": pl.Utf8}
     frame = joined.with_columns(
         (pl.col(c) if c in joined.columns else pl.lit(None)).cast(t).alias(c) for c, t in cols.items()
     )
@@ -180,16 +182,16 @@ def low_fit_criteria(
         .then(pl.lit("untagged"))
         .when(pl.col("none_reason").is_not_null())
         .then(pl.format("the model: {}", pl.col("none_reason")))
-        .when(pl.col("novelty") < cut)
-        .then(pl.format("wording rank {} < {}", pl.col("novelty").round(3), pl.lit(round(cut, 3))))
+        .when(pl.col("wording_rank") < cut)
+        .then(pl.format("wording rank {} < {}", pl.col("wording_rank").round(3), pl.lit(round(cut, 3))))
         .when(pl.col("score") < none_threshold)
         .then(pl.lit(f"score < {none_threshold:g}"))
     )
     return (
         frame.with_columns(reason=reason)
         .filter(pl.col("reason").is_not_null())
-        .select("criterion_id", "task_id", "primary", "score", "novelty", "reason", "text")
-        .sort("novelty", "score", nulls_last=False)
+        .select("criterion_id", "task_id", "primary", "score", "wording_rank", "reason", "text")
+        .sort("wording_rank", "score", nulls_last=False)
     )
 
 

@@ -55,7 +55,10 @@ def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
     if novelty is not None:
         tags = tags.join(
             pl.DataFrame(
-                {"criterion_id": criteria["criterion_id"].cast(pl.Utf8), "novelty": novelty.scores(texts(criteria))}
+                {
+                    "criterion_id": criteria["criterion_id"].cast(pl.Utf8),
+                    "wording_rank": novelty.scores(texts(criteria)),
+                }
             ),
             on="criterion_id",
             how="left",
