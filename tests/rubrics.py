@@ -10,7 +10,6 @@ fields, latin-1 bytes, binary, gzip under a .csv name, other separators, cut sho
 
 from __future__ import annotations
 
-import codecs
 import csv
 import gzip
 import io
@@ -356,12 +355,23 @@ def _json_value(draw) -> object:
     )
 
 
-@st.composite
-def file_faults(draw, max_rows: int = 200) -> tuple[Rubric, FileFault, bytes]:
-    """A rubric and its file with one file-level fault: (rubric, fault, the file's bytes)."""
-    rubric = draw(rubrics(max_rows=max_rows))
-    kind = draw(st.sampled_from(FILE_FAULTS))
-    fault = FileFault(kind)
+ODD_COLUMNS = (
+    "direction",
+    "criterion_id",
+    "brief",
+    "prompt",
+    "context",
+    "",
+    " criterion ",
+    "Weight",
+    "id",
+    "[bold]x[/bold]",
+)
+
+
+def _reshape(draw, rubric: Rubric, fault: FileFault) -> None:
+    """The rows and format of a fault that lies in the values or columns, not in the bytes."""
+    kind = fault.kind
     if kind == "no criterion column":
         new = draw(st.sampled_from(["checkpoint", "description", "item", "critère", "评分标准", ""]))
         for row in rubric.rows:
@@ -380,62 +390,51 @@ def file_faults(draw, max_rows: int = 200) -> tuple[Rubric, FileFault, bytes]:
         rubric.weight_column = rubric.weight_column or "weight"
         rubric.fmt = draw(st.sampled_from(["jsonl", "json", "csv"]))
         i = draw(st.integers(0, len(rubric.rows) - 1))
-        rubric.rows[i][rubric.weight_column] = draw(
-            st.sampled_from([True, "1e309", "NaN", "-inf", 1e308, "0x10", " 2 "])
-        )
+        odd = [True, "1e309", "NaN", "-inf", 1e308, "0x10", " 2 "]
+        rubric.rows[i][rubric.weight_column] = draw(st.sampled_from(odd))
     elif kind == "any column names":
+        values = st.one_of(st.none(), st.sampled_from(["penalty", "reward", "x", "1", ""]), st.integers(0, 3))
         for row in rubric.rows:
-            for name in draw(
-                st.lists(
-                    st.sampled_from(
-                        [
-                            "direction",
-                            "criterion_id",
-                            "brief",
-                            "prompt",
-                            "context",
-                            "",
-                            " criterion ",
-                            "Weight",
-                            "id",
-                            "[bold]x[/bold]",
-                        ]
-                    ),
-                    max_size=2,
-                )
-            ):
-                row[name] = draw(
-                    st.one_of(st.none(), st.sampled_from(["penalty", "reward", "x", "1", ""]), st.integers(0, 3))
-                )
+            for name in draw(st.lists(st.sampled_from(ODD_COLUMNS), max_size=2)):
+                row[name] = draw(values)
     if kind in ("latin-1 bytes", "gzip named .csv", "semicolon separator", "utf-16 without bom", "header only"):
         rubric.fmt = "csv" if kind != "latin-1 bytes" else draw(st.sampled_from(["csv", "tsv", "jsonl", "json"]))
         rubric.encoding = "utf-8"
-    data = file_bytes(rubric, separator=";" if kind == "semicolon separator" else None)
+
+
+def _damage(draw, rubric: Rubric, kind: str, data: bytes) -> bytes:
+    """The file's bytes with a fault that lies in the bytes."""
     if kind == "latin-1 bytes":
         at = draw(st.integers(0, len(data)))
-        data = data[:at] + draw(st.sampled_from(["é", "ß", "ñ", "°"])).encode("latin-1") + data[at:]
-    elif kind == "binary":
-        data = draw(st.sampled_from([b"\x89PNG\r\n\x1a\n", b"PK\x03\x04", b"\x00\x01\x02", b"%PDF-1.4\n"]))
-        data += bytes(draw(st.lists(st.integers(0, 255), max_size=64)))
-    elif kind == "gzip named .csv":
+        return data[:at] + draw(st.sampled_from(["é", "ß", "ñ", "°"])).encode("latin-1") + data[at:]
+    if kind == "binary":
+        head = draw(st.sampled_from([b"\x89PNG\r\n\x1a\n", b"PK\x03\x04", b"\x00\x01\x02", b"%PDF-1.4\n"]))
+        return head + bytes(draw(st.lists(st.integers(0, 255), max_size=64)))
+    if kind == "gzip named .csv":
         rubric.fmt = "csv"
-        data = gzip.compress(data)
-    elif kind == "cut short":
-        data = data[: draw(st.integers(0, max(0, len(data) - 1)))]
-    elif kind == "utf-16 without bom":
-        data = data.decode("utf-8").encode("utf-16-le")
-    elif kind == "empty file":
-        data = b""
-    elif kind == "header only":
-        data = data.split(b"\n", 1)[0] + b"\n"
-    return rubric, fault, data
+        return gzip.compress(data)
+    if kind == "cut short":
+        return data[: draw(st.integers(0, max(0, len(data) - 1)))]
+    if kind == "utf-16 without bom":
+        return data.decode("utf-8").encode("utf-16-le")
+    if kind == "empty file":
+        return b""
+    if kind == "header only":
+        return data.split(b"\n", 1)[0] + b"\n"
+    return data
+
+
+@st.composite
+def file_faults(draw, max_rows: int = 200) -> tuple[Rubric, FileFault, bytes]:
+    """A rubric and its file with one file-level fault: (rubric, fault, the file's bytes)."""
+    rubric = draw(rubrics(max_rows=max_rows))
+    fault = FileFault(draw(st.sampled_from(FILE_FAULTS)))
+    _reshape(draw, rubric, fault)
+    data = file_bytes(rubric, separator=";" if fault.kind == "semicolon separator" else None)
+    return rubric, fault, _damage(draw, rubric, fault.kind, data)
 
 
 def write(rubric: Rubric, folder: Path, data: bytes | None = None) -> Path:
     path = folder / rubric.filename
     path.write_bytes(file_bytes(rubric) if data is None else data)
     return path
-
-
-def has_bom(data: bytes) -> bool:
-    return data.startswith((codecs.BOM_UTF8, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
