@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import Counter
+from functools import lru_cache
 from typing import Sequence
 
 from taxonomy.config import MergeConfig
@@ -30,7 +31,13 @@ _ROUND = 10_000  # shares are written with four decimals, rounded outwards so th
 
 def distinct_counts(texts: Sequence[str | None]) -> list[int]:
     """Rows per distinct criterion (case, space and punctuation folded), largest first."""
-    return sorted(Counter(normalized(t or "") for t in texts).values(), reverse=True)
+    return list(_counts(tuple(t or "" for t in texts)))
+
+
+@lru_cache(maxsize=2)
+def _counts(texts: tuple[str, ...]) -> tuple[int, ...]:
+    # A run reads them twice (when the session opens, and at the merge): the corpus is folded once.
+    return tuple(sorted(Counter(normalized(t) for t in texts).values(), reverse=True))
 
 
 def _balanced(counts: list[int], k: int) -> list[int]:
