@@ -10,14 +10,24 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e ".[dev,openjudge]"
 	touch $(STAMP)
 
-.PHONY: install demo test lint bench
+.PHONY: install demo test test-fast lint bench
 install: $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/taxonomy run pipelines/paperbench.toml
 
+# The tests run on every core (pytest-xdist). loadgroup keeps the tests of a file that builds a module-scoped
+# fixture on one worker, so it is built once (tests/conftest.py groups them); the others spread one by one.
+XDIST := -n auto --dist loadgroup
+
+# Every test, as CI runs it.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
+
+# A developer's first answer, in under a minute on two cores: the tests marked neither slow nor e2e
+# ([tool.pytest.ini_options] markers; tests/conftest.py's MARKED says which).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest $(XDIST) -m "not slow and not e2e"
 
 # The structure's guards, as .ci/run runs them (together about a second): ruff's rules ([tool.ruff]) on the whole
 # repository, the formatting it keeps ([tool.ruff.format]) and the layers contract ([tool.importlinter]).

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -174,3 +175,177 @@ def llm_devai_run(tmp: Path, *then: tuple[str, ...]) -> Path:
 def llm_exported_run() -> Path:
     """One LLM-path DevAI run with every export and its report, shared by the report and export tests (read only)."""
     return built_once("devai-llm", lambda f: llm_devai_run(f, ("export", "--to", "all", "-q"), ("report",))) / "run"
+
+
+# ---- the tiers: `make test` runs everything, `make test-fast` leaves out what is marked slow or e2e ----------
+# (the markers are declared in pyproject.toml). A file is marked whole ("*") or by the names of its test
+# functions, each with all its parameters. Slow: about a second or more on a quiet two-core machine, mostly full
+# pipeline runs; e2e: something outside the test process (a built wheel, a notebook kernel, headless Chromium,
+# a benchmark script, a process killed and resumed).
+ALL = "*"
+MARKED: dict[str, dict[str, str | tuple[str, ...]]] = {
+    "e2e": {
+        "test_accounting.py": ALL,
+        "test_heldout_benchmark.py": ALL,
+        "test_install.py": ALL,
+        "test_notebook.py": ("test_walkthrough_executes",),
+        "test_readme.py": ALL,
+        "test_resume.py": ALL,
+        "test_scale_benchmark.py": ALL,
+        "test_tokens_benchmark.py": ALL,
+        "test_batch.py": ("test_kill_9_while_polling_then_the_same_command_polls_the_same_job",),
+        "test_first_hour_a.py": ("test_report_in_chromium_filters_a_folded_table_and_stays_short",),
+        "test_paper_cuts.py": ("test_a_finished_run_in_a_read_only_folder_reruns_and_exports_elsewhere",),
+        "test_report.py": (
+            "test_in_headless_chromium_search_filters_and_hover_shows_text",
+            "test_in_headless_chromium_principle_filters_and_markers",
+        ),
+        "test_stability.py": ("test_report_shows_the_figures_and_the_least_sure_criteria_in_chromium",),
+    },
+    "slow": {
+        "test_batch.py": ALL,
+        "test_cli_inputs.py": ALL,
+        "test_cluster_k.py": ALL,
+        "test_small_rubrics.py": ALL,
+        "test_context_cache.py": ALL,
+        "test_discover.py": ALL,
+        "test_edit.py": ALL,
+        "test_every_rubric.py": ALL,
+        "test_fit_apply.py": ALL,
+        "test_lint_llm.py": ALL,
+        "test_membership_reask.py": ALL,
+        "test_merge_candidates.py": ALL,
+        "test_offline_run.py": ALL,
+        "test_openai_run.py": ALL,
+        "test_paper_tables.py": ALL,
+        "test_penalty_marks.py": ALL,
+        "test_provenance.py": ALL,
+        "test_reask_best.py": ALL,
+        "test_run_like.py": ALL,
+        "test_runner_limits.py": ALL,
+        "test_stability.py": ALL,
+        "test_stages.py": ALL,
+        "test_unreachable.py": ALL,
+        "test_bad_input.py": (
+            "test_a_failed_invocation_loses_nothing_written_before",
+            "test_breakdown_unknown_column_and_negative_boot",
+            "test_damaged_artifacts_from_run_report_breakdown_guidance",
+            "test_run_from_a_newer_version_is_refused",
+        ),
+        "test_cli_corpus_file.py": (
+            "test_outputs_go_to_the_folder_the_command_runs_in_not_beside_the_toml",
+            "test_run_a_bare_csv_detects_columns_writes_its_toml_and_resumes_from_it",
+            "test_tag_and_audit_take_a_bare_csv_whose_column_is_criterion",
+            "test_summary_table_keeps_whole_names_when_not_a_terminal",
+            "test_rename_rewrites_the_old_name_in_the_description_and_split_keeps_it",
+        ),
+        "test_cli_help.py": ("test_every_command_is_listed_and_has_help", "test_no_help_text_is_cut_off"),
+        "test_cluster.py": ("test_two_level_path_matches_quality",),
+        "test_corpus.py": ("test_pipeline_tomls_point_at_the_bundle",),
+        "test_api.py": ("test_fit_a_file_with_a_pipelines_settings_and_overrides", "test_fit_through_the_llm_path"),
+        "test_diff.py": ("test_diff_command_and_report_against", "test_an_edit_split_reads_as_a_split_not_a_rename"),
+        "test_estimate.py": ALL,
+        "test_export.py": ALL,
+        "test_first_hour_a.py": ALL,
+        "test_fuzz.py": ("test_two_hundred_malformed_inputs_never_end_in_a_traceback",),
+        "test_guidance.py": ("test_llm_second_run_is_answered_from_cache",),
+        "test_lint.py": (
+            "test_taxonomy_run_finishes_on_a_criterion_scored_both_ways",
+            "test_taxonomy_run_prints_the_lint_line",
+        ),
+        "test_paper_cuts.py": (
+            "test_a_run_says_why_k_is_lower_and_whose_lint_errors_it_counts",
+            "test_a_server_that_never_answers_says_what_timed_out_once",
+            "test_an_unreachable_server_is_said_once_and_whole",
+            "test_taxonomy_md_before_stage3_says_its_share_is_the_merge_estimate",
+            "test_taxonomy_md_gives_the_stage3_share_once_tagged",
+        ),
+        "test_providers.py": ("test_vertex_embeds_labels_with_text_embedding_005",),
+        "test_quality.py": ("test_main_offline_devai_smoke",),
+        "test_report.py": (
+            "test_checked_in_fixture_matches_builder_and_renders",
+            "test_constraint_status_reads_recorded_violations_and_tolerates_their_absence",
+            "test_every_criterion_is_in_the_table_data",
+            "test_low_confidence_none_of_the_above_and_stage1_failures",
+        ),
+        "test_validate.py": ("test_each_violation_is_reasked_with_its_fix",),
+    },
+}
+# A test that asks for one of these fixtures needs a full run (or a whole bundled corpus) and is slow wherever it is.
+SLOW_FIXTURES = frozenset(
+    {
+        "built",
+        "corpora",
+        "devai_run",
+        "devai_split",
+        "fitted",
+        "llm_exported_run",
+        "llm_run",
+        "offline_run",
+        "paperbench",
+        "script_run",
+        "stage1",
+        "support_run",
+        "trained",
+    }
+)
+TIER_ORDER = ("e2e", "slow")  # longest first, so that under xdist no long file starts last
+
+
+def _tier_marks(item: pytest.Item) -> list[str]:
+    names = [(marker, files.get(item.path.name)) for marker, files in MARKED.items()]
+    marks = [marker for marker, listed in names if listed == ALL or (listed and item.originalname in listed)]
+    return marks + ["slow"] if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) else marks
+
+
+def _stale_names(items: list[pytest.Item]) -> list[str]:
+    """Names listed in MARKED that a collected file no longer defines (renamed or removed tests)."""
+    modules = {item.path.name: item.module for item in items if isinstance(item, pytest.Function)}
+    return [
+        f"{marker}: {file}::{name}"
+        for marker, files in MARKED.items()
+        for file, listed in files.items()
+        if file in modules and listed != ALL
+        for name in listed
+        if not hasattr(modules[file], name)
+    ]
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects by the marks added here
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks each test with its tier and puts the files with the longest tests first (a file's tests stay
+    together and in their order), so that under xdist no long test starts last."""
+    stale = _stale_names(items)
+    if stale:
+        raise pytest.UsageError(f"tests/conftest.py MARKED names tests that do not exist: {', '.join(stale)}")
+    rank: dict[Path, int] = {}
+    for item in items:
+        marks = _tier_marks(item)
+        for marker in marks:
+            item.add_marker(marker)
+        tier = min((TIER_ORDER.index(m) for m in marks), default=len(TIER_ORDER))
+        rank[item.path] = min(rank.get(item.path, tier), tier)
+    items.sort(key=lambda item: rank[item.path])
+
+
+@functools.cache
+def _has_module_fixture(file: str) -> bool:
+    return 'scope="module"' in (ROOT / file).read_text(encoding="utf-8")
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """`-n N` (xdist's default `--dist load`) with one change: a file that defines a module-scoped fixture runs
+    whole on one worker, so the fixture is built once; other tests go one by one to whichever worker is free.
+    xdist's own `--dist loadgroup` would do this from marks, but its grouping is silently lost with pytest 9.2
+    (pytest-xdist issue 1386). The queue keeps the collection's order, longest files first."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFileWhereShared(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            file = nodeid.split("::", 1)[0]
+            return file if _has_module_fixture(file) else nodeid
+
+    config.option.loadscopereorder = False  # LoadScopeScheduling would sort the queue by unit size instead
+    return ByFileWhereShared(config, log)
