@@ -16,9 +16,9 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/taxonomy run pipelines/paperbench.toml
 
-# The tests run on every core (pytest-xdist). loadgroup keeps the tests of a file that builds a module-scoped
-# fixture on one worker, so it is built once (tests/conftest.py groups them); the others spread one by one.
-XDIST := -n auto --dist loadgroup
+# The tests run on every core (pytest-xdist). A file that builds a module-scoped fixture runs whole on one worker,
+# so the fixture is built once; the other tests spread one by one (tests/conftest.py's pytest_xdist_make_scheduler).
+XDIST := -n auto
 
 # Every test, as CI runs it.
 test: $(STAMP)
