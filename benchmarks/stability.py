@@ -201,7 +201,7 @@ def sample_run(
         "stage1_labels.parquet", stage1.filter(pl.col("criterion_id").is_in(frame["criterion_id"].to_list()))
     )
     s = open_session(cfg, provider="offline", run_dir=run_dir, show_progress=False, from_source=False)
-    s.engine = stand_in_backend(run)
+    s.backend = stand_in_backend(run)
     chosen = minilm() if embedder == "minilm" else s.embedder()
     s.embedder = lambda: Normalised(chosen) if rewrite == "stems" else chosen
     for stage in ("cluster", "canonicalize", "merge", "tag"):

@@ -218,7 +218,7 @@ def tag(
     frozen = load_taxonomy(frozen_path)
     s = _open(data, name, provider, run_dir, quiet, frozen=frozen)
     run_stage(s, "tag", taxonomy_path=frozen_path)
-    return Result(frozen, s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA), s.run.path, s.backend)
+    return Result(frozen, s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA), s.run.path, s.backend_name)
 
 
 def audit(

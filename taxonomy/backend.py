@@ -6,7 +6,7 @@ stages; the embedder for a backend is chosen in embed/choose.py.
     backend.discover(criteria, cfg)                                  -> Stage 1 labels table
     backend.label_embedder(criteria, stage1, cfg, default)           -> the embedder Stage 2a clusters with
     backend.canonicalize(clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings) -> (micro, notes)
-    backend.merge(micro, centroids, cfg, corpus, co_micro, criteria, stage1) -> Taxonomy
+    backend.merge(micro, centroids, cfg, pipeline_name, co_micro, criteria, stage1) -> Taxonomy
     backend.tag(criteria, taxonomy, cfg, stage1, micro_labels, folder) -> Stage 3 tags table
                                                                         (folder: the run holding the taxonomy)
     backend.ask(stage, jobs, title)                                  -> a model's answers, or None where no model runs
@@ -61,7 +61,7 @@ class Backend(Protocol):
         micro: list[MicroCapability],
         centroids: np.ndarray,
         cfg: PipelineConfig,
-        corpus: str,
+        pipeline_name: str,
         co_micro: np.ndarray,
         criteria: pl.DataFrame,
         stage1: pl.DataFrame,
@@ -131,10 +131,10 @@ class LLMBackend:
             clusters, criterion_clusters, criteria, cfg, self.runner, stage1=stage1, label_embeddings=label_embeddings
         )
 
-    def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
+    def merge(self, micro, centroids, cfg, pipeline_name, co_micro, criteria, stage1):
         from taxonomy.stages.merge import merge
 
-        return merge(micro, centroids, cfg, self.runner, corpus=corpus, co_micro=co_micro)
+        return merge(micro, centroids, cfg, self.runner, pipeline_name=pipeline_name, co_micro=co_micro)
 
     def tag(self, criteria, taxonomy, cfg, stage1, micro_labels, folder=None):  # a model reads the taxonomy itself
         from taxonomy.stages.tag import tag

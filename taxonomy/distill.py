@@ -427,7 +427,7 @@ def predict_tags(
 
 
 def _tag_calls(s) -> int:
-    used = s.engine.usage.get("tag")
+    used = s.backend.usage.get("tag")
     return used.calls if used is not None else 0
 
 
@@ -451,7 +451,7 @@ def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path | None = N
         if stage1.height < rest.height:  # labels of another corpus: let the offline backend derive its own
             stage1 = None
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-    return s.engine.tag(rest, taxonomy, s.cfg, stage1, micro_labels, folder=folder).select(list(SCHEMA)).cast(SCHEMA)
+    return s.backend.tag(rest, taxonomy, s.cfg, stage1, micro_labels, folder=folder).select(list(SCHEMA)).cast(SCHEMA)
 
 
 def _distilled_tags(ids: list, tags: list[list[str]], conf: np.ndarray, confident: np.ndarray) -> pl.DataFrame:
@@ -511,7 +511,7 @@ def tag_with_distilled(
     distilled = _distilled_tags(ids, tags, conf, confident)
 
     rest = criteria.filter(pl.Series(~confident))
-    fallback = s.engine.tag_source  # the manifest's word for who tagged the rest
+    fallback = s.backend.tag_source  # the manifest's word for who tagged the rest
     sent, calls = _fallback_tags(s, rest, taxonomy, source.parent, fallback)
 
     out = _in_order(ids, pl.concat([distilled, sent]))

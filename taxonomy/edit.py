@@ -531,7 +531,7 @@ def _changed(
             centroids,
             s.cfg.merge,
             s.cfg.labels,
-            s.engine,
+            s.backend,
             keep_name=renamed,
             run=run,
             pipeline_cfg=s.cfg,
@@ -629,7 +629,7 @@ def _edited_tagger(s, taxonomy: Taxonomy):
     """The run's key-less tagger with its capabilities those of the edited taxonomy: the same fit (transform,
     prototypes, offsets), each prototype owned by the capability that now holds its label; None for a run
     without one."""
-    tagger = s.engine.fitted_tagger(s.run.path)
+    tagger = s.backend.fitted_tagger(s.run.path)
     if tagger is None:
         return None
     return tagger.bind(taxonomy, {member: cap.labels for cap in taxonomy.capabilities for member in cap.members})
@@ -648,4 +648,4 @@ def _retag(s, taxonomy: Taxonomy, ids: pl.Series) -> pl.DataFrame:
     if stage1 is not None:
         stage1 = stage1.filter(pl.col("criterion_id").is_in(ids.to_list()))
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
-    return s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels)
+    return s.backend.tag(criteria, taxonomy, s.cfg, stage1, micro_labels)

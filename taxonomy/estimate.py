@@ -22,9 +22,9 @@ applies on a best-effort basis. Cached tokens are priced at `llm.prices.cached_i
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import polars as pl
@@ -32,6 +32,7 @@ import polars as pl
 from taxonomy.config import PipelineConfig, Prices
 from taxonomy.corpus import load_corpus
 from taxonomy.llm.context_cache import tokens  # one token count for the estimate and the run's caching decision
+from taxonomy.run import STAGES
 
 # What a capable model writes into each field the prompts ask for, in characters: a description of 1-2
 # sentences, a one-sentence diagnostic signal, an example of 1-2 sentences, a boundary that says where
@@ -237,34 +238,16 @@ def _principles() -> dict[str, Any]:
 
 
 def _boundaries_job(capabilities: list, cfg: PipelineConfig):
-    """The merge's boundary call over stand-in capabilities, each with its nearest siblings."""
+    """The merge's first boundary call over stand-in capabilities, each with its nearest siblings: the prompt the
+    stage itself builds (stages/merge.py)."""
     from taxonomy.llm.jobs import Job
-    from taxonomy.prompts import render
+    from taxonomy.merge.siblings import MAX_NON_EXAMPLES
     from taxonomy.schemas import BoundaryAnswer
-    from taxonomy.merge.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS
+    from taxonomy.stages.merge import boundaries_prompt
 
     names = [c.name for c in capabilities]
-    caps = [
-        {
-            "name": c.name,
-            "description": c.description,
-            "diagnostic_signal": c.diagnostic_signal,
-            "previous": [],
-            "violations": [],
-            "siblings": [n for n in names if n != c.name][:MAX_NON_EXAMPLES],
-        }
-        for c in capabilities
-    ]
-    prompt = render(
-        "stage2_merge.j2",
-        ask="boundaries",
-        rules=cfg.labels,
-        capabilities=caps,
-        context=[],
-        violations=False,
-        max_non_examples=MAX_NON_EXAMPLES,
-        min_boundary_words=MIN_BOUNDARY_WORDS,
-    )
+    siblings = {n: [other for other in names if other != n][:MAX_NON_EXAMPLES] for n in names}
+    prompt = boundaries_prompt(cfg, names, {c.name: c for c in capabilities}, siblings, {}, 0)
     return Job(prompt=prompt, schema=BoundaryAnswer, validate=lambda a: [])
 
 
@@ -322,38 +305,54 @@ def caching(jobs: list, cfg: PipelineConfig) -> tuple[int, int]:
     return cached, written
 
 
+@dataclass
+class _Plan:
+    """What the estimators share: the corpus and config, and the stand-ins each stage leaves for the next."""
+
+    criteria: pl.DataFrame
+    cfg: PipelineConfig
+    embedder: str
+    labels_per: float
+    label_chars: int
+    unique: int
+    micro: list = field(default_factory=list)  # canonicalize's stand-in micro-capabilities
+    capabilities: list = field(default_factory=list)  # merge's stand-in capabilities
+
+
 def estimate(cfg: PipelineConfig, backend: str, embedder: str) -> Estimate:
     criteria = load_corpus(cfg.corpus, cfg.base_dir).frame
-    labels_per = (cfg.labels.min_labels + cfg.labels.max_labels) / 2
-    label_chars = len(_label(cfg, 10)) + 4
-    out = [_discover_stage(criteria, cfg, labels_per, label_chars)]
-    unique = max(2, round(criteria.height * UNIQUE_LABELS_PER_CRITERION))
-    # cluster.unit = "criteria" embeds each criterion's text beside the labels, in the same requests.
-    texts = criteria.height if cfg.cluster.unit == "criteria" else 0
-    text_chars = sum(len(t or "") for t in criteria["text"].to_list()) if texts else 0
-    embed_calls = 0 if embedder == "local" else math.ceil((unique + texts) / cfg.embedding.batch_size)
-    out.append(
-        StageEstimate(
-            "cluster",
-            0,
-            0,
-            0,
-            f"~{unique} unique labels" + (f" and {texts} criteria" if texts else "") + f" embedded ({embedder})",
-            embed_calls=embed_calls,
-            embed_tokens=0 if embedder == "local" else tokens(unique * label_chars + text_chars),
-        )
+    plan = _Plan(
+        criteria,
+        cfg,
+        embedder,
+        labels_per=(cfg.labels.min_labels + cfg.labels.max_labels) / 2,
+        label_chars=len(_label(cfg, 10)) + 4,
+        unique=max(2, round(criteria.height * UNIQUE_LABELS_PER_CRITERION)),
     )
-    naming, micro = _canonicalize_stage(criteria, cfg, unique, label_chars)
-    out.append(naming)
-    merging, capabilities = _merge_stage(micro, cfg, label_chars)
-    out.append(merging)
-    out.append(_tag_stage(criteria, capabilities, cfg, label_chars))
+    out = [ESTIMATORS[stage](plan) for stage in STAGES]
     return Estimate(out, cfg.llm.prices, criteria.height, _notes(cfg, backend))
 
 
-def _discover_stage(criteria: pl.DataFrame, cfg: PipelineConfig, labels_per: float, label_chars: int) -> StageEstimate:
+def _cluster_stage(p: _Plan) -> StageEstimate:
+    # cluster.unit = "criteria" embeds each criterion's text beside the labels, in the same requests.
+    texts = p.criteria.height if p.cfg.cluster.unit == "criteria" else 0
+    text_chars = sum(len(t or "") for t in p.criteria["text"].to_list()) if texts else 0
+    embed_calls = 0 if p.embedder == "local" else math.ceil((p.unique + texts) / p.cfg.embedding.batch_size)
+    return StageEstimate(
+        "cluster",
+        0,
+        0,
+        0,
+        f"~{p.unique} unique labels" + (f" and {texts} criteria" if texts else "") + f" embedded ({p.embedder})",
+        embed_calls=embed_calls,
+        embed_tokens=0 if p.embedder == "local" else tokens(p.unique * p.label_chars + text_chars),
+    )
+
+
+def _discover_stage(p: _Plan) -> StageEstimate:
     from taxonomy.stages.discover import discover
 
+    criteria, cfg, labels_per, label_chars = p.criteria, p.cfg, p.labels_per, p.label_chars
     jobs = _capture(discover, criteria, cfg)
     per_item = (
         labels_per * label_chars + len(cfg.labels.rationale_prefix) + RATIONALE_WORDS * WORD_CHARS + ITEM_OVERHEAD_CHARS
@@ -367,11 +366,12 @@ def _discover_stage(criteria: pl.DataFrame, cfg: PipelineConfig, labels_per: flo
     )
 
 
-def _canonicalize_stage(criteria: pl.DataFrame, cfg: PipelineConfig, unique: int, label_chars: int):
+def _canonicalize_stage(p: _Plan) -> StageEstimate:
     """The naming calls over stand-in clusters of the k the run would use, and the micro-capabilities they give."""
     from taxonomy.schemas import MicroCapability
     from taxonomy.stages.canonicalize import canonicalize
 
+    criteria, cfg, unique, label_chars = p.criteria, p.cfg, p.unique, p.label_chars
     n, (k, k_note) = criteria.height, cfg.cluster.k_for(unique)
     per_cluster = max(1, unique // k)
     labels = [_label(cfg, i) for i in range(k * per_cluster)]
@@ -392,7 +392,7 @@ def _canonicalize_stage(criteria: pl.DataFrame, cfg: PipelineConfig, unique: int
     )
     card_chars = label_chars + CARD_TEXT_CHARS + MICRO_BOUNDARIES * (BOUNDARY_CHARS + 4) + ITEM_OVERHEAD_CHARS
     names = [_label(cfg, 1000 + i) for i in range(k)]
-    micro = [
+    p.micro = [
         MicroCapability(
             **_card(names[i], names[i + 1 : i + 1 + round(MICRO_BOUNDARIES)]),
             cluster_id=i,
@@ -409,21 +409,22 @@ def _canonicalize_stage(criteria: pl.DataFrame, cfg: PipelineConfig, unique: int
         len(jobs) * card_chars,
         f"one call per micro-cluster ({k_note}; ~{per_cluster} labels each)",
         cfg,
-    ), micro
+    )
 
 
-def _merge_stage(micro: list, cfg: PipelineConfig, label_chars: int):
+def _merge_stage(p: _Plan) -> StageEstimate:
     """Membership over the micro-capabilities, then one call for the boundaries against each capability's nearest
     siblings."""
     from taxonomy.schemas import TaxonomyCapability
     from taxonomy.merge.siblings import MAX_NON_EXAMPLES
     from taxonomy.stages.merge import merge
 
+    micro, cfg, label_chars = p.micro, p.cfg, p.label_chars
     k = len(micro)
     caps = min(k, (cfg.merge.min_caps + cfg.merge.max_caps) // 2)
     jobs = _capture(merge, micro, np.zeros((k, 8), dtype=np.float32), cfg)
     cap_names = [_label(cfg, 2000 + i) for i in range(caps)]
-    capabilities = [
+    p.capabilities = capabilities = [
         TaxonomyCapability(
             **_card(name, [c for c in cap_names if c != name][:MAX_NON_EXAMPLES]),
             **_principles(),
@@ -435,7 +436,7 @@ def _merge_stage(micro: list, cfg: PipelineConfig, label_chars: int):
         jobs.append(_boundaries_job(capabilities, cfg))
     membership = caps * (label_chars + CARD_TEXT_CHARS + 2 * REASON_CHARS + 2 * ITEM_OVERHEAD_CHARS) + k * label_chars
     boundaries = caps * (label_chars + min(caps - 1, MAX_NON_EXAMPLES) * (BOUNDARY_CHARS + 4) + ITEM_OVERHEAD_CHARS)
-    stage = _stage(
+    return _stage(
         "merge",
         jobs,
         (membership + boundaries) if jobs else 0,
@@ -443,13 +444,13 @@ def _merge_stage(micro: list, cfg: PipelineConfig, label_chars: int):
         cfg,
         cached=False,
     )
-    return stage, capabilities
 
 
-def _tag_stage(criteria: pl.DataFrame, capabilities: list, cfg: PipelineConfig, label_chars: int) -> StageEstimate:
+def _tag_stage(p: _Plan) -> StageEstimate:
     from taxonomy.schemas import Taxonomy
     from taxonomy.stages.tag import tag
 
+    criteria, capabilities, cfg, label_chars = p.criteria, p.capabilities, p.cfg, p.label_chars
     jobs = _capture(tag, criteria, Taxonomy(capabilities=capabilities), cfg)
     per_item = (cfg.tag.min_tags + cfg.tag.max_tags) / 2 * label_chars + ITEM_OVERHEAD_CHARS
     return _stage(
@@ -459,6 +460,16 @@ def _tag_stage(criteria: pl.DataFrame, capabilities: list, cfg: PipelineConfig, 
         f"exact batches; taxonomy of ~{len(capabilities)} capabilities stood in",
         cfg,
     )
+
+
+# Each declared stage's estimator (stagedefs.py), keyed by its name and run in the stage order.
+ESTIMATORS: dict[str, Callable[[_Plan], StageEstimate]] = {
+    "discover": _discover_stage,
+    "cluster": _cluster_stage,
+    "canonicalize": _canonicalize_stage,
+    "merge": _merge_stage,
+    "tag": _tag_stage,
+}
 
 
 def _notes(cfg: PipelineConfig, backend: str) -> list[str]:

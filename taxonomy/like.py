@@ -148,7 +148,7 @@ def _write(s, taxonomy, tags: pl.DataFrame) -> None:
     run = s.run
     shares = primary_shares(tags, run.read_parquet(CRITERIA))
     run.write_json(TAXONOMY, taxonomy.model_dump())
-    tagger = s.engine.fitted_tagger(run.path)
+    tagger = s.backend.fitted_tagger(run.path)
     if tagger is not None:
         labels_of = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
         tagger.bind(taxonomy, labels_of).save(run.path)

@@ -57,8 +57,8 @@ from taxonomy.schemas import MicroCapability
 class Session:
     cfg: PipelineConfig
     run: RunDir
-    backend: str  # "offline", "gemini", "vertex" or "openai"
-    engine: Backend  # what answers the stages, chosen once when the session opens
+    backend_name: str  # "offline", "gemini", "vertex" or "openai"
+    backend: Backend  # what answers the stages, chosen once when the session opens
     # True when the config came from a pipeline TOML: the corpus is re-read and re-hashed once per
     # session, so a grown or edited corpus is noticed. A session over a run directory uses its snapshot.
     from_source: bool = True
@@ -70,20 +70,20 @@ class Session:
 
     @property
     def runner(self):
-        """The LLM backend's runner (the stages never test it: they ask `engine`)."""
-        return getattr(self.engine, "runner", None)
+        """The LLM backend's runner (the stages never test it: they ask `backend`)."""
+        return getattr(self.backend, "runner", None)
 
     @property
     def cache(self) -> Cache | None:
-        return self.engine.cache
+        return self.backend.cache
 
     def notice(self) -> str:
-        return self.engine.notice(self.cfg)
+        return self.backend.notice(self.cfg)
 
     def embedder(self):
         return choose_embedder(
             self.cfg,
-            self.backend,
+            self.backend_name,
             self.runner,
             self.cache,
             on_call=lambda n, tokens: self.run.log_usage("cluster", "embed", tokens, 0),
@@ -108,13 +108,13 @@ def open_session(
     """`from_source`: the corpus is re-read (once) when a stage needs it, so a changed corpus is noticed.
     `load_now`: read it before the manifest records this session's settings, so a corpus that fails to
     load changes nothing on disk (the CLI's commands over a pipeline TOML)."""
-    backend = resolve_provider_name(provider or cfg.llm.provider)
+    backend_name = resolve_provider_name(provider or cfg.llm.provider)
     if run_dir is None:
-        run_dir = default_run_dir(cfg, backend, cfg.llm.model, run_suffix)
+        run_dir = default_run_dir(cfg, backend_name, cfg.llm.model, run_suffix)
     # The backend first: a missing key or server URL stops here, before the run folder exists.
-    engine = choose_backend(
+    backend = choose_backend(
         cfg,
-        backend,
+        backend_name,
         credentials=credentials,
         show_progress=show_progress,
         batch_dir=Path(run_dir),
@@ -129,14 +129,14 @@ def open_session(
             f"{run.path}: holds a run of pipeline {owner!r}, not {cfg.name!r}; "
             f"fix: pass another --run-dir, or leave it out to use outputs/{cfg.name}/"
         )
-    session = Session(cfg, run, backend, engine, from_source=from_source)
+    session = Session(cfg, run, backend_name, backend, from_source=from_source)
     if from_source and load_now:  # a corpus that does not load stops here, before the manifest takes the new settings
         ensure_criteria(session)
     run.manifest.update(
         {
             "pipeline": cfg.name,
-            "backend": backend,
-            "model": engine.model,
+            "backend": backend_name,
+            "model": backend.model,
             "versions": versions(),
             "settings": json.loads(cfg.model_dump_json(exclude={"base_dir"})),
             "config_dir": str(cfg.base_dir),
@@ -211,7 +211,7 @@ def stage_usage(s: Session, stage: str) -> dict[str, Any]:
     """Paid calls and tokens summed over every process that worked on this run (the run's ledger),
     embeddings included; cache hits, retries and re-asks are this process's."""
     paid = s.run.usage_totals().get(stage)
-    here = s.engine.usage.get(stage)
+    here = s.backend.usage.get(stage)
     if paid is None and here is None:
         return {}
     out: dict[str, Any] = here.as_dict(s.cfg.llm.prices) if here is not None else {}
@@ -233,10 +233,10 @@ def stage_usage(s: Session, stage: str) -> dict[str, Any]:
 
 def step_discover(s: Session) -> dict[str, Any]:
     criteria = ensure_criteria(s)
-    labels = s.engine.discover(criteria, s.cfg)
+    labels = s.backend.discover(criteria, s.cfg)
     s.run.write_parquet(LABELS, labels)
     failed = labels.filter(pl.col("status") == "failed")
-    notes = s.engine.brief_notes(criteria, s.cfg)
+    notes = s.backend.brief_notes(criteria, s.cfg)
     return {
         "criteria": labels.height,
         "failed": failed.height,
@@ -256,10 +256,10 @@ def step_cluster(s: Session) -> dict[str, Any]:
             f"({stage1.height} failed), so there is nothing to cluster; "
             "fix: read the problems column, and check the [labels] settings and the model"
         )
-    embedder = s.engine.label_embedder(ensure_criteria(s), stage1, s.cfg, embedder)
+    embedder = s.backend.label_embedder(ensure_criteria(s), stage1, s.cfg, embedder)
     # The offline backend's labels are already its fine kinds of check, one micro-cluster each.
-    criteria = None if s.engine.labels_are_kinds else ensure_criteria(s)
-    result = cluster_labels(stage1, embedder, s.cfg.cluster, scaled=s.engine.scales_k, criteria=criteria)
+    criteria = None if s.backend.labels_are_kinds else ensure_criteria(s)
+    result = cluster_labels(stage1, embedder, s.cfg.cluster, scaled=s.backend.scales_k, criteria=criteria)
     s.run.write_parquet(CLUSTERS, result.clusters)
     s.run.write_parquet(CRITERION_CLUSTERS, result.criterion_clusters)
     s.run.write_npy(LABEL_EMBEDDINGS, result.embeddings)
@@ -277,7 +277,7 @@ def _micro(s: Session) -> list[MicroCapability]:
 
 
 def step_canonicalize(s: Session) -> dict[str, Any]:
-    micro, notes = s.engine.canonicalize(
+    micro, notes = s.backend.canonicalize(
         s.run.read_parquet(CLUSTERS, "cluster"),
         s.run.read_parquet(CRITERION_CLUSTERS, "cluster"),
         ensure_criteria(s),
@@ -317,7 +317,7 @@ def step_merge(s: Session) -> dict[str, Any]:
     micro = _micro(s)
     centroids, co_micro = micro_centroids(s.run, micro), micro_co_labels(s.run, micro)
     cfg, note = _merge_config(s, micro)
-    taxonomy = s.engine.merge(
+    taxonomy = s.backend.merge(
         micro, centroids, cfg, s.cfg.name, co_micro, ensure_criteria(s), s.run.read_parquet(LABELS, "discover")
     )
     if taxonomy.violations and not s.cfg.merge.accept_violations:
@@ -350,11 +350,11 @@ def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
     criteria = ensure_criteria(s)
     # the run that holds the taxonomy
-    tags = s.engine.tag(criteria, taxonomy, s.cfg, stage1, micro_labels, folder=source.parent)
+    tags = s.backend.tag(criteria, taxonomy, s.cfg, stage1, micro_labels, folder=source.parent)
     s.run.write_parquet(TAGS, tags)
     summary = primary_shares(tags, criteria)
     s.run.write_text(TAGS_SUMMARY, summary_markdown(summary))
-    notes = s.engine.brief_notes(criteria, s.cfg)
+    notes = s.backend.brief_notes(criteria, s.cfg)
     # the run's own taxonomy: its table gives the tags' shares, and how sure the run is of each capability
     if source.resolve() == (s.run.path / TAXONOMY).resolve():
         taxonomy, said = record_stability(s, taxonomy, tags)
@@ -388,7 +388,7 @@ def record_stability(s: Session, taxonomy, tags: pl.DataFrame):
             taxonomy.names(),
             s.cfg.cluster,
             s.cfg.stability,
-            scaled=s.engine.scales_k,
+            scaled=s.backend.scales_k,
         )
     out = taxonomy.model_copy(deep=True)
     out.stability = None if result is None else result.run.model_copy(update={"membership": out.membership_hash()})
@@ -435,6 +435,8 @@ def refresh_stability(s: Session) -> list[str]:
     return notes
 
 
+# Each declared stage's step (stagedefs.py), keyed by its name: it reads the stage's inputs, asks the session's
+# backend (LLM or key-less) for the stage and writes the stage's files.
 STEPS: dict[str, Callable[[Session], dict[str, Any]]] = {
     "discover": step_discover,
     "cluster": step_cluster,

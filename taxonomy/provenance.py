@@ -16,22 +16,12 @@ from taxonomy.config import PipelineConfig
 from taxonomy.embed.choose import embedding_choice
 from taxonomy.prompts import template_hash
 from taxonomy.run import PROMPTS, STAGE_FILES, RunDir
+from taxonomy.stagedefs import DECLARED
 
-# The config a stage reads ("section" or "section.key"), and the stages whose outputs it reads.
-STAGE_CONFIG = {
-    "discover": ("labels", "discover"),
-    "cluster": ("cluster", "embedding"),
-    "canonicalize": ("labels", "canonicalize"),
-    "merge": ("labels", "merge"),
-    "tag": ("labels", "tag", "discover.brief_max_chars"),
-}
-STAGE_INPUTS = {
-    "discover": (),
-    "cluster": ("discover",),
-    "canonicalize": ("cluster",),
-    "merge": ("canonicalize",),
-    "tag": ("discover", "merge"),
-}
+# Derived from the declarations (stagedefs.py): the config a stage reads ("section" or "section.key"), and the
+# stages whose outputs it reads.
+STAGE_CONFIG = {d.name: d.config for d in DECLARED}
+STAGE_INPUTS = {d.name: d.inputs for d in DECLARED}
 
 
 class Built(Protocol):
@@ -39,8 +29,8 @@ class Built(Protocol):
 
     cfg: PipelineConfig
     run: RunDir
-    backend: str
-    engine: Any
+    backend_name: str
+    backend: Any
 
     def corpus_hash(self) -> str: ...
 
@@ -65,13 +55,13 @@ def code_hash() -> str:
 
 def _backend_identity(s: Built, stage: str) -> dict[str, Any]:
     if stage == "cluster":  # the embedder, not the LLM, makes the clusters
-        choice = embedding_choice(s.cfg, s.backend)
+        choice = embedding_choice(s.cfg, s.backend_name)
         if choice == "local":
             return {"embedder": "local", "code": code_hash()}
         if choice == "openai":
             return {"embedder": "openai", "base_url": s.cfg.embedding.base_url or s.cfg.llm.base_url}
-        return {"embedder": choice, "backend": s.backend}
-    return s.engine.identity(s.cfg)
+        return {"embedder": choice, "backend": s.backend_name}
+    return s.backend.identity(s.cfg)
 
 
 def fingerprint(s: Built, stage: str, taxonomy_hash: str | None = None) -> tuple[str, dict[str, Any]]:

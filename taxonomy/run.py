@@ -23,21 +23,24 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig
 from taxonomy.secrets import redact
+from taxonomy.stagedefs import (  # noqa: F401 - the stages' files are part of the run's catalog
+    CLUSTERS,
+    CRITERION_CLUSTERS,
+    DECLARED,
+    LABEL_EMBEDDINGS,
+    LABELS,
+    MICRO,
+    TAGS,
+    TAXONOMY,
+    TAXONOMY_MD,
+)
 
-STAGES = ("discover", "cluster", "canonicalize", "merge", "tag")
-# The catalog: every file of a run is named here once, and every other module uses these names.
+# The catalog: every file of a run is named once, and every other module uses these names. The files the stages
+# write are named in stagedefs.py, beside the stages' declarations; the rest here.
 CRITERIA = "criteria.parquet"  # the corpus snapshot, written before Stage 1 and read by every stage
-LABELS = "stage1_labels.parquet"
-CLUSTERS = "clusters.parquet"
-CRITERION_CLUSTERS = "criterion_clusters.parquet"
-LABEL_EMBEDDINGS = "label_embeddings.npy"
-MICRO = "micro_capabilities.json"
-TAXONOMY = "taxonomy.json"
-TAXONOMY_MD = "taxonomy.md"
 # a merge that broke its constraints, kept for inspection under a name no stage reads
 REJECTED = "taxonomy.rejected.json"
 REJECTED_MD = "taxonomy.rejected.md"
-TAGS = "stage3_tags.parquet"
 TAGS_SUMMARY = "stage3_summary.md"
 # Per criterion, the share of resamples in which it landed in its primary capability (stages/stability.py);
 # written with the tags, beside the capabilities' figures in taxonomy.json.
@@ -47,14 +50,10 @@ PIPELINE_TOML = "pipeline.toml"  # the TOML a run over a bare corpus file was ma
 TAGGER = "tagger.npz"  # the offline backend's tagger, fitted on the run's corpus
 DISTILLED = "distilled.joblib"  # `taxonomy distill`'s model
 REPORT = "report.html"
-# The files each stage writes: a stage with any of them missing is not done.
-STAGE_FILES = {
-    "discover": (LABELS,),
-    "cluster": (CLUSTERS, CRITERION_CLUSTERS, LABEL_EMBEDDINGS),
-    "canonicalize": (MICRO,),
-    "merge": (TAXONOMY, TAXONOMY_MD),
-    "tag": (TAGS,),
-}
+# Derived from the declarations: the stage order, the files each stage writes, the prompt each one sends.
+STAGES = tuple(d.name for d in DECLARED)
+STAGE_FILES = {d.name: d.files for d in DECLARED}
+PROMPTS = {d.name: d.prompt for d in DECLARED if d.prompt is not None}
 # Every artifact a reader parses (markdown is only shown) and the stage a damaged one sends the user back to.
 ARTIFACTS = {
     CRITERIA: "discover",
@@ -63,12 +62,6 @@ ARTIFACTS = {
 }
 # Bumped when the run layout or provenance changes; a run made by a newer tool is refused.
 RUN_FORMAT = 2
-PROMPTS = {
-    "discover": "stage1_discovery.j2",
-    "canonicalize": "stage2_canonicalize.j2",
-    "merge": "stage2_merge.j2",
-    "tag": "stage3_tagging.j2",
-}
 
 
 class RunError(ValueError):

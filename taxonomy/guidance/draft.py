@@ -119,7 +119,7 @@ def generate_guidance(session: Any, notes_path: Path | None = None, examples_per
     taxonomy = load_taxonomy(run.need(TAXONOMY, "merge"), session.cfg.labels)
     tags = run.read_parquet(TAGS, "tag")
     shown = judge_view(taxonomy)
-    drafts = draft_guidance(shown, criteria, tags, notes, session.engine.ask, examples_per_cap)
+    drafts = draft_guidance(shown, criteria, tags, notes, session.backend.ask, examples_per_cap)
     files = write_guidance(run, shown, criteria, tags, drafts, examples_per_cap)
     save_drafts(run, drafts, inputs_fingerprint(taxonomy, criteria, tags), notes)
     if notes and all(source == "offline" for source in drafts.source.values()):
@@ -139,6 +139,6 @@ def generate_guidance(session: Any, notes_path: Path | None = None, examples_per
         "fallbacks": dict(drafts.fallbacks),
         "calls": 0,
     }
-    if STAGE in session.engine.usage:
-        info.update(session.engine.usage[STAGE].as_dict(session.cfg.llm.prices))
+    if STAGE in session.backend.usage:
+        info.update(session.backend.usage[STAGE].as_dict(session.cfg.llm.prices))
     return info

@@ -102,7 +102,7 @@ def _with_model(
         from_source=target.run_dir is None,
     )
     asked = jobs(corpus)
-    answers = session.engine.ask(STAGE, [job for _, job in asked], "lint: reviewing each task's criteria")
+    answers = session.backend.ask(STAGE, [job for _, job in asked], "lint: reviewing each task's criteria")
     if answers is None:
         return found, {"asked": 0, "why": f"the {backend} backend runs no model"}
     review = read_answers(corpus, [task for task, _ in asked], answers)

@@ -112,7 +112,7 @@ class OfflineBackend:
             taken.add(cards[-1].name)
         return micro_capabilities(inputs, cards, criterion_clusters.height), []
 
-    def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
+    def merge(self, micro, centroids, cfg, pipeline_name, co_micro, criteria, stage1):
         from taxonomy.merge.check import share_violations
         from taxonomy.merge.solver import solve_merge
         from taxonomy.offline.cards import describe_offline
@@ -129,7 +129,7 @@ class OfflineBackend:
             co_micro=co_micro,
             boundaries=True,
         )
-        taxonomy = assemble(proposal, micro, centroids, cfg, corpus, co_micro, notes, UNKNOWN)
+        taxonomy = assemble(proposal, micro, centroids, cfg, pipeline_name, co_micro, notes, UNKNOWN)
         if taxonomy.violations:
             return taxonomy
         # Stage 3's tagger, fitted here so that each capability is shown by the criteria it will be tagged with.

@@ -360,7 +360,7 @@ def _boundary_items(
     return out
 
 
-def _boundaries_prompt(
+def boundaries_prompt(
     cfg: PipelineConfig,
     todo: list[str],
     by_name: dict[str, MergedCapability],
@@ -369,7 +369,8 @@ def _boundaries_prompt(
     round_: int,
 ) -> str:
     """The boundaries call for the capabilities in TODO: each with its siblings and, after the first round, its
-    last non-examples and what was wrong with them, and the cards of the siblings not asked about."""
+    last non-examples and what was wrong with them, and the cards of the siblings not asked about. The estimate
+    prices the first round's prompt with this same function, over stand-in capabilities."""
     caps = [
         {
             "name": n,
@@ -418,7 +419,7 @@ def draw_boundaries(
         if not todo:
             break
         asked = {n: siblings[n] for n in todo}
-        prompt = _boundaries_prompt(cfg, todo, by_name, siblings, previous, round_)
+        prompt = boundaries_prompt(cfg, todo, by_name, siblings, previous, round_)
         job = Job(
             prompt=prompt,
             schema=BoundaryAnswer,
@@ -480,7 +481,7 @@ def merge(
     centroids: np.ndarray,
     cfg: PipelineConfig,
     runner: Runner,
-    corpus: str = "",
+    pipeline_name: str = "",
     co_micro: np.ndarray | None = None,
 ) -> Taxonomy:
     """The model's merge. `centroids[i]` is the label-embedding centroid of `micro[i]`; `co_micro[i, j]` (optional)
@@ -531,7 +532,7 @@ def merge(
         )
         repairs += solver_notes
     repairs += draw_boundaries(proposal, micro, centroids, cfg, runner, co_micro)
-    return assemble(proposal, micro, centroids, cfg, corpus, co_micro, repairs, SOLVER_UNKNOWN)
+    return assemble(proposal, micro, centroids, cfg, pipeline_name, co_micro, repairs, SOLVER_UNKNOWN)
 
 
 def assemble(
@@ -539,7 +540,7 @@ def assemble(
     micro: list[MicroCapability],
     centroids: np.ndarray,
     cfg: PipelineConfig,
-    corpus: str,
+    pipeline_name: str,
     co_micro: np.ndarray | None,
     repairs: list[str],
     unknown: str,
@@ -569,7 +570,7 @@ def assemble(
     for cap in capabilities:
         cap.labels = sorted({label for member in cap.members for label in labels_of.get(member, [])})
     taxonomy = Taxonomy(
-        corpus=corpus,
+        corpus=pipeline_name,
         n_criteria=sum(m.n_criteria for m in micro),
         capabilities=capabilities,
         repairs=repairs,
