@@ -10,8 +10,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from taxonomy.run import CRITERIA, LABELS, MANIFEST, PIPELINE_TOML, REPORT, STAGES, TAGS, TAXONOMY, TAXONOMY_MD
+from taxonomy.run import CRITERIA, LABELS, REPORT, STAGES, TAGS, TAXONOMY, TAXONOMY_MD
 from taxonomy.secrets import redact
+from taxonomy.shares import primary_shares
 from taxonomy.stagedefs import DECLARED
 
 app = typer.Typer(
@@ -103,56 +104,6 @@ def _guard(fn):
     return wrapper
 
 
-def _is_run(target: Path) -> bool:
-    return target.is_dir() and ((target / MANIFEST).exists() or not _corpus_layout(target))
-
-
-def _corpus_layout(folder: Path) -> bool:
-    from taxonomy.corpus import CorpusError
-    from taxonomy.corpus.detect import detect
-
-    try:
-        detect(folder)
-        return True
-    except CorpusError:
-        return False
-
-
-def _config_for(target: Path, limit: Optional[int] = None, batch: Optional[bool] = None):
-    """(config, what was detected or None, its number of criteria or None): a pipeline TOML as written, a bare
-    corpus file or folder through detection (its columns printed), a run directory with its recorded settings."""
-    from taxonomy.config import load_config
-    from taxonomy.run import config_from_run
-
-    found, n = None, None
-    if _is_run(target):
-        cfg = config_from_run(target)
-    elif target.suffix.lower() == ".toml":
-        cfg = load_config(target)
-    else:
-        from taxonomy.pipeline_toml import config_for_corpus, detect
-
-        found = detect(target)
-        console.print(found.describe(), markup=False, highlight=False)
-        cfg, n = config_for_corpus(found)
-    if limit is not None:
-        cfg.corpus.limit = _positive_limit(limit)
-    if batch is not None:
-        cfg.llm.mode = "batch" if batch else "online"
-    return cfg, found, n
-
-
-def _check_provider(provider: Optional[str]) -> None:
-    """A misspelt --provider stops before anything is written (no run folder, no answer cache)."""
-    from typing import get_args
-
-    from taxonomy.config import ConfigError, LLMConfig
-
-    known = get_args(LLMConfig.model_fields["provider"].annotation)
-    if provider is not None and provider not in known:
-        raise ConfigError(f"--provider {provider}: unknown provider; fix: use one of {', '.join(known)}")
-
-
 def _session(
     target: Path,
     provider: Optional[str],
@@ -162,56 +113,24 @@ def _session(
     frozen: Optional[Path] = None,
     batch: Optional[bool] = None,
 ):
-    """A pipeline TOML or a corpus opens (or resumes) its default run; a run directory reopens with its recorded
-    settings."""
-    from taxonomy.pipeline import open_session
-    from taxonomy.run import RunDir
-    from taxonomy.taxonomy_io import load_taxonomy
+    """The target's session (taxonomy.targets), its notice printed, and for a bare corpus the pipeline TOML it keeps."""
+    from taxonomy.corpus.config import show_path
+    from taxonomy.targets import keep_pipeline_toml, open_target
 
-    _check_provider(provider)
-    is_run = _is_run(target)
-    cfg, found, n = _config_for(target, limit, batch)
-    if is_run:
-        provider = provider or RunDir(target).manifest.get("backend")
-        run_dir = target
-    # A corpus tagged against a frozen taxonomy gets its own run, never the pipeline's own run's place.
-    suffix = f"-taxonomy-{load_taxonomy(frozen).content_hash[:8]}" if frozen is not None else ""
-    s = open_session(
-        cfg,
-        provider=provider,
-        run_dir=run_dir,
-        show_progress=not quiet,
-        run_suffix=suffix,
-        from_source=not is_run,
-        load_now=not is_run,
-    )
+    s, found = open_target(target, provider, run_dir, quiet, limit, frozen, batch, on_detect=_print_detected)
     console.print(s.notice(), highlight=False)
     if found is not None:
-        _write_pipeline_toml(s, found)
+        shown = show_path(keep_pipeline_toml(s, found))
+        console.print(
+            f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)",
+            markup=False,
+            highlight=False,
+        )
     return s
 
 
-def _frozen_taxonomy(path: Path) -> Path:
-    """`--taxonomy` takes a run directory, as report, export and edit do, or a taxonomy.json."""
-    return path / TAXONOMY if path.is_dir() else path
-
-
-def _write_pipeline_toml(s, found) -> None:
-    """A run over a bare corpus keeps the TOML it used, to repeat or tune the run (`taxonomy run RUN/pipeline.toml`)."""
-    from taxonomy.pipeline_toml import render
-
-    path = s.run.path / PIPELINE_TOML
-    cfg = s.cfg.model_copy(deep=True)
-    cfg.corpus.limit = None  # --limit is a flag of one command, not part of the pipeline
-    from taxonomy.corpus.config import show_path
-
-    s.run.write_text(PIPELINE_TOML, render(cfg, found, path, pin_output=True))
-    shown = show_path(path)
-    console.print(
-        f"Pipeline used: {shown} (edit it and run `taxonomy run {shown}` to tune this run)",
-        markup=False,
-        highlight=False,
-    )
+def _print_detected(found) -> None:
+    console.print(found.describe(), markup=False, highlight=False)
 
 
 def _print_stage(stage: str, info: dict) -> None:
@@ -303,12 +222,6 @@ AcceptOpt = typer.Option(
 )
 
 
-def _accept_violations(s) -> None:
-    s.cfg.merge.accept_violations = True
-    s.run.manifest.setdefault("settings", {}).setdefault("merge", {})["accept_violations"] = True
-    s.run.save_manifest()
-
-
 def merge_command(
     run_dir: Path = typer.Argument(..., help="run directory"),
     provider: Optional[str] = ProviderOpt,
@@ -319,10 +232,11 @@ def merge_command(
     """Exits 2 with one line naming the constraint when the repaired taxonomy still breaks one
     (it is kept as taxonomy.rejected.json / .md), unless --accept-violations is given."""
     from taxonomy.pipeline import run_stage
+    from taxonomy.targets import record_accepted_violations
 
     s = _session(run_dir, provider, None, quiet, batch=batch)
     if accept_violations:
-        _accept_violations(s)
+        record_accepted_violations(s)
     _print_stage("merge", run_stage(s, "merge", check_inputs=True))
 
 
@@ -347,14 +261,14 @@ def tag(
     quiet: bool = QuietOpt,
     batch: Optional[bool] = BatchOpt,
 ) -> None:
-    from taxonomy.analysis.shares import primary_shares
     from taxonomy.pipeline import run_stage
+    from taxonomy.targets import check_provider, check_taxonomy_to_tag_against, frozen_taxonomy, is_run
 
-    taxonomy = _frozen_taxonomy(taxonomy) if taxonomy is not None else None
-    if taxonomy is None and not _is_run(target):
-        _check_provider(provider)
-        _taxonomy_to_tag_against(target, provider, run_dir)
-    s = _session(target, provider, run_dir, quiet, frozen=None if _is_run(target) else taxonomy, batch=batch)
+    taxonomy = frozen_taxonomy(taxonomy) if taxonomy is not None else None
+    if taxonomy is None and not is_run(target):
+        check_provider(provider)
+        check_taxonomy_to_tag_against(target, provider, run_dir)
+    s = _session(target, provider, run_dir, quiet, frozen=None if is_run(target) else taxonomy, batch=batch)
     if distilled is not None:
         from taxonomy.distill import tag_with_distilled
 
@@ -384,25 +298,6 @@ def _register_stage_commands() -> None:
 
 
 _register_stage_commands()
-
-
-def _taxonomy_to_tag_against(target: Path, provider: Optional[str], run_dir: Optional[Path]) -> None:
-    """A corpus is tagged against --taxonomy, or against the taxonomy its own run already holds; with neither,
-    stop before a run folder is made and name the option."""
-    from taxonomy.config import load_config
-    from taxonomy.llm.providers import resolve_provider_name
-    from taxonomy.pipeline_toml import config_for_corpus, detect
-    from taxonomy.run import RunError, default_run_dir
-
-    if run_dir is None:
-        cfg = load_config(target) if target.suffix.lower() == ".toml" else config_for_corpus(detect(target))[0]
-        run_dir = default_run_dir(cfg, resolve_provider_name(provider or cfg.llm.provider), cfg.llm.model)
-    if not (run_dir / TAXONOMY).exists():
-        raise RunError(
-            f"{target}: no taxonomy to tag it against (--taxonomy not given, and no run of it has one); "
-            f"fix: pass --taxonomy RUN_DIR (a finished run's folder, or its taxonomy.json), "
-            f"or build one first with `taxonomy run {target}`"
-        )
 
 
 def _print_shares(shares) -> None:
@@ -484,7 +379,7 @@ def run(
     import resource
     import time
 
-    from taxonomy.analysis.shares import primary_shares
+    from taxonomy.targets import record_accepted_violations, record_totals
 
     if force is not None and force not in STAGES:
         _fail(ValueError(f"--force {force}: unknown stage; fix: use one of {', '.join(STAGES)}"))
@@ -495,7 +390,7 @@ def run(
     earlier = _earlier_run(like)  # a bad --like stops before anything runs
     s = _session(pipeline, provider, run_dir, quiet, limit, batch=batch)
     if accept_violations:
-        _accept_violations(s)
+        record_accepted_violations(s)
     _run_all(s, force, earlier)
     _print_failures(s, LABELS)
     _print_failures(s, TAGS)
@@ -517,8 +412,7 @@ def run(
         s.run.check_readable()
         _render_report(s.run.path)
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    s.run.manifest["totals"] = {"wall_seconds": round(time.perf_counter() - start, 2), "peak_rss_mb": round(peak_mb, 1)}
-    s.run.save_manifest()
+    record_totals(s, time.perf_counter() - start, peak_mb)
     out.print(f"Done in {time.perf_counter() - start:.1f} s (peak memory {peak_mb:.0f} MB).")
     out.print(f"Taxonomy: {s.run.path / TAXONOMY_MD}")
     if report:
@@ -531,9 +425,10 @@ def _print_estimate(
     from taxonomy.estimate import estimate as estimate_cost
     from taxonomy.llm.providers import ProviderError, make_provider, resolve_provider_name
     from taxonomy.embed.choose import embedding_choice
+    from taxonomy.targets import check_provider, config_for
 
-    _check_provider(provider)
-    cfg, _, _ = _config_for(pipeline, limit, batch)
+    check_provider(provider)
+    cfg, _, _ = config_for(pipeline, limit, batch, on_detect=_print_detected)
     backend = resolve_provider_name(provider or cfg.llm.provider)
     result = estimate_cost(cfg, backend, embedding_choice(cfg, backend))
     stop = None
@@ -591,17 +486,6 @@ def estimate(
 ) -> None:
     """Per stage: the calls, tokens and cost a run would pay, from the prompts it would send and the configured prices."""  # noqa: E501
     _print_estimate(pipeline, provider, limit, batch, as_json)
-
-
-def _positive_limit(limit: int) -> int:
-    from taxonomy.config import ConfigError
-
-    if limit < 1:
-        raise ConfigError(
-            f"--limit {limit}: must be 1 or more; fix: pass the "
-            "number of criteria to keep, or leave --limit out for all"
-        )
-    return limit
 
 
 @app.command()
@@ -767,8 +651,9 @@ def audit(
     """Coverage audit of a new corpus against a frozen taxonomy: shares, gaps, unmapped, duplicates, bundles."""
     from taxonomy.analysis.audit_run import run_audit
     from taxonomy.run import record_use
+    from taxonomy.targets import frozen_taxonomy
 
-    taxonomy = _frozen_taxonomy(taxonomy)
+    taxonomy = frozen_taxonomy(taxonomy)
     s = _session(target, provider, run_dir, quiet, frozen=taxonomy)
     result = run_audit(s, taxonomy)
     record_use(s.run, "audit", s.run.manifest["stages"]["tag"]["taxonomy_hash"])

@@ -494,7 +494,7 @@ def tag_with_distilled(
     Writes stage3_tags.parquet (the Stage 3 schema plus `source`: distilled | llm | offline) and
     stage3_summary.md into the session's run, and records the "tag" stage in its manifest.
     """
-    from taxonomy.analysis.shares import primary_shares, summary_markdown
+    from taxonomy.shares import primary_shares, summary_markdown
     from taxonomy.pipeline import ensure_criteria, stage_usage
 
     start = time.perf_counter()

@@ -567,7 +567,7 @@ def _write(
 ) -> EditResult:
     """The edited taxonomy and tags replace the run's, the old ones kept in edits/<hash>/, and the tags'
     provenance names the new taxonomy."""
-    from taxonomy.analysis.shares import primary_shares, summary_markdown
+    from taxonomy.shares import primary_shares, summary_markdown
     from taxonomy.provenance import fingerprint
     from taxonomy.run import stale_uses
     from taxonomy.taxonomy_io import taxonomy_markdown

@@ -141,7 +141,7 @@ def _renamed(taxonomy, steps: list[tuple[str, str]], renames: dict[str, str], li
 def _write(s, taxonomy, tags: pl.DataFrame) -> None:
     """The renamed taxonomy and its mapped tags replace the run's; the key-less tagger follows the names, and the
     tags' provenance names the renamed taxonomy (so nothing is tagged again)."""
-    from taxonomy.analysis.shares import primary_shares, summary_markdown
+    from taxonomy.shares import primary_shares, summary_markdown
     from taxonomy.provenance import fingerprint
     from taxonomy.taxonomy_io import taxonomy_markdown
 

@@ -51,6 +51,7 @@ from taxonomy.run import (
     versions,
 )
 from taxonomy.schemas import MicroCapability
+from taxonomy.shares import primary_shares, summary_markdown
 
 
 @dataclass
@@ -340,7 +341,6 @@ def step_merge(s: Session) -> dict[str, Any]:
 
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
-    from taxonomy.analysis.shares import primary_shares, summary_markdown
     from taxonomy.merge.siblings import unbounded_cotagged
     from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 
@@ -426,7 +426,6 @@ def stability_stale(s: Session) -> bool:
 
 def refresh_stability(s: Session) -> list[str]:
     """Recompute the stability figures alone (the tags are current), and taxonomy.md with them."""
-    from taxonomy.analysis.shares import primary_shares
     from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 
     tags = s.run.read_parquet(TAGS, "tag")

@@ -137,7 +137,7 @@ def _section(c, offline: bool, said_once: bool, size: tuple[int, float]) -> list
 
 def _sizes(taxonomy: Taxonomy, shares: Any) -> tuple[dict[str, tuple[int, float]], str, str]:
     """Each capability's (criteria, share), the table's column name and the sentence saying what the share is.
-    `shares` is Stage 3's (analysis.shares.primary_shares): once the criteria are tagged, the share every other
+    `shares` is Stage 3's (shares.primary_shares): once the criteria are tagged, the share every other
     figure (the summary, the report) gives; before, Stage 2c's estimate, named as such."""
     if shares is not None:
         tagged = {r["capability"]: (int(r["n"]), float(r["share"])) for r in shares.iter_rows(named=True)}

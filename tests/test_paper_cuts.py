@@ -21,7 +21,7 @@ import pytest
 
 from taxonomy.config import LabelRules, LLMConfig, load_config
 from taxonomy.corpus import load_corpus
-from taxonomy.analysis.shares import primary_shares
+from taxonomy.shares import primary_shares
 from taxonomy.prompts import render
 from taxonomy.taxonomy_io import load_taxonomy
 from taxonomy.validate import label_problems

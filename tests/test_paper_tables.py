@@ -12,7 +12,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from taxonomy.analysis.shares import FAILED_ROW, UNTAGGED_ROW, primary_shares
+from taxonomy.shares import FAILED_ROW, UNTAGGED_ROW, primary_shares
 from taxonomy.schemas import Taxonomy
 from taxonomy.merge.siblings import choose_siblings, named_siblings, non_example_problems
 from tests import responders

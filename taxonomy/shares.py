@@ -1,4 +1,7 @@
-"""The paper's Table 1: each capability's share of the criteria as primary tag, and its markdown (stage3_summary.md)."""
+"""The paper's Table 1: each capability's share of the criteria as primary tag, and its markdown (stage3_summary.md).
+
+Below both Stage 3, which writes stage3_summary.md, and the analyses of a run (report, edit, distill) that redraw
+it."""
 
 from __future__ import annotations
 
