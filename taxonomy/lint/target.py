@@ -12,9 +12,12 @@ from pathlib import Path
 
 import polars as pl
 
-from taxonomy.config import PipelineConfig
+from taxonomy.config import PipelineConfig, load_config
+from taxonomy.corpus import load_corpus
 from taxonomy.corpus.config import show_path
-from taxonomy.run import CRITERIA, MANIFEST, TAGS
+from taxonomy.pipeline_toml import corpus_config, detect
+from taxonomy.run import CRITERIA, TAGS, RunDir, config_from_run
+from taxonomy.targets import is_run
 
 _SOURCE = re.compile(r"^(?P<file>.*?)(?::(?P<line>\d+))?(?:#(?P<pointer>.*))?$")
 
@@ -56,26 +59,18 @@ class Target:
 
 
 def load_target(target: Path) -> Target:
-    """A run directory (it has manifest.json), a pipeline TOML, or a corpus file or folder (detected)."""
-    from taxonomy.corpus import load_corpus
-
-    if target.is_dir() and (target / MANIFEST).exists():
+    """A run directory, a pipeline TOML, or a corpus file or folder (detected), told apart as every command does."""
+    if is_run(target):
         return _from_run(target)
     if target.suffix.lower() == ".toml":
-        from taxonomy.config import load_config
-
         cfg = load_config(target)
     else:
-        from taxonomy.pipeline_toml import corpus_config, detect
-
         cfg = corpus_config(detect(target))
     cfg.corpus.on_duplicate = "keep"  # a repeat is a finding to list, not a row to collapse
     return Target(load_corpus(cfg.corpus, cfg.base_dir).frame, cfg)
 
 
 def _from_run(run_dir: Path) -> Target:
-    from taxonomy.run import RunDir, config_from_run
-
     run = RunDir(run_dir)
     cfg = config_from_run(run_dir)
     frame = run.read_parquet(CRITERIA, "run")
