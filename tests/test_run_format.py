@@ -1,4 +1,5 @@
-"""Issue 44's structural moves: what they keep loading, and the choices they made."""
+"""Run folders and taxonomy files written by older versions: they still load, with the same content hash and
+the same recorded settings."""
 
 from __future__ import annotations
 
