@@ -16,7 +16,7 @@ from sklearn.metrics import adjusted_mutual_info_score
 
 from taxonomy.config import LabelRules, OfflineConfig
 from taxonomy.corpus import CorpusConfig, load_corpus
-from taxonomy.offline.canonicalize import name_cluster_offline
+from taxonomy.naming import name_cluster_offline
 from taxonomy.offline.features import CriterionSpace
 from taxonomy.offline.kinds import discover_offline
 from taxonomy.offline.tag import tag_offline

@@ -21,6 +21,7 @@ from taxonomy.config import LabelRules, PipelineConfig
 from taxonomy.llm.runner import Job, Runner
 from taxonomy.prompts import render
 from taxonomy.schemas import CapabilityCard, MicroCapability
+from taxonomy.naming import name_cluster_offline
 from taxonomy.merge.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, choose_siblings, pair_counts
 from taxonomy.stages.common import shared_prefix
 from taxonomy.validate import Violation, label_problems
@@ -170,8 +171,6 @@ def micro_capabilities(inputs: list[dict], cards: list[CapabilityCard], n_criter
 
 def name_offline(inp: dict, cfg: PipelineConfig, taken: set[str]) -> CapabilityCard:
     """A cluster named from its labels and criteria by the offline namer (no model)."""
-    from taxonomy.offline.canonicalize import name_cluster_offline
-
     members = [(m["label"], m["frequency"]) for m in inp["members"]]
     return name_cluster_offline(inp["cluster_id"], members, [e["text"] for e in inp["examples"]], cfg.labels, taken)
 

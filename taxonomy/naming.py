@@ -1,4 +1,6 @@
-"""Stage 2b without an LLM: name a micro-cluster of Stage-1 labels and fill its card.
+"""Stage 2b without an LLM: name a micro-cluster of Stage-1 labels and fill its card. Shared by both paths,
+so it sits below them: the key-less backend names every cluster with it, the LLM path a cluster whose model
+answer failed validation.
 
 The name keeps the words most of the cluster's label mass shares (frequency-weighted), so
 the predicate words its criteria have in common name it, not one member; a label carrying
