@@ -35,6 +35,7 @@ class OfflineBackend:
 
     def __init__(self) -> None:
         self.usage: dict = {}  # no paid calls
+        self.fitted = None  # the merge's tagger fit (offline/tag.py's Fit), which Stage 3 rebinds rather than refits
 
     def notice(self, cfg: PipelineConfig) -> str:
         return NOTICE
@@ -116,7 +117,7 @@ class OfflineBackend:
         from taxonomy.merge.check import share_violations
         from taxonomy.merge.solver import solve_merge
         from taxonomy.offline.cards import describe_offline
-        from taxonomy.offline.tag import fit_tagger
+        from taxonomy.offline.tag import Fit, fit_tagger
         from taxonomy.merge.siblings import merge_siblings
         from taxonomy.stages.merge import assemble
 
@@ -134,6 +135,7 @@ class OfflineBackend:
             return taxonomy
         # Stage 3's tagger, fitted here so that each capability is shown by the criteria it will be tagged with.
         tagger = fit_tagger(criteria, stage1, taxonomy, None, cfg.offline, cfg.merge)
+        self.fitted = Fit(tagger, criteria, stage1, cfg.merge)
         primary = tagger.scores([t or "" for t in criteria["text"].to_list()]).argmax(axis=1)
         # No model names the offline capabilities: their criteria's own phrases do.
         taxonomy = describe_offline(
@@ -149,7 +151,7 @@ class OfflineBackend:
         from taxonomy.offline.kinds import discover_offline
         from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 
-        tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge)
+        tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge, self.fitted)
         if tagger is not None:
             found = tag_with(tagger, criteria, cfg.tag.max_tags)
         else:

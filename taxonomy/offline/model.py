@@ -29,7 +29,7 @@ from taxonomy.offline.features import CriterionSpace, features
 from taxonomy.run import TAGGER
 from taxonomy.schemas import Taxonomy
 
-__all__ = ["Tagger", "FORMAT"]
+__all__ = ["Tagger", "FORMAT", "label_owners"]
 
 FORMAT = 1
 # The cosine to a capability's centroid counts as much as the best to one of its prototypes: prototypes follow
@@ -99,15 +99,7 @@ class Tagger:
 
     def bind(self, taxonomy: Taxonomy, micro_labels: dict[str, list[str]] | None = None) -> "Tagger":
         """Owners and names from a taxonomy holding the labels (after a merge, a rename, a split)."""
-        owner: dict[str, int] = {}
-        for c, cap in enumerate(taxonomy.capabilities):
-            for label in [
-                *cap.labels,
-                *(lab for m in cap.members for lab in (micro_labels or {}).get(m, [])),
-                *cap.members,
-            ]:
-                owner.setdefault(label, c)
-        self.owner = np.array([owner.get(label, -1) for label in self.labels], dtype=np.int64)
+        self.owner = label_owners(self.labels, taxonomy, micro_labels)
         self.names = taxonomy.names()
         self.fitted_for = {**self.fitted_for, "format": FORMAT, "taxonomy": taxonomy.content_hash, "names": self.names}
         return self
@@ -260,3 +252,17 @@ class Tagger:
         """Whether this model was fitted for this taxonomy (and, when given, this corpus)."""
         ok = self.fitted_for.get("taxonomy") == taxonomy.content_hash and self.names == taxonomy.names()
         return ok and (corpus_hash is None or self.fitted_for.get("corpus") == corpus_hash)
+
+
+def label_owners(labels: list[str], taxonomy: Taxonomy, micro_labels: dict[str, list[str]] | None) -> np.ndarray:
+    """Per label, the index of the first capability holding it (as a label, a member's label or a member name),
+    -1 where none does."""
+    owner: dict[str, int] = {}
+    for c, cap in enumerate(taxonomy.capabilities):
+        for label in [
+            *cap.labels,
+            *(lab for m in cap.members for lab in (micro_labels or {}).get(m, [])),
+            *cap.members,
+        ]:
+            owner.setdefault(label, c)
+    return np.array([owner.get(label, -1) for label in labels], dtype=np.int64)

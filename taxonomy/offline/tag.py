@@ -12,6 +12,7 @@ held, the start stands.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,7 @@ from taxonomy.text import words
 if TYPE_CHECKING:
     from taxonomy.offline.model import Tagger
 
-__all__ = ["tag_offline", "membership_votes", "capability_scores", "fit_tagger", "tagger_for", "tag_with"]
+__all__ = ["tag_offline", "membership_votes", "capability_scores", "fit_tagger", "tagger_for", "tag_with", "Fit"]
 
 LABEL_REPEAT = 3  # label words count this many times the text's words in a similarity query
 KEEP_RATIO = 0.5  # a further tag by card similarity needs this share of the top similarity
@@ -192,12 +193,66 @@ def fit_tagger(
     return tagger
 
 
+@dataclass
+class Fit:
+    """A tagger fitted in this process and the inputs it was fitted on, so a later stage of the same run that
+    would fit the same one again rebinds it instead (the merge fits it before the capabilities are named)."""
+
+    tagger: "Tagger"
+    criteria: pl.DataFrame
+    stage1: pl.DataFrame
+    bounds: MergeConfig | None
+
+    def reused(self, criteria, stage1, taxonomy: Taxonomy, micro_labels, opts, bounds, corpus: str) -> "Tagger | None":
+        """The tagger bound to `taxonomy`, where fitting it on these inputs would give the same one; else None."""
+        from taxonomy.offline.model import label_owners
+        from taxonomy.provenance import code_hash
+
+        tagger = self.tagger
+        same = (
+            tagger.fitted_for.get("code") == code_hash()
+            and tagger.fitted_for.get("offline") == opts.model_dump()
+            and _share_bounds(self.bounds) == _share_bounds(bounds)
+            and _fit_inputs(self.criteria, self.stage1).equals(_fit_inputs(criteria, stage1))
+        )
+        if not same or len(tagger.names) != len(taxonomy.capabilities):
+            return None
+        if not np.array_equal(label_owners(tagger.labels, taxonomy, micro_labels), tagger.owner):
+            return None  # the calibration ran for other owners: refit
+        tagger.bind(taxonomy, micro_labels)
+        tagger.fitted_for["corpus"] = corpus
+        return tagger
+
+
+def _share_bounds(bounds: MergeConfig | None) -> tuple | None:
+    return None if bounds is None else (bounds.min_share, bounds.max_share)  # all the calibration reads
+
+
+def _fit_inputs(criteria: pl.DataFrame, stage1: pl.DataFrame) -> pl.DataFrame:
+    """What fit_tagger reads of a corpus: each criterion's id, text, task and first-pass labels."""
+    if "status" in stage1.columns:
+        stage1 = stage1.filter(pl.col("status") == "ok")
+    frame = criteria.select(pl.col("criterion_id", "text", "task_id").cast(pl.Utf8))
+    return frame.join(
+        stage1.select(pl.col("criterion_id").cast(pl.Utf8), "labels"),
+        on="criterion_id",
+        how="left",
+        maintain_order="left",
+    )
+
+
 def tagger_for(
-    folder: Path | None, taxonomy: Taxonomy, micro_labels, opts: OfflineConfig, bounds: MergeConfig
+    folder: Path | None,
+    taxonomy: Taxonomy,
+    micro_labels,
+    opts: OfflineConfig,
+    bounds: MergeConfig,
+    fitted: Fit | None = None,
 ) -> "Tagger | None":
     """The tagger saved beside a taxonomy, refitted from that run's own corpus (never the one being tagged) and
     saved when it is missing or was fitted for another taxonomy, corpus, code or settings; None for a taxonomy
-    with no run's corpus beside it (or no `folder`)."""
+    with no run's corpus beside it (or no `folder`). `fitted`, a fit of this process, stands for the refit where
+    it was made from the same corpus, labels and settings."""
     from taxonomy.offline.model import Tagger
     from taxonomy.provenance import code_hash
     from taxonomy.run import RunDir
@@ -217,9 +272,10 @@ def tagger_for(
         return tagger
     if not (run.has(CRITERIA) and run.has(LABELS)):
         return tagger if tagger is not None and tagger.fits(taxonomy) else None
-    tagger = fit_tagger(
-        run.read_parquet(CRITERIA), run.read_parquet(LABELS), taxonomy, micro_labels, opts, bounds, corpus
-    )
+    criteria, stage1 = run.read_parquet(CRITERIA), run.read_parquet(LABELS)
+    tagger = None if fitted is None else fitted.reused(criteria, stage1, taxonomy, micro_labels, opts, bounds, corpus)
+    if tagger is None:
+        tagger = fit_tagger(criteria, stage1, taxonomy, micro_labels, opts, bounds, corpus)
     try:
         tagger.save(folder)
     except OSError:  # a frozen run shipped read-only: the fit is the same each time, so applying it unsaved is right
