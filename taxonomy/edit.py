@@ -464,7 +464,8 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     centroids = micro_centroids(run, micro) if micro and run.has(LABEL_EMBEDDINGS) else None
     bounds = recorded_bounds(run.manifest, s.cfg.merge)
     before = constraint_violations(old, micro, centroids, bounds, s.cfg.labels) if micro else []
-    new, new_tags, retagged, notes = _changed(s, op, args, old, tags, micro, centroids)
+    fitted = s.backend.fitted_tagger(run.path)  # read once: the split re-tags with it, and it follows the edit
+    new, new_tags, retagged, notes = _changed(s, op, args, old, tags, micro, centroids, fitted)
     if op in ("merge", "split"):
         _shares_from_tags(new, new_tags)
     after = constraint_violations(new, micro, centroids, bounds, s.cfg.labels) if micro else []
@@ -488,7 +489,7 @@ def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> E
     if new.content_hash == old.content_hash:
         raise EditError(f"edit {op} {' '.join(args)}: the taxonomy would not change; fix: nothing to do")
 
-    return _write(s, op, args, old, new, new_tags, retagged, after, notes)
+    return _write(s, op, args, old, new, new_tags, retagged, after, notes, fitted)
 
 
 def _changed(
@@ -499,8 +500,10 @@ def _changed(
     tags: pl.DataFrame,
     micro: list[MicroCapability],
     centroids: np.ndarray | None,
+    fitted=None,
 ) -> tuple[Taxonomy, pl.DataFrame, int, list[str]]:
-    """The edited taxonomy, its tags, how many criteria were re-tagged, and notes for the user."""
+    """The edited taxonomy, its tags, how many criteria were re-tagged, and notes for the user (`fitted`: the
+    run's key-less tagger, None for a run without one)."""
     run = s.run
     notes: list[str] = []
     retagged = 0
@@ -539,7 +542,7 @@ def _changed(
         new.capabilities = _with_shares(new, micro)
         notes += add_boundaries(new, micro, centroids, s.cfg.merge, s.cfg.labels)
         affected = tags.filter(pl.col("tags").list.contains(args[0]))
-        fresh = _retag(s, new, affected["criterion_id"])
+        fresh = _retag(s, new, affected["criterion_id"], fitted)
         new_tags = retag_rows(tags, fresh)
         retagged = fresh.height
     return new, new_tags, retagged, notes
@@ -564,6 +567,7 @@ def _write(
     retagged: int,
     after: list[str],
     notes: list[str],
+    fitted=None,
 ) -> EditResult:
     """The edited taxonomy and tags replace the run's, the old ones kept in edits/<hash>/, and the tags'
     provenance names the new taxonomy."""
@@ -576,9 +580,8 @@ def _write(
     saved = backup(run.path, old.content_hash)
     stale = dependents(run.path, old.content_hash)
     run.write_json(TAXONOMY, new.model_dump())
-    tagger = _edited_tagger(s, new)
-    if tagger is not None:  # the key-less tagger follows the edit, so a frozen tag of the new taxonomy applies it
-        tagger.save(run.path)
+    if fitted is not None:  # the key-less tagger follows the edit, so a frozen tag of the new taxonomy applies it
+        _edited_tagger(fitted, new).save(run.path)
     run.write_text(TAXONOMY_MD, taxonomy_markdown(new, primary_shares(new_tags)))
     run.write_parquet(TAGS, new_tags)
     run.write_text(TAGS_SUMMARY, summary_markdown(primary_shares(new_tags)))
@@ -625,25 +628,23 @@ def _with_shares(taxonomy: Taxonomy, micro: list[MicroCapability]):
     return taxonomy.capabilities
 
 
-def _edited_tagger(s, taxonomy: Taxonomy):
+def _edited_tagger(tagger, taxonomy: Taxonomy):
     """The run's key-less tagger with its capabilities those of the edited taxonomy: the same fit (transform,
-    prototypes, offsets), each prototype owned by the capability that now holds its label; None for a run
-    without one."""
-    tagger = s.backend.fitted_tagger(s.run.path)
-    if tagger is None:
-        return None
+    prototypes, offsets), each prototype owned by the capability that now holds its label."""
     return tagger.bind(taxonomy, {member: cap.labels for cap in taxonomy.capabilities for member in cap.members})
 
 
-def _retag(s, taxonomy: Taxonomy, ids: pl.Series) -> pl.DataFrame:
-    """Stage 3 over just these criteria, through the run's backend (offline: the run's tagger, bound to the edit)."""
+def _retag(s, taxonomy: Taxonomy, ids: pl.Series, fitted=None) -> pl.DataFrame:
+    """Stage 3 over just these criteria, through the run's backend (offline: the run's tagger `fitted`, bound to
+    the edit)."""
     criteria = s.run.read_parquet(CRITERIA).filter(pl.col("criterion_id").is_in(ids.to_list()))
-    tagger = _edited_tagger(s, taxonomy)
-    if tagger is not None:
+    if fitted is not None:
         from taxonomy.offline.backend import checked
         from taxonomy.offline.tag import tag_with
 
-        return checked(tag_with(tagger, criteria, s.cfg.tag.max_tags), taxonomy.names(), s.cfg.tag)
+        return checked(
+            tag_with(_edited_tagger(fitted, taxonomy), criteria, s.cfg.tag.max_tags), taxonomy.names(), s.cfg.tag
+        )
     stage1 = s.run.read_parquet(LABELS) if s.run.has(LABELS) else None
     if stage1 is not None:
         stage1 = stage1.filter(pl.col("criterion_id").is_in(ids.to_list()))
