@@ -19,9 +19,10 @@ from taxonomy.corpus import load_corpus
 from taxonomy.corpus.config import corpus_stem
 from taxonomy.lint.check import check, rules
 from taxonomy.pipeline import Session, open_session, run_pipeline, run_stage
-from taxonomy.pipeline_toml import corpus_config, detect, render
-from taxonomy.run import CRITERIA, PIPELINE_TOML, TAGS, TAXONOMY, RunDir, RunError, record_use
+from taxonomy.pipeline_toml import corpus_config, detect
+from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, RunError, record_use
 from taxonomy.schemas import Taxonomy
+from taxonomy.targets import check_provider, frozen_suffix, is_run, keep_pipeline_toml
 from taxonomy.taxonomy_io import load_taxonomy
 
 Data = Union[pl.DataFrame, str, Path]
@@ -68,13 +69,7 @@ def _frame_folder(name: str | None, run_dir: str | Path | None) -> Path:
 
 
 def _check_provider(provider: str | None) -> None:
-    from typing import get_args
-
-    from taxonomy.config import LLMConfig
-
-    known = get_args(LLMConfig.model_fields["provider"].annotation)
-    if provider is not None and provider not in known:
-        raise ConfigError(f"provider={provider!r}: unknown provider; fix: use one of {', '.join(known)}")
+    check_provider(provider, f"provider={provider!r}")
 
 
 def _with_settings(cfg: PipelineConfig, settings: dict[str, dict[str, Any]]) -> PipelineConfig:
@@ -119,7 +114,7 @@ def _open(
 ) -> Session:
     """A session as the CLI opens one over a pipeline TOML or a corpus (a frame is a corpus written to a file)."""
     _check_provider(provider)
-    suffix = f"-taxonomy-{frozen.content_hash[:8]}" if frozen is not None else ""
+    suffix = frozen_suffix(frozen)
     folder = (
         _frame_folder(name, run_dir) if frozen is None else _frame_folder(name, run_dir).with_name("input" + suffix)
     )
@@ -135,10 +130,7 @@ def _open(
         load_now=True,
     )
     if found is not None and pipeline is None and not settings:
-        # the TOML a bare corpus's run keeps, to repeat or tune it with `taxonomy run` (the CLI's own)
-        toml = cfg.model_copy(deep=True)
-        toml.corpus.limit = None
-        s.run.write_text(PIPELINE_TOML, render(toml, found, s.run.path / PIPELINE_TOML, pin_output=True))
+        keep_pipeline_toml(s, found)  # to repeat or tune the run with `taxonomy run`, as the CLI's run keeps it
     return s
 
 
@@ -183,7 +175,7 @@ def read_corpus(source: str | Path, *, settings: dict[str, dict[str, Any]] | Non
     source, and the file's other columns), from a pipeline TOML, a corpus file or folder, or a run folder (its
     snapshot). `settings`, as for `fit`, e.g. `{"corpus": {"on_duplicate": "keep"}}` to keep repeated criteria."""
     path = Path(source)
-    if path.is_dir() and (path / CRITERIA).is_file():
+    if is_run(path):
         return RunDir(path).read_parquet(CRITERIA, "run")
     cfg = _config(path, None, settings)[0]
     return load_corpus(cfg.corpus, cfg.base_dir).frame

@@ -3,17 +3,40 @@
 from __future__ import annotations
 
 import logging
+import os
+from functools import wraps
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from taxonomy.run import CRITERIA, LABELS, REPORT, STAGES, TAGS, TAXONOMY, TAXONOMY_MD
+from taxonomy.config import ConfigError
+from taxonomy.corpus.config import show_path
+from taxonomy.lint import run_summary
+from taxonomy.lint.command import lint as _lint
+from taxonomy.run import (
+    CRITERIA,
+    LABELS,
+    REPORT,
+    STAGES,
+    TAGS,
+    TAXONOMY,
+    TAXONOMY_MD,
+    RunDir,
+    RunError,
+    record_use,
+    taxonomy_in_use,
+    unwritable,
+)
 from taxonomy.secrets import redact
 from taxonomy.shares import primary_shares
 from taxonomy.stagedefs import DECLARED
+
+# Commands import the pipeline, backends and analyses in their bodies: at the top, `taxonomy --help` 1.5 s -> 7 s.
 
 app = typer.Typer(
     add_completion=False,
@@ -53,8 +76,6 @@ BatchOpt = typer.Option(
 
 def _version(value: bool) -> None:
     if value:
-        from importlib.metadata import PackageNotFoundError, version
-
         try:
             out.print(f"rubric-taxonomy {version('rubric-taxonomy')}", highlight=False)
         except PackageNotFoundError:
@@ -79,7 +100,6 @@ def _fail(exc: BaseException) -> None:
 
 def _guard(fn):
     """Known bad input becomes one clear line and exit code 2; nothing already written is touched."""
-    from functools import wraps
 
     @wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -91,8 +111,6 @@ def _guard(fn):
             _fail(exc)
         # a write refused outside the run's own atomic writes (a report, a backup, the answer cache)
         except OSError as exc:
-            from taxonomy.run import unwritable
-
             refused = unwritable(exc)
             if refused is None:
                 raise
@@ -114,7 +132,6 @@ def _session(
     batch: Optional[bool] = None,
 ):
     """The target's session (taxonomy.targets), its notice printed, and for a bare corpus the pipeline TOML it keeps."""
-    from taxonomy.corpus.config import show_path
     from taxonomy.targets import keep_pipeline_toml, open_target
 
     s, found = open_target(target, provider, run_dir, quiet, limit, frozen, batch, on_detect=_print_detected)
@@ -395,9 +412,7 @@ def run(
     _print_failures(s, LABELS)
     _print_failures(s, TAGS)
     _print_shares(primary_shares(s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA)))
-    from taxonomy.lint import run_summary  # the rubric's own defects, offline, and the command that lists them
-
-    found = run_summary(s.run.path)
+    found = run_summary(s.run.path)  # the rubric's own defects, offline, and the command that lists them
     if not found.startswith("Lint: 0 errors, 0 warnings"):
         # A run that exits 0 printing "N errors" reads as a failed run unless the line says whose errors they are.
         out.print(
@@ -510,8 +525,6 @@ def breakdown(
 ) -> None:
     """Per-capability verifier error rate, FP, FN, F1 (unmet), CIs and paired tests against human labels."""
     from taxonomy.analysis.breakdown_files import run_against, run_breakdown
-    from taxonomy.config import ConfigError
-    from taxonomy.run import RunDir, record_use, taxonomy_in_use
 
     if boot < 0:
         raise ConfigError(
@@ -527,8 +540,6 @@ def breakdown(
     used = taxonomy_in_use(run, "breakdown")
     if against is not None:
         if not against.is_dir():
-            from taxonomy.run import RunError
-
             raise RunError(
                 f"{against}: no such run directory; fix: pass the run made "
                 f"by `taxonomy tag CORPUS --taxonomy {run_dir / TAXONOMY}`"
@@ -546,8 +557,6 @@ def breakdown(
 def _render_report(run_dir: Path, **kwargs: Any) -> Path:
     """matplotlib keeps a font cache. Unless the user chose its place (MPLCONFIGDIR), it goes beside the
     run, with the answer cache, so a command writes nothing outside its outputs (not ~/.cache, ~/.config)."""
-    import os
-
     os.environ.setdefault("MPLCONFIGDIR", str(Path(run_dir).resolve().parent / ".matplotlib"))
     from taxonomy.analysis.report import render_report
 
@@ -563,8 +572,6 @@ def report(
     ),
 ) -> None:
     """One self-contained HTML page for a run (criteria, tags, label map, hierarchy, charts); opens offline."""
-    from taxonomy.run import RunDir, taxonomy_in_use
-
     run = RunDir(run_dir)
     taxonomy_in_use(run, "report")
     run.check_readable()
@@ -608,8 +615,7 @@ def edit(
         f"{result.retagged} criteria re-tagged. Before the edit: {result.backup}",
         highlight=False,
     )
-    from rich.markup import escape  # names and messages are printed as they are, never read as markup
-
+    # names and messages are printed as they are (escape), never read as markup
     for note in result.notes:
         console.print(f"  [yellow]note:[/yellow] {escape(note)}", highlight=False)
     for v in result.violations:
@@ -650,7 +656,6 @@ def audit(
 ) -> None:
     """Coverage audit of a new corpus against a frozen taxonomy: shares, gaps, unmapped, duplicates, bundles."""
     from taxonomy.analysis.audit_run import run_audit
-    from taxonomy.run import record_use
     from taxonomy.targets import frozen_taxonomy
 
     taxonomy = frozen_taxonomy(taxonomy)
@@ -671,7 +676,6 @@ def guidance(
 ) -> None:
     """One guidance file per capability, a criterion -> guidance routing table, and one judge-guidance file per task."""
     from taxonomy.guidance import generate_guidance
-    from taxonomy.run import record_use, taxonomy_in_use
 
     s = _session(run_dir, provider, None, quiet)
     used = taxonomy_in_use(s.run, "guidance")
@@ -732,7 +736,6 @@ def distill(
 ) -> None:
     """Train a cheap classifier on the Stage 3 tags (held-out agreement by task) for `taxonomy tag --distilled`."""
     from taxonomy.distill import train_distilled
-    from taxonomy.run import RunDir
 
     report = train_distilled(RunDir(run_dir), holdout=holdout, seed=seed)
     out.print(report.markdown(), markup=False, highlight=False)
@@ -740,8 +743,6 @@ def distill(
 
 
 # The linter's command lives with the linter (taxonomy/lint/command.py): its options are its own.
-from taxonomy.lint.command import lint as _lint  # noqa: E402
-
 app.command(name="lint")(_guard(_lint))
 
 
