@@ -20,7 +20,7 @@ from taxonomy.corpus.config import corpus_stem
 from taxonomy.lint.check import check, rules
 from taxonomy.pipeline import Session, open_session, run_pipeline, run_stage
 from taxonomy.pipeline_toml import corpus_config, detect
-from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, RunError, record_use
+from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, RunError
 from taxonomy.schemas import Taxonomy
 from taxonomy.targets import check_provider, frozen_suffix, is_run, keep_pipeline_toml
 from taxonomy.taxonomy_io import load_taxonomy
@@ -229,9 +229,7 @@ def audit(
     frozen_path = _run_folder(run) / TAXONOMY
     frozen = load_taxonomy(frozen_path)
     s = _open(data, name, provider, run_dir, quiet, frozen=frozen)
-    result = run_audit(s, frozen_path)
-    record_use(s.run, "audit", s.run.manifest["stages"]["tag"]["taxonomy_hash"])
-    return result
+    return run_audit(s, frozen_path)
 
 
 def _findings_frame(found: list[Any], from_file: bool) -> pl.DataFrame:

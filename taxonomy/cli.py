@@ -661,7 +661,6 @@ def audit(
     taxonomy = frozen_taxonomy(taxonomy)
     s = _session(target, provider, run_dir, quiet, frozen=taxonomy)
     result = run_audit(s, taxonomy)
-    record_use(s.run, "audit", s.run.manifest["stages"]["tag"]["taxonomy_hash"])
     out.print(result.to_markdown(max_rows=15), markup=False, highlight=False)
     out.print(f"Audit: {s.run.path / 'audit'}")
 

@@ -10,7 +10,7 @@ from taxonomy.analysis.audit import AuditResult, audit_coverage
 from taxonomy.analysis.breakdown import write_csv
 from taxonomy.offline.novelty import novelty_for
 from taxonomy.pipeline import Session, ensure_criteria, run_stage
-from taxonomy.run import TAGS
+from taxonomy.run import TAGS, record_use
 from taxonomy.taxonomy_io import load_taxonomy
 
 
@@ -80,4 +80,5 @@ def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
     for name in AuditResult.FRAMES:
         write_csv(getattr(result, name), s.run.path / "audit" / f"{name}.csv")
     s.run.write_text("audit/audit.md", result.to_markdown())
+    record_use(s.run, "audit", s.run.manifest["stages"]["tag"]["taxonomy_hash"])  # the taxonomy it audited against
     return result
