@@ -18,6 +18,7 @@ from taxonomy.analysis.audit import (
 )
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 from tests import run_fixture
+from tests.conftest import invoke, support_csv
 
 A, B, C = "file_check_capability", "code_review_capability", "metric_check_capability"
 
@@ -319,3 +320,14 @@ def test_audit_with_a_model_answers_that_no_capability_fits(tmp_path, llm_export
     assert not any("the model:" in by_text.get(t, "") for t in devai)
     audit_md = (tmp_path / "audit" / "audit" / "audit.md").read_text()
     assert "which no capability covers" in audit_md
+
+
+@pytest.mark.slow  # a full run
+def test_audit_takes_the_run_directory_and_prints_no_merge_note(offline_run, here, offline_env):
+    support_csv(here / "small.csv", 20)  # under the size whose merge bounds a run relaxes
+    by_dir = invoke("audit", "small.csv", "--taxonomy", offline_run, "-q")
+    assert "# Coverage audit" in by_dir.output and "merge" not in by_dir.output.lower()
+    by_file = invoke("audit", "small.csv", "--taxonomy", offline_run / "taxonomy.json", "-q")
+    assert by_file.output == by_dir.output
+    tagged = invoke("tag", "small.csv", "--taxonomy", offline_run, "-q")  # tag takes it alike
+    assert "Share of criteria by primary capability" in tagged.output and "merge" not in tagged.output.lower()

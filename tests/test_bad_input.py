@@ -107,8 +107,9 @@ def test_unsafe_pipeline_names_write_nothing(tmp_path, name):
 def test_oversized_criterion_is_refused_or_truncated_never_sent(tmp_path):
     rows = [{"task_id": "t", "text": "The value " + "x" * 1_000_000}] + GOOD
     corpus = write_jsonl(tmp_path / "big.jsonl", rows)
-    assert "big.jsonl: row 1 (line 1): criterion text is 1,000,010 characters, above corpus.max_chars = 20,000" in refused(
-        "run", pipeline(tmp_path, corpus)
+    assert (
+        "big.jsonl: row 1 (line 1): criterion text is 1,000,010 characters, above corpus.max_chars = 20,000"
+        in refused("run", pipeline(tmp_path, corpus))
     )
     toml = pipeline(tmp_path, corpus, corpus_keys='on_long = "truncate"\n', extra=SMALL)
     result = CliRunner().invoke(app, ["discover", str(toml), "--run-dir", str(tmp_path / "run"), "-q"])

@@ -28,6 +28,8 @@ from taxonomy.analysis import (
     write_csv,
 )
 from taxonomy.analysis.verdicts import read_json
+from taxonomy.taxonomy_io import load_taxonomy
+from tests.conftest import invoke, refused
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -347,3 +349,80 @@ def test_a_relative_benchmark_folder_that_fails_is_answered_with_one_that_works(
     assert f"{kind}:data/{kind}" not in fix and "holds" in fix
     works = fix.split("--verdicts ", 1)[1]
     assert works == f"{kind}:{DATA / kind}" and load_verdicts(works).height > 0
+
+
+# ---- verdict files through the CLI: their encodings, parse errors and missing pieces, each one line
+
+
+def test_utf16_verdicts_taxonomy_and_notes_are_read(tmp_path, offline_run, offline_env):
+    """Every other text a user hands in: verdict tables, a hand-edited taxonomy.json, domain notes."""
+    run = offline_run
+    saved = json.loads((run / "taxonomy.json").read_text())
+    (run / "taxonomy.json").write_text(json.dumps(saved), encoding="utf-16")
+    assert load_taxonomy(run / "taxonomy.json").content_hash == saved["content_hash"]
+    ids = pl.read_parquet(run / "criteria.parquet")["criterion_id"].head(20).to_list()
+    for name, verdicts in (("people", [i % 2 for i in range(20)]), ("judge", [1] * 20)):
+        (tmp_path / f"{name}.csv").write_text(
+            "criterion_id,verdict\n" + "".join(f"{c},{v}\n" for c, v in zip(ids, verdicts)), encoding="utf-16"
+        )
+    result = invoke(
+        "breakdown",
+        run,
+        "--verdicts",
+        f"human={tmp_path / 'people.csv'}",
+        "--verdicts",
+        f"judge={tmp_path / 'judge.csv'}",
+        "--boot",
+        "0",
+    )
+    assert "joined 20 of 20 verifier verdicts" in result.output
+    (tmp_path / "notes.md").write_text("Units are SI unless stated.\n", encoding="utf-32")
+    invoke("guidance", run, "--notes", tmp_path / "notes.md", "-q")
+
+
+@pytest.mark.parametrize(
+    "name, data, where",
+    [
+        ("v.csv", "criterion_id,verdict\na,1\nb,1,extra\n", "v.csv: line 3: 3 fields where the header (line 1) has 2"),
+        ("v.jsonl", '{"criterion_id": "a", "verdict": 1}\n{"criterion_id": "b",\n', "v.jsonl: line 2: invalid JSON"),
+    ],
+)
+def test_a_verdict_file_parse_error_names_its_line(tmp_path, offline_run, offline_env, name, data, where):
+    (tmp_path / name).write_text(data)
+    assert where in refused("breakdown", offline_run, "--verdicts", f"human={tmp_path / name}")
+
+
+@pytest.mark.parametrize("source", ["devai", "paperbench"])
+def test_breakdown_of_a_missing_folder_names_it_plainly(tmp_path, offline_run, offline_env, source):
+    error = refused("breakdown", offline_run, "--verdicts", f"{source}:{tmp_path / 'nowhere'}")
+    assert f"{tmp_path / 'nowhere'}: no such folder; fix: pass the" in error
+    assert "row -" not in error and "<" not in error
+
+
+def test_a_verdict_file_without_a_verifier_column_gets_the_command_line_fix(tmp_path, offline_run, offline_env):
+    ids = pl.read_parquet(offline_run / "criteria.parquet")["criterion_id"].head(40).to_list()
+    (tmp_path / "people.csv").write_text(
+        "criterion_id,verdict\n" + "".join(f"{c},{i % 2}\n" for i, c in enumerate(ids))
+    )
+    (tmp_path / "judge.csv").write_text(
+        "criterion_id,verdict\n" + "".join(f"{c},{i % 3 == 0:d}\n" for i, c in enumerate(ids))
+    )
+    error = refused(
+        "breakdown", offline_run, "--verdicts", tmp_path / "people.csv", "--verdicts", tmp_path / "judge.csv"
+    )
+    assert (
+        "people.csv: no column `verifier` for verifier" in error and "row -" not in error and "columns={" not in error
+    )
+    assert f"--verdicts VERIFIER={tmp_path / 'people.csv'}" in error
+    # the fix, as given, works: one verifier per file named on the command line
+    result = invoke(
+        "breakdown",
+        offline_run,
+        "--verdicts",
+        f"human={tmp_path / 'people.csv'}",
+        "--verdicts",
+        f"judge={tmp_path / 'judge.csv'}",
+        "--boot",
+        "0",
+    )
+    assert "judge" in result.output and "joined 40 of 40 verifier verdicts" in result.output

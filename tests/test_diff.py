@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -145,3 +146,17 @@ def test_a_small_piece_cut_off_is_a_split_and_a_small_capability_taken_in_is_a_m
     assert [n for n, _ in d.splits["x_capability"]] == ["x_capability", "x_piece_capability"] and not d.merges
     back = diff_sides(_side(tmp_path / "b", cut), _side(tmp_path / "a", whole))
     assert [n for n, _ in back.merges["x_capability"]] == ["x_capability", "x_piece_capability"] and not back.splits
+
+
+def test_a_diff_after_folding_a_big_capability_into_a_small_one(offline_run, offline_env):
+    run = offline_run
+    caps = sorted(json.loads((run / "taxonomy.json").read_text())["capabilities"], key=lambda c: c["share"])
+    small, big = caps[0]["name"], caps[-1]["name"]
+    invoke("edit", run, "merge", small, big, "--allow-violations", "-q")
+    before = next((run / "edits").iterdir())
+    markdown = invoke("diff", before, run).output
+    gone = re.findall(r"^- only in A: `([^`]+)`", markdown, re.M)
+    assert gone == [big], markdown  # the name B still holds is not "only in A"
+    assert f"| `{small}` | `{small}` |" in markdown
+    moved = re.findall(r"^\| [^|]+ \| [^|]+ \| `([^`]+)` \| `([^`]+)` \|", markdown, re.M)
+    assert moved and all(src != dst for src, dst in moved), moved  # nothing moves from X to X

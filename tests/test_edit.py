@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -15,7 +16,7 @@ from taxonomy.diff import diff_runs
 from taxonomy.guidance.vally import validate_eval
 from taxonomy.schemas import Taxonomy
 from tests import responders
-from tests.conftest import ROOT, invoke, offline_devai_run, write_pipeline
+from tests.conftest import ROOT, devai_frame, invoke, offline_devai_run, write_pipeline
 from tests.test_report import Page
 
 
@@ -255,3 +256,54 @@ def test_on_the_llm_path_the_tagging_prompt_carries_the_statement(gemini_env, tm
         in " ".join(text.split())
         for text in asked
     )
+
+
+# ---- an edit keeps tags, shares and a frozen-taxonomy audit in agreement
+
+
+def primaries(run: Path) -> dict[str, str]:
+    tags = pl.read_parquet(run / "stage3_tags.parquet")
+    return dict(zip(tags["criterion_id"].to_list(), tags["primary"].to_list()))
+
+
+def test_merge_keeps_tags_shares_and_a_frozen_audit_in_agreement(run, tmp_path, here):
+    new = here / "new.csv"  # criteria the taxonomy has not seen as a corpus of their own
+    devai_frame().sample(40, seed=3).select(
+        pl.col("task_id").alias("task"), pl.col("text").alias("criterion"), "weight"
+    ).write_csv(new)
+    invoke("audit", new, "--taxonomy", run / "taxonomy.json", "--run-dir", tmp_path / "audit-before", "-q")
+    before, tags_before = Taxonomy.model_validate_json((run / "taxonomy.json").read_text()), primaries(run)
+    keep, gone = before.names()[4], before.names()[5]
+    result = invoke("edit", run, "merge", keep, gone, "--allow-violations")
+    after, tags_after = Taxonomy.model_validate_json((run / "taxonomy.json").read_text()), primaries(run)
+    moved = {cid: (keep if p == gone else p) for cid, p in tags_before.items()}
+    assert tags_after == moved  # the merged pair's criteria go to the merged capability, the rest keep theirs
+    assert " 0 criteria re-tagged" not in result.output
+    # shares say what the tags say, capability by capability
+    n = len(tags_after)
+    for cap in after.capabilities:
+        assert cap.share == pytest.approx(sum(p == cap.name for p in tags_after.values()) / n, abs=1e-6), cap.name
+    md = (run / "taxonomy.md").read_text()
+    untouched = after.capabilities[0]
+    assert f"| {100 * before.capabilities[0].share:.1f}% |" in md.split(f"`{untouched.name}`", 1)[1].split("\n", 1)[0]
+    # the placement list taxonomy.md gives readers (where the backend writes one) still holds, B's lines sending to A
+    if getattr(before, "placement", None):
+        assert after.placement and after.placement_hash == after.content_hash
+        assert not any(r.capability == gone for r in after.placement)
+        assert gone not in md.split("## Placing a criterion")[1].split("\n## ")[0]
+    # an audit against the edited taxonomy places the new criteria as the one before did, B read as A (nearly
+    # all: the offline tagger re-reads a new corpus against the capabilities, and the merged one is broader)
+    invoke("audit", new, "--taxonomy", run / "taxonomy.json", "--run-dir", tmp_path / "audit-after", "-q")
+    audit_before, audit_after = primaries(tmp_path / "audit-before"), primaries(tmp_path / "audit-after")
+    expected = {cid: (keep if p == gone else p) for cid, p in audit_before.items()}
+    assert sum(audit_after[cid] == p for cid, p in expected.items()) >= 0.9 * len(expected)
+
+
+def test_split_shares_are_those_of_the_tags(run):
+    before = Taxonomy.model_validate_json((run / "taxonomy.json").read_text())
+    target = max((c for c in before.capabilities if len(c.members) >= 2), key=lambda c: c.share)
+    invoke("edit", run, "split", target.name, "--allow-violations")
+    after, tags = Taxonomy.model_validate_json((run / "taxonomy.json").read_text()), primaries(run)
+    assert len(after.capabilities) == len(before.capabilities) + 1
+    for cap in after.capabilities:
+        assert cap.share == pytest.approx(sum(p == cap.name for p in tags.values()) / len(tags), abs=1e-6), cap.name

@@ -26,6 +26,7 @@ from taxonomy.guidance.files import task_filename
 from taxonomy.guidance.routes import ExportError, load_tasks
 from taxonomy.guidance.vally import SCHEMA_PATH, build_eval, eval_yaml, validate_eval
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
+from taxonomy.taxonomy_io import load_taxonomy
 from tests.conftest import ROOT, invoke, offline_devai_run
 from tests.test_judge_text import FIGURE, split_prompt
 from tests.fake_gemini import FakeGeminiServer
@@ -469,3 +470,13 @@ def test_offline_run_exports_say_unknown(devai_run):
     prompt = (devai_run / "export" / "vally" / "eval.yaml").read_text(encoding="utf-8")
     assert "**Native inspection (P2):** unknown: not decided for this kind of check" in prompt
     assert "offline backend" not in prompt and "LLM merge" not in prompt
+
+
+def test_the_vally_header_names_the_hash_taxonomy_json_has(tmp_path, offline_run):
+    run = offline_run
+    invoke("export", run, "--to", "vally", "-q")
+    content_hash = load_taxonomy(run / "taxonomy.json").content_hash
+    header = (run / "export" / "vally" / "eval.yaml").read_text().split("\n\n", 1)[0]
+    named = re.findall(r"taxonomy ([0-9a-f]{16})", header)
+    assert named == [content_hash], header
+    assert f"content hash `{content_hash}`" in (run / "taxonomy.md").read_text()

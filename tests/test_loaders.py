@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import polars as pl
@@ -13,7 +16,8 @@ from typer.testing import CliRunner
 
 from taxonomy.cli import app
 from taxonomy.corpus import CorpusConfig, load_corpus
-from tests.conftest import refused
+from taxonomy.config import load_config
+from tests.conftest import devai_frame, invoke, refused
 
 FEE = "The agent refunds the fee."
 
@@ -121,6 +125,100 @@ def test_a_binary_file_is_called_binary(tmp_path, data, said, fix):
     assert "UTF-8" not in error.split("fix: ")[0] and "iconv" not in error
 
 
-def test_utf16_without_a_mark_is_still_told_as_utf16(tmp_path):
+@pytest.mark.parametrize("command", [["lint"], ["init", "--out", "p.toml"]])
+def test_utf16_without_a_mark_is_still_told_as_utf16_with_a_fix_that_keeps_it(tmp_path, command):
     (tmp_path / "r.csv").write_bytes("criterion\nThe response is polite.\n".encode("utf-16-le"))
-    assert "UTF-16 or UTF-32 written without a byte-order mark" in refused("lint", tmp_path / "r.csv")
+    error = refused(command[0], tmp_path / "r.csv", *command[1:])
+    assert "r.csv: line 1: holds NUL bytes: UTF-16 or UTF-32 written without a byte-order mark" in error
+    assert "iconv -f utf-16le -t utf-8" in error and "latin1" not in error
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32", "utf-32-le"])
+@pytest.mark.parametrize("suffix", ["csv", "jsonl"])
+def test_utf16_and_utf32_files_with_a_bom_are_read(tmp_path, encoding, suffix):
+    rows = [("t1", f"The report states the measured accuracy of experiment {i}.") for i in range(6)]
+    text = (
+        "task_id,criterion\n" + "".join(f'{t},"{c}"\n' for t, c in rows)
+        if suffix == "csv"
+        else "".join(json.dumps({"task_id": t, "criterion": c}) + "\n" for t, c in rows)
+    )
+    # "utf-16"/"utf-32" write a native-order mark; the -be/-le codecs write none, so it is added by hand.
+    data = text.encode(encoding) if encoding.count("-") == 1 else ("\ufeff" + text).encode(encoding)
+    corpus = tmp_path / f"r.{suffix}"
+    corpus.write_bytes(data)
+    toml = tmp_path / "p.toml"
+    toml.write_text(f'name = "p"\n[corpus]\npath = "{corpus}"\n', encoding="utf-16")
+    result = invoke("init", corpus, "--out", tmp_path / "init.toml")
+    assert "(6 criteria)" in result.output
+    frame = load_corpus(load_config(toml).corpus, toml.parent).frame
+    assert frame["text"].to_list() == [c for _, c in rows]
+
+
+@pytest.mark.parametrize(
+    "name, data, where",
+    [
+        (
+            "extra.csv",
+            "task_id,criterion\nt,The report states one value.\nt,The report states two,extra\nt,Three.\n",
+            "extra.csv: line 3: 3 fields where the header (line 1) has 2",
+        ),
+        (
+            "extra.tsv",
+            'task_id\tcriterion\nt\tOne value.\nt\t"A quoted\nfield"\nt\tTwo\textra\n',
+            "extra.tsv: line 5: 3 fields where the header (line 1) has 2",
+        ),
+        (
+            "open.csv",
+            'task_id,criterion\nt,The report states one value.\nt,"The report states two\nt,three\n',
+            "open.csv: line 3: a quoted field starts on this line and its closing quote never comes",
+        ),
+    ],
+)
+def test_a_table_parse_error_names_its_line(tmp_path, name, data, where):
+    (tmp_path / name).write_text(data)
+    error = refused("init", tmp_path / name, "--out", tmp_path / "p.toml")
+    assert where in error and "fix: make every row have as many fields as the header" in error
+
+
+def test_a_carriage_return_inside_a_field_is_read(tmp_path):
+    """Old Mac line ends inside an unquoted field: polars keeps them as text; the line finder must not stop the run."""
+    (tmp_path / "cr.csv").write_bytes(
+        b"task_id,criterion\r\nt,The report states one value.\r\nt,The report states \rtwo\r\nt,three\r\n"
+    )
+    assert "(3 criteria)" in invoke("init", tmp_path / "cr.csv", "--out", tmp_path / "p.toml").output
+
+
+@pytest.mark.slow  # a full run in a process of its own
+def test_repeated_near_duplicate_and_overlong_rows_are_said_once_and_repeats_collapsed(here):
+    base = devai_frame().head(40)
+    rows = [
+        {"task_id": r["task_id"], "criterion": r["text"] + ("  " if k == 2 else ""), "weight": 1}
+        for r in base.iter_rows(named=True)
+        for k in range(3)
+    ]  # each criterion three times
+    rows += [
+        {"task_id": "t1", "criterion": "The agent greets the customer.", "weight": 1},
+        {"task_id": "t1", "criterion": "THE AGENT greets  the customer", "weight": 1},
+        {"task_id": "t1", "criterion": "The agent explains the refund policy. " * 525, "weight": 1},
+    ]
+    pl.DataFrame(rows).write_csv(here / "support.csv")
+    env = {k: v for k, v in os.environ.items() if k not in ("GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    done = subprocess.run(
+        [sys.executable, "-m", "taxonomy", "run", "support.csv", "-q", "--no-report"],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    said = [
+        line for line in done.stderr.splitlines() if "support.csv: " in line and "taxonomy lint support.csv" in line
+    ]
+    assert len(said) == 3, done.stderr  # once each, though the command reads the corpus twice
+    repeats, near, long = said
+    assert "80 criteria repeat" in repeats and "collapsed" in repeats and "43 criteria left" in repeats
+    assert "1 criterion differs" in near and "case, spaces" in near
+    assert "1 criterion is over 5,000 characters" in long and "the longest 19,950" in long
+    criteria = pl.read_parquet(here / "outputs" / "support" / "offline" / "criteria.parquet")
+    assert criteria.height == 43 and criteria["text"].n_unique() == 43

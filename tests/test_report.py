@@ -9,9 +9,10 @@ import polars as pl
 import pytest
 
 from taxonomy.analysis.report import render_report
+from taxonomy.schemas import Taxonomy
 from tests import run_fixture
 from tests.chromium import Browser, find_chromium
-from tests.conftest import offline_devai_run
+from tests.conftest import invoke, offline_devai_run
 
 SECTIONS = (
     "taxonomy",
@@ -468,3 +469,81 @@ def test_the_taxonomy_table_lists_the_largest_capability_first(full_run):
     counts = dict(zip(primary["primary"].to_list(), primary["count"].to_list()))
     assert [counts.get(name, 0) for name in shown] == sorted((counts.get(n, 0) for n in shown), reverse=True)
     assert len(shown) == len(json.loads((full_run / "taxonomy.json").read_text())["capabilities"])
+
+
+# ---- a report a person can use: long tables folded, shared reasons said once, the breakdown command given
+
+
+def _section(html: str, sid: str) -> str:
+    return html.split(f'<section id="{sid}">', 1)[1].split("</section>", 1)[0]
+
+
+def _body_rows(table_html: str) -> int:
+    return table_html.split("<tbody>", 1)[1].split("</tbody>", 1)[0].count("<tr>")
+
+
+def test_report_folds_long_tables_says_shared_reasons_once_and_how_to_get_a_breakdown(offline_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(offline_run, run)
+    invoke("report", run)
+    html = (run / "report.html").read_text(encoding="utf-8")
+    # the least confident tags (40) show their first rows; the rest open under <details>, all of them filterable
+    low = _section(html, "confidence").split("Least confident tags", 1)[1].split("<h3", 1)[0]
+    shown, rest = low.split('<details class="rest">', 1)
+    assert _body_rows(shown) == 10 and _body_rows(rest) == 30 and 'class="row-filter"' in shown
+    assert "Show the other 30 rows" in rest
+    # the reason every capability gives alike for P2/P3 is said once, above the table
+    taxonomy = Taxonomy.model_validate_json((run / "taxonomy.json").read_text())
+    reason = taxonomy.capabilities[0].needs_native_inspection_reason
+    assert all(c.needs_native_inspection_reason == reason for c in taxonomy.capabilities)
+    assert re.sub(r"<[^>]+>", " ", _section(html, "taxonomy")).count(reason.split(";")[0]) == 1  # hover titles aside
+    # no breakdown yet: the section says which command makes one
+    breakdown = " ".join(re.sub(r"<[^>]+>", "", _section(html, "breakdown")).split())
+    assert f"taxonomy breakdown {run} --verdicts FILE" in breakdown
+
+
+def test_report_in_chromium_filters_a_folded_table_and_stays_short(offline_run, tmp_path):
+    from tests.chromium import Browser, find_chromium
+
+    if find_chromium() is None:
+        pytest.skip("Chromium not installed (apt-get install chromium)")
+    run = tmp_path / "run"
+    shutil.copytree(offline_run, run)
+    invoke("report", run)
+    with Browser(tmp_path / "profile", width=1280, height=900) as b:
+        b.open((run / "report.html").resolve().as_uri())
+        heights = b.eval(
+            "JSON.stringify(Object.fromEntries(Array.from(document.querySelectorAll('section'))"
+            ".map(s => [s.id, s.offsetHeight])))"
+        )
+        heights = json.loads(heights)
+        assert heights["confidence"] < 2500 and heights["criteria"] < 2500, heights  # 40 and 365 rows folded
+        wrap = "document.querySelector('#confidence .long')"
+        word = b.eval(
+            f"{wrap}.querySelector('details.rest tbody tr td').textContent.split(/\\s+/).filter(w => w.length > 6)[0]"
+        )
+        b.type_into("#confidence input.row-filter", word)
+        visible = b.eval(
+            f"Array.from({wrap}.querySelectorAll('tbody tr')).filter(tr => !tr.hidden).map(tr => tr.textContent)"
+        )
+        assert visible and all(word.lower() in t.lower() for t in visible)
+        assert b.eval(f"{wrap}.querySelector('details.rest').open") is True
+
+
+def test_report_renders_inline_code_in_the_taxonomy_table(tmp_path):
+    from taxonomy.analysis.report import render_report
+    from tests import run_fixture
+
+    run = run_fixture.write_run(tmp_path / "run")
+    taxonomy = Taxonomy.model_validate_json((run / "taxonomy.json").read_text())
+    other = taxonomy.capabilities[1].name
+    taxonomy.capabilities[
+        0
+    ].diagnostic_signal = f"The trace opens the file; where it only reads the text, prefer `{other}`."
+    taxonomy.content_hash = taxonomy.compute_hash()
+    (run / "taxonomy.json").write_text(taxonomy.model_dump_json())
+    html = render_report(run).read_text(encoding="utf-8")
+    first = "_<wbr>".join(taxonomy.capabilities[0].name.split("_"))
+    rows = _section(html, "taxonomy").split("<tbody>", 1)[1].split("</tr>")
+    row = next(r for r in rows if f"<td>{first}</td>" in r)  # the table lists the largest first
+    assert "`" not in row and f"<code>{'_<wbr>'.join(other.split('_'))}</code>" in row
