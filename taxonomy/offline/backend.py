@@ -170,24 +170,28 @@ class OfflineBackend:
 
 
 def checked(found: pl.DataFrame, names: list[str], rules) -> pl.DataFrame:
-    """Stage 3's table: the tagger's tags through the validators an LLM's answer passes (`rules`: cfg.tag)."""
+    """Stage 3's table: the tagger's tags through the validators an LLM's answer passes (`rules`: cfg.tag). A
+    tagger gives few distinct tag lists, so each is checked once."""
     from taxonomy.stages.tag import SCHEMA, tag_problems
 
-    rows = []
-    for r in found.iter_rows(named=True):
-        problems = tag_problems(r["tags"], names, rules)
-        rows.append(
-            {
-                "criterion_id": r["criterion_id"],
-                "tags": [] if problems else r["tags"],
-                "primary": None if problems else r["primary"],
-                "score": r["score"],
-                "attempts": 0,
-                "status": "failed" if problems else "ok",
-                "problems": problems,
-            }
-        )
-    return pl.DataFrame(rows, schema=SCHEMA)
+    tags = found["tags"].to_list()
+    of_tags: dict[tuple, list[str]] = {}
+    for t in tags:
+        if tuple(t) not in of_tags:
+            of_tags[tuple(t)] = tag_problems(t, names, rules)
+    problems = [of_tags[tuple(t)] for t in tags]
+    return pl.DataFrame(
+        {
+            "criterion_id": found["criterion_id"].to_list(),
+            "tags": [[] if p else t for t, p in zip(tags, problems)],
+            "primary": [None if p else x for x, p in zip(found["primary"].to_list(), problems)],
+            "score": found["score"].to_list(),
+            "attempts": [0] * len(tags),
+            "status": ["failed" if p else "ok" for p in problems],
+            "problems": problems,
+        },
+        schema=SCHEMA,
+    )
 
 
 def _ward_start(

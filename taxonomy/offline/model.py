@@ -182,9 +182,10 @@ class Tagger:
         if offsets:
             sims = sims + self.offsets[None, :]
         out = np.full((len(vectors), len(self.names)), -np.inf)
-        for p, c in enumerate(self.owner.tolist()):
-            if c >= 0:
-                out[:, c] = np.maximum(out[:, c], sims[:, p])
+        for c in range(len(self.names)):  # per capability, not per prototype: a handful of column reductions
+            held = self.owner == c
+            if held.any():
+                out[:, c] = sims[:, held].max(axis=1)
         return out + CENTROID_WEIGHT * (vectors @ self.centroids().T)
 
     def scores(self, texts: list[str]) -> np.ndarray:

@@ -297,11 +297,13 @@ def tag_with(tagger: "Tagger", frame: pl.DataFrame, max_tags: int) -> pl.DataFra
     near = (ranked > 0) & (ranked >= NEAR_RATIO * best)
     mass = ranked.sum(axis=1)
     conf = np.where(mass > 0, best[:, 0] / np.maximum(mass, 1e-12), 0.0)
-    names = tagger.names
-    tags = [
-        [names[t]] + [names[j] for j, ok in zip(o, keep) if ok and j != t][: m - 1]
-        for t, o, keep in zip(top.tolist(), order.tolist(), near.tolist())
-    ]
+    # each row: the primary, then the near ones in rank order but the primary, at most m - 1 of them
+    further = near & (order != top[:, None])
+    picked = np.take_along_axis(order, np.argsort(~further, axis=1, kind="stable"), axis=1)[:, : m - 1]
+    chosen = np.concatenate([top[:, None], picked], axis=1)
+    named = np.array(tagger.names, dtype=object)[chosen]
+    lengths = 1 + np.minimum(further.sum(axis=1), m - 1)
+    tags = [row[:n] for row, n in zip(named.tolist(), lengths.tolist())]
     return pl.DataFrame(
         {
             "criterion_id": frame["criterion_id"].cast(pl.Utf8).to_list(),
