@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import zlib
+from pathlib import Path
+
 import numpy as np
 import polars as pl
 import pytest
@@ -12,6 +15,8 @@ from taxonomy.config import ClusterConfig
 from taxonomy.embed import Embedder
 from taxonomy.embed.local import LocalEmbedder
 from taxonomy.stages.cluster import cluster_centroids, cluster_labels, dominant_cluster
+
+ROOT = Path(__file__).resolve().parents[1]
 
 # Eight verifier skills, each with its own vocabulary; verbs and fillers are shared noise.
 GROUPS = {
@@ -262,3 +267,26 @@ def test_criteria_unit_keeps_the_cluster_result_shape():
     held = set(r.clusters["cluster_id"].to_list())
     assert set(r.criterion_clusters["dominant_cluster"].to_list()) <= held == set(range(len(held)))
     np.testing.assert_allclose(np.linalg.norm(r.embeddings, axis=1), 1.0, atol=1e-5)
+
+
+def devai_partition(keep_task) -> dict[str, int]:
+    """Criteria of the bundled DevAI (those of the tasks `keep_task` keeps) clustered at k = 40, labelled as the test
+    server's model labels them (from each criterion's own text)."""
+    from taxonomy.corpus import load_corpus
+    from taxonomy.config import load_config
+    from tests.responders import discovery_item
+
+    cfg = load_config(ROOT / "pipelines" / "devai.toml")
+    frame = load_corpus(cfg.corpus, cfg.base_dir).frame.filter(pl.col("task_id").map_elements(keep_task, pl.Boolean))
+    labels = [discovery_item(0, t)["capabilities"] for t in frame["text"].to_list()]
+    stage1 = pl.DataFrame({"criterion_id": frame["criterion_id"], "labels": labels, "status": ["ok"] * frame.height})
+    r = cluster_labels(stage1, LocalEmbedder(dim=256), ClusterConfig(k=40), criteria=frame)
+    return dict(r.criterion_clusters.iter_rows())
+
+
+def test_criteria_clusters_stay_when_a_tenth_of_the_tasks_go():
+    full = devai_partition(lambda task: True)
+    less = devai_partition(lambda task: zlib.crc32(f"drop {task}".encode()) % 10 != 0)
+    shared = sorted(set(full) & set(less))
+    assert 0.8 * len(full) < len(shared) < len(full)
+    assert adjusted_rand_score([full[c] for c in shared], [less[c] for c in shared]) >= 0.78

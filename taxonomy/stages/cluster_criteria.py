@@ -7,16 +7,20 @@ criterion's text is the same in every run, so it sets the start: Ward over the t
 criterion goes to the cluster nearest to its text plus `label_weight` times its labels (a few rounds of spherical
 k-means from that start), so the labels move the criteria they clearly place elsewhere without re-cutting the rest.
 What a task's criteria share is its topic, not a kind of check, so each text vector loses the mean of its task's
-other criteria first. A label belongs to the cluster holding most of its criteria; a cluster is never left
-without a label, because Stage 2b names a cluster from its labels.
+other criteria first. One such cut moves when a tenth of the tasks go (Ward's greedy merges cascade), so up to
+CONSENSUS_MAX criteria the clusters are those the criteria share across cuts that each leave some tasks out. A label
+belongs to the cluster holding most of its criteria; a cluster is never left without a label, because Stage 2b
+names a cluster from its labels.
 """
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from sklearn.cluster import AgglomerativeClustering
 
 from taxonomy.config import ClusterConfig
 from taxonomy.embed import Embedder, l2_normalize
@@ -27,6 +31,15 @@ TASK_MEAN_SHARE = 1.0
 LATER_LABEL_WEIGHT = 0.5
 # Rounds of moving criteria to their nearest cluster; on DevAI it settles within 5.
 MAX_ROUNDS = 20
+
+
+# Consensus: each cut leaves out one of FOLDS groups of tasks (by a hash of the task id, so a task keeps its fold
+# whichever others the corpus holds) and is made at each of K_SHARES x k; criteria are then clustered by how often
+# they fell together. One cut's greedy merges cascade when a tenth of the tasks go; the share of cuts agreeing
+# moves little. Above CONSENSUS_MAX criteria the n x n counts cost too much, and one cut runs.
+FOLDS = 10
+K_SHARES = (0.75, 1.0, 1.25)
+CONSENSUS_MAX = 2_000
 
 
 @dataclass
@@ -63,16 +76,23 @@ def cluster_criteria(
     weights = _label_weights(rows, labels)  # (criteria, labels)
     x = l2_normalize(text_x + cfg.label_weight * l2_normalize(weights @ label_x))
     k = max(1, min(k, len(rows)))
-    start, how = assign(text_x, k, cfg)
-    part, rounds = _refine(x, start)
+    if len(rows) <= CONSENSUS_MAX and k > 1:
+        part, cuts = _consensus(text_x, x, tasks, k, cfg, assign)
+        how = (
+            f"consensus of {cuts} cuts (Ward on text, then to the nearest by text + {cfg.label_weight:g} x labels; "
+            f"each without a tenth of the tasks)"
+        )
+    else:
+        start, ward = assign(text_x, k, cfg)
+        part, rounds = _refine(x, start)
+        how = f"{ward} on text, then {rounds} rounds to the nearest by text + {cfg.label_weight:g} x labels"
     label_cluster, part = _labels_to_clusters(weights, part)
     # A label's vector: the mean of its criteria within its cluster (all of them where none is), so a cluster's
     # centroid is near the mean of its own criteria whichever labels they were given.
     inside = weights * (part[:, None] == label_cluster[None, :])
     inside = np.where(inside.sum(axis=0) > 0, inside, weights)
     label_vectors = l2_normalize(inside.T @ x)
-    method = f"criteria: {how} on text, then {rounds} rounds to the nearest by text + {cfg.label_weight:g} x labels"
-    return CriterionClusters(label_cluster, part, label_vectors, method)
+    return CriterionClusters(label_cluster, part, label_vectors, f"criteria: {how}")
 
 
 # ---- internals -------------------------------------------------------------------
@@ -107,6 +127,32 @@ def _label_weights(rows: list[tuple[str, list[str]]], labels: list[str]) -> np.n
         for rank, lab in enumerate(labs):
             w[i, index[lab]] = max(w[i, index[lab]], 1.0 if rank == 0 else LATER_LABEL_WEIGHT)
     return w
+
+
+def _consensus(
+    text_x: np.ndarray, x: np.ndarray, tasks: list[str], k: int, cfg: ClusterConfig, assign
+) -> tuple[np.ndarray, int]:
+    """Average-linkage cut into k of how often two criteria share a cluster over the cuts (module constants); each
+    cut is Ward on the text then nearest-cluster moves, the left-out criteria placed at their nearest cluster."""
+    n = len(x)
+    fold = np.array([zlib.crc32(t.encode("utf-8")) % FOLDS for t in tasks])
+    # Folds holding some criteria, each left out in turn; one task alone (a single fold) is cut whole.
+    folds = np.unique(fold) if len(np.unique(fold)) > 1 else np.array([-1])
+    together = np.zeros((n, n), dtype=np.float32)
+    cuts = 0
+    for f in folds:
+        kept = np.flatnonzero(fold != f)
+        for share in K_SHARES:
+            part, _ = _refine(x[kept], assign(text_x[kept], max(2, min(round(share * k), len(kept))), cfg)[0])
+            sums = np.zeros((int(part.max()) + 1, x.shape[1]), dtype=np.float64)
+            np.add.at(sums, part, x[kept])
+            whole = np.argmax(x @ l2_normalize(sums).T, axis=1)
+            whole[kept] = part
+            together += whole[:, None] == whole[None, :]
+            cuts += 1
+    apart = 1.0 - together / cuts
+    model = AgglomerativeClustering(n_clusters=k, metric="precomputed", linkage="average")
+    return model.fit_predict(apart).astype(np.int64), cuts
 
 
 def _refine(x: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, int]:
