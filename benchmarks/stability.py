@@ -81,7 +81,20 @@ def one_run(corpus: str, provider: str, seed: int, drop: float, out: Path, unit:
     RunDir(run_dir).write_parquet("criteria.parquet", frame)
     # from_source=False: the run keeps this (reduced) snapshot instead of re-reading the full corpus.
     s = open_session(cfg, provider=provider, run_dir=run_dir, show_progress=False, from_source=False)
-    run_pipeline(s)
+    if provider == "offline":
+        run_pipeline(s)
+    else:
+        # Stage 1 from the test server; Stages 2b-3 by the stand-in that reads content (the fake responder's merge
+        # groups by order, so its rows would measure the responder).
+        from taxonomy.pipeline import run_stage
+
+        run_stage(s, "discover")
+        # The server's embeddings are a hash of the text (no meaning to cluster by), so Stage 2a embeds with the
+        # local embedder, as the samples table does.
+        s.cfg.embedding.provider = "local"
+        s.backend = stand_in_backend(RunDir(run_dir))
+        for stage in ("cluster", "canonicalize", "merge", "tag"):
+            run_stage(s, stage)
     kept = RunDir(run_dir).read_parquet("criteria.parquet").height
     assert kept == frame.height <= n_before, "the run must keep the snapshot it was given"
     return run_dir, time.perf_counter() - start
@@ -322,9 +335,27 @@ def model(req) -> dict:
     return reading_tagger(prompt) if responders.kind(prompt) == "tag" else responders.model(req)
 
 
+def capabilities_of(run_dir: Path) -> dict:
+    """Criterion -> the capability holding its micro-cluster, as Stage 2c left it (before Stage 3 tags)."""
+    run = RunDir(run_dir)
+    name_of = {m["cluster_id"]: m["name"] for m in run.read_json("micro_capabilities.json")}
+    cap_of = {m: c["name"] for c in run.read_json("taxonomy.json")["capabilities"] for m in c["members"]}
+    micro, _ = partitions(run_dir)
+    return {cid: cap_of.get(name_of.get(m), "") for cid, m in micro.items()}
+
+
+def shared_ari(a: dict, b: dict) -> float:
+    from sklearn.metrics import adjusted_rand_score
+
+    shared = sorted(set(a) & set(b))
+    return float(adjusted_rand_score([a[c] for c in shared], [b[c] for c in shared]))
+
+
 def compare(runs: list[Path]) -> dict[str, list[float]]:
-    rows: dict[str, list[float]] = {"ari": [], "nmi": [], "moved": [], "same": []}
+    rows: dict[str, list[float]] = {"ari": [], "nmi": [], "moved": [], "same": [], "micro": [], "caps": []}
     for a, b in itertools.combinations(runs, 2):
+        rows["micro"].append(shared_ari(partitions(a)[0], partitions(b)[0]))
+        rows["caps"].append(shared_ari(capabilities_of(a), capabilities_of(b)))
         d = diff_runs(a, b)
         rows["ari"].append(d.ari)
         rows["nmi"].append(d.nmi)
@@ -367,8 +398,11 @@ def main() -> None:
         os.environ["GOOGLE_GEMINI_BASE_URL"] = server.url
         os.environ["GEMINI_API_KEY"] = "stability-benchmark-local-key"
         plans.append(("gemini", args.llm_corpus))
-    print("| path | corpus | perturbation | ARI | NMI | moved | same capabilities | seconds per run |")
-    print("|---|---|---|---:|---:|---:|---:|---:|")
+    print(
+        "| path | corpus | perturbation | micro ARI | capability ARI | ARI | NMI | moved | same capabilities "
+        "| seconds per run |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     try:
         with tempfile.TemporaryDirectory(prefix="stability-") as tmp:
             for provider, corpus in plans:
@@ -383,8 +417,8 @@ def main() -> None:
                     secs = np.mean([t for _, t in results])
                     print(
                         f"| {'offline' if provider == 'offline' else 'LLM (test server)'} | {corpus} | {label} | "
-                        f"{fmt(r['ari'])} | {fmt(r['nmi'])} | {fmt(r['moved'], True)} | {fmt(r['same'], True)} | "
-                        f"{secs:.1f} |",
+                        f"{fmt(r['micro'])} | {fmt(r['caps'])} | {fmt(r['ari'])} | {fmt(r['nmi'])} | "
+                        f"{fmt(r['moved'], True)} | {fmt(r['same'], True)} | {secs:.1f} |",
                         flush=True,
                     )
     finally:
