@@ -40,9 +40,9 @@ def test_full_openai_run_completes_in_one_invocation_through_429s(server, offlin
     assert len(generate) == usage["calls"] + 3 and len(embeds) == usage["embed_calls"] + 2
     assert usage["calls"] == sum(stages[s].get("calls", 0) for s in stages) > 0
     assert stages["cluster"]["embed_calls"] == usage["embed_calls"] and usage["embed_tokens"] > 0
-    # Each unique label was embedded exactly once.
+    # Each criterion and each unique label was embedded exactly once (Stage 2a clusters criteria by both).
     labels = pl.read_parquet(run / "clusters.parquet").height
-    assert sum(len(r.texts) for r in embeds[2:]) == labels
+    assert sum(len(r.texts) for r in embeds[2:]) == tags.height + labels
     server.reset()
     again = invoke(
         "run", openai_pipeline(tmp_path, server), "--provider", "openai", "--run-dir", run, "-q", "--no-report"

@@ -39,7 +39,9 @@ def test_vertex_embeds_labels_with_text_embedding_005(server, monkeypatch, tmp_p
     embeds = [r for r in server.requests if r.kind == "embed"]
     assert embeds and all(r.mode == "vertex" and r.path.endswith("text-embedding-005:predict") for r in embeds)
     clusters = pl.read_parquet(tmp_path / "run" / "clusters.parquet")
-    assert clusters.height == sum(len(r.texts) for r in embeds)  # each unique label embedded once
+    criteria = pl.read_parquet(tmp_path / "run" / "criteria.parquet")
+    # Stage 2a clusters the criteria by their text and their labels: each criterion and each unique label once
+    assert sum(len(r.texts) for r in embeds) == criteria.height + clusters.height
     server.reset()
     (tmp_path / "run" / "clusters.parquet").unlink()
     invoke("cluster", tmp_path / "run", "-q")
