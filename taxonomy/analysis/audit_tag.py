@@ -9,10 +9,9 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig, TagConfig
 from taxonomy.llm.runner import Job, Runner
-from taxonomy.prompts import render
 from taxonomy.schemas import Model, Taxonomy
 from taxonomy.stages.common import Batch, criterion_batches, shared_prefix
-from taxonomy.stages.tag import tag_problems
+from taxonomy.stages.tag import tag_problems, tag_prompt
 from taxonomy.validate import Violation, check_coverage
 
 PROMPT = "audit_tagging.j2"
@@ -61,17 +60,6 @@ def audit_tags(criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, 
 
 
 def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[AuditTagAnswer]:
-    prompt = render(
-        PROMPT,
-        rules=cfg.labels,
-        tag=cfg.tag,
-        capabilities=[c.as_stated() for c in taxonomy.capabilities],
-        task_id=batch.task_id,
-        brief=batch.brief,
-        criteria=batch.rows,
-        category=batch.category,
-        cohort=batch.cohort,
-        shared_context=batch.shared_context,
-    )
+    prompt = tag_prompt(PROMPT, batch, taxonomy, cfg)
     check = partial(validate_answer, n=len(batch.rows), names=taxonomy.names(), cfg=cfg.tag)
     return Job(prompt=prompt, schema=AuditTagAnswer, validate=check, prefix=shared_prefix(prompt))

@@ -27,6 +27,17 @@ class Batch:
         self.shared_context = shared_start([r.get("context") or "" for r in self.rows])
         self.rows = [{**r, "context_rest": (r.get("context") or "")[len(self.shared_context) :]} for r in self.rows]
 
+    def fields(self) -> dict:
+        """What every batch prompt shows of its batch: the header and the rows."""
+        return {
+            "task_id": self.task_id,
+            "brief": self.brief,
+            "criteria": self.rows,
+            "category": self.category,
+            "cohort": self.cohort,
+            "shared_context": self.shared_context,
+        }
+
 
 # A shared start shorter than this is left in each line: the header would cost more than it saves.
 MIN_SHARED_CONTEXT = 40

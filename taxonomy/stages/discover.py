@@ -79,17 +79,7 @@ def discover(criteria: pl.DataFrame, cfg: PipelineConfig, runner: Runner) -> pl.
 
 
 def _job(batch: Batch, cfg: PipelineConfig) -> Job[DiscoveryAnswer]:
-    prompt = render(
-        "stage1_discovery.j2",
-        rules=cfg.labels,
-        task_id=batch.task_id,
-        brief=batch.brief,
-        criteria=batch.rows,
-        category=batch.category,
-        cohort=batch.cohort,
-        min_quote_words=MIN_PHRASE_WORDS,
-        shared_context=batch.shared_context,
-    )
+    prompt = render("stage1_discovery.j2", rules=cfg.labels, min_quote_words=MIN_PHRASE_WORDS, **batch.fields())
     texts = [r["text"] for r in batch.rows]
     return Job(
         prompt=prompt,

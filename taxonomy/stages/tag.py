@@ -70,18 +70,13 @@ def tag(criteria: pl.DataFrame, taxonomy: Taxonomy, cfg: PipelineConfig, runner:
     return pl.DataFrame(rows, schema=SCHEMA)
 
 
+def tag_prompt(template: str, batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> str:
+    """A tagging prompt (Stage 3's, or the coverage audit's): the taxonomy as stated, then the batch."""
+    capabilities = [c.as_stated() for c in taxonomy.capabilities]
+    return render(template, rules=cfg.labels, tag=cfg.tag, capabilities=capabilities, **batch.fields())
+
+
 def _job(batch: Batch, taxonomy: Taxonomy, cfg: PipelineConfig) -> Job[TagAnswer]:
-    prompt = render(
-        "stage3_tagging.j2",
-        rules=cfg.labels,
-        tag=cfg.tag,
-        capabilities=[c.as_stated() for c in taxonomy.capabilities],
-        task_id=batch.task_id,
-        brief=batch.brief,
-        criteria=batch.rows,
-        category=batch.category,
-        cohort=batch.cohort,
-        shared_context=batch.shared_context,
-    )
+    prompt = tag_prompt("stage3_tagging.j2", batch, taxonomy, cfg)
     check = partial(validate_answer, n=len(batch.rows), names=taxonomy.names(), cfg=cfg.tag)
     return Job(prompt=prompt, schema=TagAnswer, validate=check, prefix=shared_prefix(prompt))
