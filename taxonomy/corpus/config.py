@@ -80,6 +80,13 @@ class CorpusError(ValueError):
         super().__init__(f"{self.file}:{where} {self.what}; fix: {self.fix}")
 
 
+def require_objects(value: Any, file: str | Path, row: Any, what: str, fix: str) -> list[dict]:
+    """`value` where it is a list of JSON objects; else the CorpusError saying `what` is wrong and the `fix`."""
+    if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+        raise CorpusError(file, row, what, fix)
+    return value
+
+
 def place(row: Any) -> str:
     """How a message names a place in a file: an int is a file line, "/..." a JSON pointer, None or "-" the whole
     file."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from taxonomy.corpus.config import CorpusConfig, CorpusError, show_path
+from taxonomy.corpus.config import CorpusConfig, CorpusError, require_objects, show_path
 from taxonomy.corpus.jsonio import existing_file, read_jsonl
 from taxonomy.corpus.records import Loaded, make_record, parse_weight
 
@@ -31,13 +31,8 @@ def _tag_values(tags: Any, prefix: str) -> list[str]:
 
 def _conversation(prompt: Any, show: str, row: int) -> tuple[str, str]:
     """(brief, context): the only turn as written, else every turn as "role: content" lines (both)."""
-    if not isinstance(prompt, list) or not all(isinstance(t, dict) for t in prompt):
-        raise CorpusError(
-            show,
-            row,
-            "prompt is not a list of {role, content} turns",
-            'give "prompt": [{"role": "user", "content": "..."}, ...]',
-        )
+    what = "prompt is not a list of {role, content} turns"
+    require_objects(prompt, show, row, what, 'give "prompt": [{"role": "user", "content": "..."}, ...]')
     turns = [(str(t.get("role") or ""), str(t.get("content") or "")) for t in prompt]
     conversation = "\n\n".join(f"{role}: {content}" for role, content in turns)
     return (turns[0][1] if len(turns) == 1 else conversation), conversation

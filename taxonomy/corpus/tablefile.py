@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 
-from taxonomy.corpus.config import CorpusError, data_row, show_path
+from taxonomy.corpus.config import CorpusError, data_row, require_objects, show_path
 from taxonomy.corpus.jsonio import read_json, read_jsonl, read_text_file
 from taxonomy.corpus.records import extras_frame
 
@@ -94,14 +94,13 @@ def read_table(path: Path) -> tuple[pl.DataFrame, list[Where]]:
         frame = extras_frame(rows)
         return frame, [Where(n, lineno) for n, (lineno, _) in enumerate(pairs, start=1)]
     if name.endswith((".json", ".json.gz")):
-        items = read_json(path)
-        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
-            raise CorpusError(
-                show,
-                None,
-                "expected a JSON list of objects, one per criterion",
-                'write [{"criterion": "...", "task": "...", "weight": 1}, ...], or use a .jsonl file',
-            )
+        items = require_objects(
+            read_json(path),
+            show,
+            None,
+            "expected a JSON list of objects, one per criterion",
+            'write [{"criterion": "...", "task": "...", "weight": 1}, ...], or use a .jsonl file',
+        )
         return extras_frame(items), [Where(i + 1, pointer=f"/{i}") for i in range(len(items))]
     try:
         if name.endswith((".csv", ".csv.gz", ".tsv", ".tsv.gz")):
