@@ -8,18 +8,7 @@ from pathlib import Path
 
 import polars as pl
 
-from taxonomy.analysis.breakdown import (
-    JoinReport,
-    capability_breakdown,
-    gap_table,
-    join_report,
-    join_verdicts,
-    paired_test,
-    side_by_side,
-    to_markdown,
-    two_corpora,
-    write_csv,
-)
+from taxonomy.analysis import breakdown as tables
 from taxonomy.analysis.verdicts import VerdictError, load_verdicts
 from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir
 
@@ -46,10 +35,10 @@ def run_breakdown(
     files: list[Path] = []
 
     def emit(title: str, frame: pl.DataFrame, name: str, note: str = "") -> None:
-        files.append(write_csv(frame, out / f"{name}.csv"))
-        sections.extend([f"## {title}", "", *([note, ""] if note else []), to_markdown(frame)])
+        files.append(tables.write_csv(frame, out / f"{name}.csv"))
+        sections.extend([f"## {title}", "", *([note, ""] if note else []), tables.to_markdown(frame)])
 
-    pooled = capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed)
+    pooled = tables.capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed)
     emit(
         "All systems pooled",
         pooled.drop("weight"),
@@ -59,20 +48,20 @@ def run_breakdown(
     )
     emit(
         "Weighted by |rubric weight|",
-        capability_breakdown(joined, by=by, weighted=True, n_boot=n_boot, seed=seed).drop("weight"),
+        tables.capability_breakdown(joined, by=by, weighted=True, n_boot=n_boot, seed=seed).drop("weight"),
         "breakdown_weighted",
     )
     verifiers = pooled["verifier"].unique(maintain_order=True).to_list()
-    emit("Error rate side by side (Table A3 layout)", side_by_side(pooled), "side_by_side")
+    emit("Error rate side by side (Table A3 layout)", tables.side_by_side(pooled), "side_by_side")
     if joined["system"].n_unique() > 1:
-        per_system = capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed, groups=("verifier", "system"))
+        per_system = tables.capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed, groups=("verifier", "system"))
         by_system = per_system.with_columns(verifier=pl.col("verifier") + " @ " + pl.col("system")).drop("system")
-        emit("Error rate per agent system", side_by_side(by_system), "by_system")
+        emit("Error rate per agent system", tables.side_by_side(by_system), "by_system")
     p2 = native_inspection(run) if by in ("primary", "any") else None
     for verifier in verifiers:
         emit(
             f"FN minus FP, {verifier} (Table A6 layout)",
-            gap_table(pooled, verifier, native_inspection=p2),
+            tables.gap_table(pooled, verifier, native_inspection=p2),
             f"gap_{verifier}",
             "Grouped by the taxonomy's P2 attribute (needs native "
             "inspection of the artifacts); FN/FP is empty when FP is 0."
@@ -80,20 +69,20 @@ def run_breakdown(
             else "",
         )
     for a, b in combinations(verifiers, 2):
-        emit(f"Paired test: {a} vs {b} (exact McNemar)", paired_test(joined, a, b, by=by), f"paired_{a}_vs_{b}")
+        emit(f"Paired test: {a} vs {b} (exact McNemar)", tables.paired_test(joined, a, b, by=by), f"paired_{a}_vs_{b}")
     markdown = "\n".join(sections)
     run.write_text("breakdown/breakdown.md", markdown)
     files.append(out / "breakdown.md")
     return BreakdownResult(markdown, files, pooled)
 
 
-def _joined(run: RunDir, specs: list[str], reference: str) -> tuple[JoinReport, pl.DataFrame]:
+def _joined(run: RunDir, specs: list[str], reference: str) -> tuple[tables.JoinReport, pl.DataFrame]:
     """The verdicts of SPECS joined to the run's tagged criteria, and how many of them joined."""
     tags = run.read_parquet(TAGS, "tag").filter(pl.col("status") == "ok")
     criteria = run.read_parquet(CRITERIA)
     verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
-    coverage = join_report(tags, verdicts, reference=reference, criteria=criteria)
-    joined = join_verdicts(tags, verdicts, reference=reference, criteria=criteria, on_missing="ignore")
+    coverage = tables.join_report(tags, verdicts, reference=reference, criteria=criteria)
+    joined = tables.join_verdicts(tags, verdicts, reference=reference, criteria=criteria, on_missing="ignore")
     if joined.is_empty():
         raise VerdictError(
             f"{specs[0]}: no verdict matches a tagged criterion of {run.path}; "
@@ -144,7 +133,7 @@ def run_against(
     label_a, label_b = _label(run_a), _label(run_b)
     if label_a == label_b:
         label_a, label_b = f"A {label_a}", f"B {label_b}"
-    table = two_corpora(frames[0], frames[1], names, label_a, label_b, counts=(counts[0], counts[1]))
+    table = tables.two_corpora(frames[0], frames[1], names, label_a, label_b, counts=(counts[0], counts[1]))
     markdown = "\n".join(
         [
             f"# Verifier error rate by capability: {label_a} and {label_b} ({by} tag, taxonomy {current})",
@@ -155,12 +144,12 @@ def run_against(
             "criterion judged on several systems counts once per system); verifier columns = error rate (%); "
             "– = capability absent from that corpus (or no verdicts).",
             "",
-            to_markdown(table),
+            tables.to_markdown(table),
         ]
     )
     name = f"against_{run_b.path.name}"
     run_a.write_text(f"breakdown/{name}.md", markdown)
-    files = [write_csv(table, run_a.path / "breakdown" / f"{name}.csv"), run_a.path / "breakdown" / f"{name}.md"]
+    files = [tables.write_csv(table, run_a.path / "breakdown" / f"{name}.csv"), run_a.path / "breakdown" / f"{name}.md"]
     return BreakdownResult(markdown, files, table)
 
 
@@ -198,9 +187,9 @@ def _one_corpus(
             f"{_label(run)}: no `{reference}` verdicts with another verifier's on its criteria; criteria counts only",
         )
     criteria = run.read_parquet(CRITERIA)
-    joined = join_verdicts(ok, mine, reference=reference, criteria=criteria, on_missing="ignore")
-    frame = capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed) if not joined.is_empty() else None
-    return frame, counts, f"{_label(run)}: {join_report(ok, mine, reference=reference, criteria=criteria)}"
+    joined = tables.join_verdicts(ok, mine, reference=reference, criteria=criteria, on_missing="ignore")
+    frame = tables.capability_breakdown(joined, by=by, n_boot=n_boot, seed=seed) if not joined.is_empty() else None
+    return frame, counts, f"{_label(run)}: {tables.join_report(ok, mine, reference=reference, criteria=criteria)}"
 
 
 def _label(run: RunDir) -> str:
