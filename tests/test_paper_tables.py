@@ -91,7 +91,8 @@ def test_llm_merge_gives_boundaries_and_design_principles(llm_run):
     } <= set(raw)
     md = (run_dir / "taxonomy.md").read_text()
     assert (
-        "| capability | share (Stage 3) | P1 | P2 | P3 | description |" in md and "- **P2, native inspection:** " in md
+        "| capability | share (Stage 3) | stability | P1 | P2 | P3 | description |" in md
+        and "- **P2, native inspection:** " in md
     )
     first = taxonomy.capabilities[0]
     assert (
