@@ -112,22 +112,7 @@ def load_devai_judgments(root: Path) -> pl.DataFrame:
     `<task file stem>/<requirement_id>`, as in the DevAI corpus loader.
     """
     root = Path(root)
-    judgment = root / "judgment"
-    if not root.is_dir():
-        raise _err(
-            root,
-            None,
-            "no such folder",
-            _data_fix("devai", root, "judgment/ (one folder per judged agent)"),
-        )
-    systems = sorted(p for p in judgment.iterdir() if p.is_dir()) if judgment.is_dir() else []
-    if not systems:
-        raise _err(
-            root,
-            None,
-            "no judgment folder with one subfolder per judged agent (e.g. judgment/OpenHands/)",
-            _data_fix("devai", root, "judgment/ (one folder per judged agent)"),
-        )
+    systems = _subfolders(root, "judgment", "devai", "per judged agent", "OpenHands")
     rows: list[tuple[str, str, str, bool]] = []
     for system in systems:
         for sub, verifier in DEVAI_VERIFIERS.items():
@@ -135,7 +120,7 @@ def load_devai_judgments(root: Path) -> pl.DataFrame:
                 rows.extend(_devai_file(path, verifier, system.name))
     if not rows:
         raise _err(
-            judgment,
+            root / "judgment",
             None,
             "no judgment files under human_as_a_judge/ or agent_as_a_judge/gray_box/",
             "pass the DevAI data folder with its judgment/ tree intact",
@@ -203,6 +188,19 @@ def _warn_devai_drift(root: Path) -> None:
         )
 
 
+def _subfolders(root: Path, folder: str, kind: str, per: str, example: str) -> list[Path]:
+    """The sub-folders of a benchmark's root/folder (one `per` judged agent or paper), sorted; a missing root or
+    an empty folder is an error that says where the bundled data is."""
+    fix = _data_fix(kind, root, f"{folder}/ (one folder {per})")
+    if not root.is_dir():
+        raise _err(root, None, "no such folder", fix)
+    parent = root / folder
+    found = sorted(p for p in parent.iterdir() if p.is_dir()) if parent.is_dir() else []
+    if not found:
+        raise _err(root, None, f"no {folder} folder with one subfolder {per} (e.g. {folder}/{example}/)", fix)
+    return found
+
+
 def _data_fix(kind: str, given: Path, holds: str) -> str:
     """Where the benchmark's data is, said so that it works from any folder: the bundled copy's absolute path
     when this package sits in a clone that has it (a relative path fails outside the clone)."""
@@ -221,21 +219,7 @@ def load_paperbench_grades(root: Path) -> pl.DataFrame:
     its paper, and the criterion id is `<paper>/<leaf id>`.
     """
     root = Path(root)
-    if not root.is_dir():
-        raise _err(
-            root,
-            None,
-            "no such folder",
-            _data_fix("paperbench", root, "judge_eval/ (one folder per paper)"),
-        )
-    papers = sorted(p for p in (root / "judge_eval").glob("*") if p.is_dir())
-    if not papers:
-        raise _err(
-            root,
-            None,
-            "no judge_eval folder with one subfolder per paper (e.g. judge_eval/rice/)",
-            _data_fix("paperbench", root, "judge_eval/ (one folder per paper)"),
-        )
+    papers = _subfolders(root, "judge_eval", "paperbench", "per paper", "rice")
     rows: list[tuple[str, str, str, bool]] = []
     for paper in papers:
         path = paper / "expected_result.json"
