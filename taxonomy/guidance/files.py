@@ -241,9 +241,10 @@ def write_guidance(
         )
     root = run.path / folder
 
-    cap_files = _capability_files(run, caps, drafts, routed, examples_per_cap, getattr(drafts, "source", {}), folder)
-    task_files, task_rel = _task_files(run, caps, drafts, routed, folder)
-    rows = _routing(run, caps, routed, task_rel, folder)
+    out = _Writing(run, caps, drafts, routed, folder)
+    cap_files = _capability_files(out, examples_per_cap, getattr(drafts, "source", {}))
+    task_files, task_rel = _task_files(out)
+    rows = _routing(out, task_rel)
 
     written = set(cap_files.values()) | set(task_files.values())
     removed = [p for p in [*root.glob("*.md"), *(root / "tasks").glob("*.md")] if p not in written]
@@ -260,16 +261,21 @@ def write_guidance(
     )
 
 
-def _capability_files(
-    run: RunDir,
-    caps: dict[str, TaxonomyCapability],
-    drafts: dict[str, GuidanceAnswer | None],
-    routed: pl.DataFrame,
-    examples_per_cap: int,
-    source: dict[str, str],
-    folder: str,
-) -> dict[str, Path]:
+@dataclass
+class _Writing:
+    """What every writer of the guidance folder reads: the run, the taxonomy's capabilities by name, their drafts,
+    the routed criteria and the folder under the run."""
+
+    run: RunDir
+    caps: dict[str, TaxonomyCapability]
+    drafts: dict[str, GuidanceAnswer | None]
+    routed: pl.DataFrame
+    folder: str
+
+
+def _capability_files(out: _Writing, examples_per_cap: int, source: dict[str, str]) -> dict[str, Path]:
     """One markdown file per capability: its guidance, its counts and example criteria."""
+    run, caps, drafts, routed, folder = out.run, out.caps, out.drafts, out.routed, out.folder
     cap_files: dict[str, Path] = {}
     for name, cap in caps.items():
         n_primary = routed.filter(pl.col("primary") == name).height
@@ -290,14 +296,9 @@ def _capability_files(
     return cap_files
 
 
-def _task_files(
-    run: RunDir,
-    caps: dict[str, TaxonomyCapability],
-    drafts: dict[str, GuidanceAnswer | None],
-    routed: pl.DataFrame,
-    folder: str,
-) -> tuple[dict[str, Path], dict[str, str]]:
+def _task_files(out: _Writing) -> tuple[dict[str, Path], dict[str, str]]:
     """One markdown file per task ({task: path}, {task: path under the folder})."""
+    run, caps, drafts, routed, folder = out.run, out.caps, out.drafts, out.routed, out.folder
     # Per task: the capabilities any of its criteria needs, most needed first (ties: taxonomy order).
     order = {n: i for i, n in enumerate(caps)}
     task_files: dict[str, Path] = {}
@@ -323,10 +324,9 @@ def _task_files(
     return task_files, task_rel
 
 
-def _routing(
-    run: RunDir, caps: dict[str, TaxonomyCapability], routed: pl.DataFrame, task_rel: dict[str, str], folder: str
-) -> list[dict]:
+def _routing(out: _Writing, task_rel: dict[str, str]) -> list[dict]:
     """routing.csv: per criterion its capabilities, their files, its task's file and P2/P3; the rows written."""
+    run, caps, routed, folder = out.run, out.caps, out.routed, out.folder
     rows = []
     for r in routed.iter_rows(named=True):
         known = [t for t in r["tags"] if t in caps]
