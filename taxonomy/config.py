@@ -10,7 +10,7 @@ import difflib
 import re
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -22,14 +22,20 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-def _min_max(section, *pairs: tuple[str, str]):
-    """Settings that contradict each other are refused, naming both keys."""
-    for low, high in pairs:
-        if getattr(section, low) > getattr(section, high):
-            raise ValueError(
-                f"{low} = {getattr(section, low)} is above {high} = {getattr(section, high)}; make {low} <= {high}"
-            )
-    return section
+class Ordered(Section):
+    """A section whose ORDERED pairs of keys must read low <= high: settings that contradict each other are
+    refused, naming both keys."""
+
+    ORDERED: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @model_validator(mode="after")
+    def _ordered(self):
+        for low, high in self.ORDERED:
+            if getattr(self, low) > getattr(self, high):
+                raise ValueError(
+                    f"{low} = {getattr(self, low)} is above {high} = {getattr(self, high)}; make {low} <= {high}"
+                )
+        return self
 
 
 class Prices(Section):
@@ -140,8 +146,10 @@ class EmbeddingConfig(Section):
     local_dim: int = Field(256, ge=8)
 
 
-class LabelRules(Section):
+class LabelRules(Ordered):
     """Stage 1 / Stage 2 label form, shared by every validator and prompt."""
+
+    ORDERED = (("min_labels", "max_labels"), ("min_words", "max_words"))
 
     min_labels: int = Field(1, ge=1)
     max_labels: int = Field(3, ge=1)
@@ -254,10 +262,6 @@ class LabelRules(Section):
     ]
     min_specific_words: int = 2
 
-    @model_validator(mode="after")
-    def _ordered(self) -> "LabelRules":
-        return _min_max(self, ("min_labels", "max_labels"), ("min_words", "max_words"))
-
 
 class DiscoverConfig(Section):
     batch_size: int = Field(20, ge=1)
@@ -328,7 +332,8 @@ class CanonicalizeConfig(Section):
     examples: int = Field(5, ge=0)
 
 
-class MergeConfig(Section):
+class MergeConfig(Ordered):
+    ORDERED = (("min_caps", "max_caps"), ("min_share", "max_share"))
     min_caps: int = Field(8, ge=1)
     max_caps: int = Field(10, ge=1)
     max_share: float = Field(0.40, gt=0, le=1)
@@ -341,22 +346,15 @@ class MergeConfig(Section):
     # true (`--accept-violations`); then it is kept with its violations listed.
     accept_violations: bool = False
 
-    @model_validator(mode="after")
-    def _ordered(self) -> "MergeConfig":
-        return _min_max(self, ("min_caps", "max_caps"), ("min_share", "max_share"))
 
-
-class TagConfig(Section):
+class TagConfig(Ordered):
+    ORDERED = (("min_tags", "max_tags"),)
     batch_size: int = Field(20, ge=1)
     min_tags: int = Field(1, ge=1)
     max_tags: int = Field(3, ge=1)
     # After Stage 3, a capability pair co-tagged on at least this share of the tagged criteria with
     # no boundary between them is reported (each capability's most co-tagged sibling only).
     cotag_min_share: float = Field(0.01, ge=0, le=1)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> "TagConfig":
-        return _min_max(self, ("min_tags", "max_tags"))
 
 
 class AuditConfig(Section):
