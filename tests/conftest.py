@@ -237,7 +237,6 @@ MARKED: dict[str, dict[str, str | tuple[str, ...]]] = {
         "test_offline_run.py": ALL,
         "test_openai_run.py": ALL,
         "test_paper_tables.py": ALL,
-        "test_penalty_marks.py": ALL,
         "test_provenance.py": ALL,
         "test_run_like.py": ALL,
         "test_runner_limits.py": ALL,
