@@ -8,16 +8,16 @@ Two perturbations per path, each over seeds 0, 1, 2:
   seed + drop      also leave out a seeded share of the tasks (default 10%); the diff is then over
                    the criteria both runs kept, so it measures how much the induced capabilities
                    depend on which tasks the corpus happens to hold
-The LLM path runs the real google-genai SDK against the local Gemini-shaped test server
-(tests/fake_gemini.py with the responders of tests/responders.py), except that Stage 3 is
-answered by reading the taxonomy: each criterion gets the capabilities whose names share the
-most words with the labels the same fake model gave it in Stage 1 (the suite's tagger picks
-by a hash of the text, which would agree perfectly whatever the taxonomy). The server answers
-deterministically, so these rows measure the pipeline around the model (clustering, merge,
-repair, tagging against what was induced), not a real model's sampling variance.
+The LLM path runs Stage 1 through the real google-genai SDK against the local Gemini-shaped test
+server (tests/fake_gemini.py with the responders of tests/responders.py, whose labels come from each
+criterion's text), and Stages 2a-3 as the Stage 1 samples table does: the local embedder (the server's
+embeddings are a hash of the text) and the stand-in that reads content (the suite's merge responder groups
+by order, and its tagger by a hash). The server answers deterministically, so these rows measure the
+pipeline around the model, not a real model's sampling variance.
 
-Columns (means over the 3 pairs; min in brackets): ARI and NMI between the primary tags of the
-shared criteria; moved = share of shared criteria whose primary tag is not the capability
+Columns (means over the 3 pairs; min in brackets): ARI of the micro-clusters, of the capabilities as
+Stage 2c left them (a criterion in the capability holding its micro-cluster), and ARI and NMI between
+the primary tags of the shared criteria; moved = share of shared criteria whose primary tag is not the capability
 matched one-to-one to its primary in the other run; same = matched pairs with Jaccard >= 0.5
 over the number of capabilities.
 
@@ -312,29 +312,6 @@ def samples_table(embedder: str, tmp: Path, rows: list[int] | None = None, drop:
     print()
 
 
-def reading_tagger(prompt: str) -> dict:
-    """Stage 3 by word overlap between a criterion's Stage-1 labels and the capability names."""
-    from tests import responders
-
-    names = responders.TAXONOMY_NAME.findall(prompt)
-    words = {n: set(n.split("_")) - {"capability"} for n in names}
-    items = []
-    for i, text in responders.criteria(prompt):
-        mine = {w for label in responders.discovery_item(i, text)["capabilities"] for w in label.split("_")} - {
-            "capability"
-        }
-        ranked = sorted(names, key=lambda n: (-len(words[n] & mine), names.index(n)))
-        items.append({"criterion_idx": i, "capabilities": ranked[:2]})
-    return {"items": items}
-
-
-def model(req) -> dict:
-    from tests import responders
-
-    prompt = req.texts[0]
-    return reading_tagger(prompt) if responders.kind(prompt) == "tag" else responders.model(req)
-
-
 def capabilities_of(run_dir: Path) -> dict:
     """Criterion -> the capability holding its micro-cluster, as Stage 2c left it (before Stage 3 tags)."""
     run = RunDir(run_dir)
@@ -392,9 +369,10 @@ def main() -> None:
     plans = [] if args.skip_offline else [("offline", args.offline_corpus)]
     server = None
     if not args.skip_llm:
+        from tests import responders
         from tests.fake_gemini import FakeGeminiServer
 
-        server = FakeGeminiServer(responder=model)
+        server = FakeGeminiServer(responder=responders.model)
         os.environ["GOOGLE_GEMINI_BASE_URL"] = server.url
         os.environ["GEMINI_API_KEY"] = "stability-benchmark-local-key"
         plans.append(("gemini", args.llm_corpus))
