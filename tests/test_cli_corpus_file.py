@@ -1,5 +1,5 @@
-"""A new user's first hour, through the CLI: a bare corpus file, the TOML it gets, where outputs land,
-and the defects issue 19 lists (each fixed with a test here)."""
+"""A bare corpus file through the CLI, the TOML it gets, where outputs land,
+and the defects a new user met there (each fixed with a test here)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_run_a_bare_csv_detects_columns_writes_its_toml_and_resumes_from_it(here
     again = invoke("run", toml, "-q", "--no-report")
     assert again.output.count("already on disk and up to date, skipped") == 5, again.output
     # tuned: a changed knob rebuilds from the stage that reads it
-    toml.write_text(toml.read_text().replace('# [cluster]\n', "[cluster]\n").replace('# k = "auto"', "k = 30"))
+    toml.write_text(toml.read_text().replace("# [cluster]\n", "[cluster]\n").replace('# k = "auto"', "k = 30"))
     tuned = invoke("run", toml, "-q", "--no-report")
     assert "cluster: recomputing" in tuned.output and "discover: already on disk" in tuned.output
 

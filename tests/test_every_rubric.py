@@ -1,4 +1,4 @@
-"""Issue 41: with no key, any valid rubric in any script gets a taxonomy, and new criteria are tagged as the run did.
+"""With no key, any valid rubric in any script gets a taxonomy, and new criteria are tagged as the run did.
 
 Everything goes through the CLI (in-process, as a user would type it) with `--provider offline`. The rubrics are
 hand-written (tests/fixtures/scripts/README.md): an English support rubric and its first 40 rows in eleven
@@ -327,7 +327,7 @@ def test_the_runs_own_corpus_tagged_against_it_keeps_every_tag(offline_env, tmp_
 
 
 def test_a_subset_tagged_against_a_frozen_run_keeps_its_tags(offline_env, tmp_path, support_run):
-    """Issue 41 item 3: the first 40 rows kept 19 of 40 primary tags, 34 of them in one capability."""
+    """Once, the first 40 rows kept 19 of 40 primary tags, 34 of them in one capability."""
     result = _invoke("tag", SUPPORT40, "--taxonomy", support_run, "--run-dir", tmp_path / "tagged", "-q")
     assert result.exit_code == 0, result.output
     frozen = _primaries(tmp_path / "tagged")
@@ -335,7 +335,7 @@ def test_a_subset_tagged_against_a_frozen_run_keeps_its_tags(offline_env, tmp_pa
 
 
 def test_auditing_a_subset_reports_the_shares_the_run_gave_it(offline_env, tmp_path, support_run):
-    """Issue 41 item 3: `audit` reported a 62-point coverage shift for a subset of the same rubric."""
+    """Once, `audit` reported a 62-point coverage shift for a subset of the same rubric."""
     result = _invoke("audit", SUPPORT40, "--taxonomy", support_run, "--run-dir", tmp_path / "audit", "-q")
     assert result.exit_code == 0, result.output
     shares = pl.read_csv(tmp_path / "audit" / "audit" / "shares.csv")
@@ -347,7 +347,7 @@ def test_auditing_a_subset_reports_the_shares_the_run_gave_it(offline_env, tmp_p
 
 
 def test_a_devai_subset_tagged_against_the_devai_run_keeps_its_tags(offline_env, tmp_path):
-    """Issue 41 item 3: DevAI's first 40 criteria kept 33 of 40 primary tags."""
+    """Once, DevAI's first 40 criteria kept 33 of 40 primary tags."""
     run_dir = offline_devai_run(tmp_path)
     (tmp_path / "first40").mkdir()
     subset = write_pipeline(tmp_path / "first40", limit=40)
@@ -361,7 +361,7 @@ def test_a_devai_subset_tagged_against_the_devai_run_keeps_its_tags(offline_env,
 
 
 def test_no_criterion_is_left_in_a_placeholder_group(offline_env, tmp_path):
-    """Issue 41 item 1: the first 80 rows gave 34 criteria the fallback label `unmarked` and were refused."""
+    """Once, the first 80 rows gave 34 criteria the fallback label `unmarked` and were refused."""
     corpus = _prefix(HELDOUT / "report_writing.csv", 85, tmp_path)
     result = _run(corpus, tmp_path / "run")
     assert result.exit_code == 0, result.output
@@ -371,7 +371,7 @@ def test_no_criterion_is_left_in_a_placeholder_group(offline_env, tmp_path):
 
 @pytest.mark.parametrize("language", ["ru", "el", "ar", "hi", "he"])
 def test_a_spaced_script_is_read_as_words(offline_env, script_run, language):
-    """Issue 41 item 2: Cyrillic, Greek, Arabic and Devanagari rubrics got one label for every criterion,
+    """Once, Cyrillic, Greek, Arabic and Devanagari rubrics got one label for every criterion,
     and the refusal read `has 0 non_examples … (nearest siblings: ), ;`."""
     run_dir, result = script_run(language)
     assert "(nearest siblings: )" not in result.output and ", ;" not in result.output
@@ -381,7 +381,7 @@ def test_a_spaced_script_is_read_as_words(offline_env, script_run, language):
 
 
 def test_split_names_each_part_from_its_own_criteria(offline_env, tmp_path):
-    """Issue 41 item 4: a split part was named `check_for_unmarked_capability`, with an empty title."""
+    """Once, a split part was named `check_for_unmarked_capability`, with an empty title."""
     run_dir = tmp_path / "run"
     _invoke("run", SUPPORT, "--provider", "offline", "--run-dir", run_dir, "-q", "--no-report")
     before = {cap["name"] for cap in _capabilities(run_dir)}

@@ -354,7 +354,7 @@ def test_drafts_from_other_inputs_are_drafted_again(devai_run, tmp_path):
     assert json.loads((run / "guidance" / "drafts.json").read_text())["inputs"] != "0" * 64
 
 
-# ---- design principles P2/P3 in every format (issue 14) ---------------------------------------
+# ---- design principles P2/P3 in every format ---------------------------------------
 HEADS = {
     "needs_native_inspection": "**Native inspection (P2):**",
     "needs_domain_conventions": "**Domain conventions (P3):**",

@@ -1,4 +1,4 @@
-"""The key-less tagger is fitted once, on the run's corpus, and applied to any criteria (issue 41 item 1).
+"""The key-less tagger is fitted once, on the run's corpus, and applied to any criteria.
 
 Everything goes through the CLI with no key. A run saves its tagger beside taxonomy.json; `taxonomy tag FILE
 --taxonomy RUN` applies it to each criterion's own text, so what else is in the file never moves a tag, a
@@ -82,7 +82,7 @@ def test_a_subset_and_a_single_criterion_keep_the_runs_tags(offline_env, tmp_pat
 
 
 def test_a_healthbench_subset_keeps_its_tags(offline_env, tmp_path):
-    """Issue 41 item 3: HealthBench's first 40 criteria kept 20 of 40 primary tags against the full run."""
+    """Once, HealthBench's first 40 criteria kept 20 of 40 primary tags against the full run."""
     run_dir = tmp_path / "run"
     invoke("run", write_pipeline(tmp_path, "healthbench"), "--run-dir", run_dir, "-q", "--no-report")
     first = pl.read_parquet(run_dir / "criteria.parquet").head(40).select("task_id", pl.col("text").alias("criterion"))

@@ -1,4 +1,4 @@
-"""What judges read from a key-less run carries no internals (issue 36 item 3): every exported format of an
+"""What judges read from a key-less run carries no internals: every exported format of an
 offline run over a customer-support rubric the tool never saw, read through its real loader, holds the criteria,
 the grading rule, P2/P3 as unknown, one line saying no model drafted guidance and how to get it, and a person's
 `describe` sentence; never corpus statistics, opening shares, boundary lines or figures its task's criteria do not

@@ -326,7 +326,7 @@ def test_checked_in_fixture_matches_builder_and_renders(tmp_path):
     assert Page(render_report(run).read_text(encoding="utf-8")).svgs_in.get("fig-label-map") == 1
 
 
-# ---- design principles P2/P3 (issue 14): the LLM path decides them, the offline path leaves them unknown ----
+# ---- design principles P2/P3: the LLM path decides them, the offline path leaves them unknown ----
 WORDS = {True: "yes", False: "no", None: "unknown"}
 P2, P3 = "needs_native_inspection", "needs_domain_conventions"
 

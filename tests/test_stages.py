@@ -354,7 +354,7 @@ def test_name_collision_between_clusters_is_reasked(gemini_env, tmp_path):
 
 
 def test_paperbench_full_run_with_gemini_passes_every_check(gemini_env, tmp_path, monkeypatch):
-    """Issue 3's bar: all 8,921 PaperBench leaves, every stage through the real SDK, every check in code."""
+    """The paper's scale: all 8,921 PaperBench leaves, every stage through the real SDK, every check in code."""
     from tests.conftest import ROOT
 
     monkeypatch.chdir(tmp_path)  # the TOML sets no [output]: the answer cache goes to ./outputs, here, not the checkout
