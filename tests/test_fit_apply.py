@@ -113,3 +113,14 @@ def test_an_edit_carries_the_tagger_to_the_new_names(offline_env, tmp_path, supp
     run = {t: ("check_renamed_by_hand_capability" if p == old else p) for t, p in _by_text(support_run).items()}
     tagged = _tag(_rows(SUPPORT, 40, tmp_path, "first40.csv"), run_dir, tmp_path / "tagged")
     assert all(run[t] == p for t, p in tagged.items())
+
+
+def test_a_run_fits_its_tagger_once(offline_env, tmp_path, monkeypatch):
+    """The merge fits the tagger to show each capability by its criteria; Stage 3 rebinds that fit to the named
+    taxonomy and saves it, rather than fitting the same one again."""
+    fits = []
+    fit = Tagger.fit.__func__
+    monkeypatch.setattr(Tagger, "fit", classmethod(lambda cls, *a, **k: fits.append(1) or fit(cls, *a, **k)))
+    run = _run(SUPPORT, tmp_path / "run")
+    assert len(fits) == 1
+    assert Tagger.load(run).fits(load_taxonomy(run / "taxonomy.json"))
