@@ -18,7 +18,7 @@ from taxonomy.analysis.audit import (
 )
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 from tests import run_fixture
-from tests.conftest import invoke, support_csv
+from tests.conftest import ROOT, invoke, support_csv
 
 A, B, C = "file_check_capability", "code_review_capability", "metric_check_capability"
 
@@ -331,3 +331,20 @@ def test_audit_takes_the_run_directory_and_prints_no_merge_note(offline_run, her
     assert by_file.output == by_dir.output
     tagged = invoke("tag", "small.csv", "--taxonomy", offline_run, "-q")  # tag takes it alike
     assert "Share of criteria by primary capability" in tagged.output and "merge" not in tagged.output.lower()
+
+
+def test_audit_of_a_corpus_against_the_frozen_taxonomy(offline_run, offline_env, tmp_path):
+    result = invoke(
+        "audit",
+        ROOT / "pipelines" / "paperbench.toml",
+        "--taxonomy",
+        offline_run / "taxonomy.json",
+        "--run-dir",
+        tmp_path / "audit-run",
+        "-q",
+    )
+    assert "# Coverage audit" in result.output
+    shares = pl.read_csv(tmp_path / "audit-run" / "audit" / "shares.csv")
+    assert abs(shares["share"].sum() - 1) < 1e-6 and "reference_share" in shares.columns
+    for name in ("task_matrix", "missing", "unmapped", "duplicates", "bundled"):
+        assert (tmp_path / "audit-run" / "audit" / f"{name}.csv").exists()

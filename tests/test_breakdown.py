@@ -29,7 +29,7 @@ from taxonomy.analysis import (
 )
 from taxonomy.analysis.verdicts import read_json
 from taxonomy.taxonomy_io import load_taxonomy
-from tests.conftest import invoke, refused
+from tests.conftest import ROOT, invoke, refused
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -426,3 +426,32 @@ def test_a_verdict_file_without_a_verifier_column_gets_the_command_line_fix(tmp_
         "0",
     )
     assert "judge" in result.output and "joined 40 of 40 verifier verdicts" in result.output
+
+
+# ---- the agent judge against human verdicts on a run over the bundled DevAI data
+
+
+def test_breakdown_of_the_agent_judge_against_humans(offline_run, offline_env):
+    result = invoke("breakdown", offline_run, "--verdicts", f"devai:{ROOT / 'data' / 'devai'}", "--boot", "200")
+    assert "agent_as_a_judge" in result.output and "FN minus FP" in result.output
+    header = next(line for line in result.output.splitlines() if line.startswith("| verifier | capability"))
+    assert header.endswith("| ci_lo | ci_hi |")  # a markdown row is never wrapped
+    pooled = pl.read_csv(offline_run / "breakdown" / "breakdown.csv")
+    overall = pooled.filter(pl.col("capability") == "ALL").row(0, named=True)
+    assert overall["n"] == 1095 and abs(overall["error_rate"] - (overall["fp_rate"] + overall["fn_rate"])) < 1e-9
+    assert overall["ci_lo"] <= overall["error_rate"] <= overall["ci_hi"]
+    by_system = pl.read_csv(offline_run / "breakdown" / "by_system.csv")
+    assert {"agent_as_a_judge @ GPT-Pilot", "agent_as_a_judge @ MetaGPT", "agent_as_a_judge @ OpenHands"} <= set(
+        by_system.columns
+    )
+    assert (offline_run / "breakdown" / "gap_agent_as_a_judge.csv").exists()
+    assert (offline_run / "breakdown" / "breakdown_weighted.csv").exists()
+
+
+def test_breakdown_with_unmatched_verdicts_is_one_clear_line(offline_run, offline_env, tmp_path):
+    table = tmp_path / "verdicts.csv"
+    table.write_text("criterion_id,verifier,verdict\nnope/1,human,met\nnope/1,judge,unmet\n")
+    result = invoke("breakdown", offline_run, "--verdicts", str(table), ok=False)
+    assert (
+        result.exit_code == 2 and "no verdict matches a tagged criterion" in result.output and "fix:" in result.output
+    )

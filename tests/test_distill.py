@@ -17,7 +17,7 @@ from taxonomy.run import RunDir
 from taxonomy.stages.tag import SCHEMA
 from taxonomy.taxonomy_io import load_taxonomy
 from tests import responders
-from tests.conftest import offline_devai_run
+from tests.conftest import ROOT, invoke, offline_devai_run
 
 
 @pytest.fixture(scope="module")
@@ -165,3 +165,22 @@ def test_default_threshold_is_the_one_saved_at_training(trained, tmp_path, offli
     assert summary["threshold"] == report.threshold
     assert summary["distilled"] + summary["sent"] == summary["n"]
     assert RunDir(tmp_path / "new").manifest["stages"]["tag"]["share_distilled"] == summary["share_distilled"]
+
+
+def test_distill_then_tag_with_the_distilled_model(offline_run, offline_env, tmp_path):
+    result = invoke("distill", offline_run)
+    assert "Held-out agreement" in result.output and (offline_run / "distilled.joblib").exists()
+    out = tmp_path / "distilled-run"
+    invoke(
+        "tag",
+        ROOT / "pipelines" / "devai.toml",
+        "--taxonomy",
+        offline_run / "taxonomy.json",
+        "--distilled",
+        offline_run / "distilled.joblib",
+        "--run-dir",
+        out,
+        "-q",
+    )
+    tags = pl.read_parquet(out / "stage3_tags.parquet")
+    assert tags.height == 365 and set(tags["source"]) <= {"distilled", "offline"} and "distilled" in set(tags["source"])

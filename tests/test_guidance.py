@@ -32,7 +32,7 @@ from taxonomy.pipeline import open_session
 from taxonomy.run import RunDir
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
 from tests import responders
-from tests.conftest import API_KEY, files_text, write_pipeline
+from tests.conftest import API_KEY, files_text, invoke, write_pipeline
 from tests.fake_gemini import Reply
 
 METRIC = "recompute_reported_metric_value_capability"
@@ -429,3 +429,18 @@ def test_transient_error_is_retried(gemini_env, tmp_path):
     gemini_env.push(Reply.error(503, "busy"))
     info = generate_guidance(llm_session(tmp_path))
     assert info["retries"] == 1 and info["fallbacks"] == {}
+
+
+def test_guidance_files_and_routing(offline_run, offline_env, tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("Plots must have labelled axes and a legend.\nSaved models live under models/saved_models.\n")
+    result = invoke("guidance", offline_run, "--notes", notes, "-q")
+    assert "capability files" in result.output
+    routing = pl.read_csv(offline_run / "guidance" / "routing.csv")
+    assert routing.height == 365 and routing["guidance_files"].null_count() == 0
+    taxonomy = json.loads((offline_run / "taxonomy.json").read_text())
+    for cap in taxonomy["capabilities"]:
+        assert (offline_run / "guidance" / f"{cap['name']}.md").exists()
+    assert len(list((offline_run / "guidance" / "tasks").glob("*.md"))) == 55
+    missing = invoke("guidance", offline_run, "--notes", tmp_path / "absent.md", ok=False)
+    assert missing.exit_code == 2 and "no such domain-notes file" in missing.output

@@ -547,3 +547,11 @@ def test_report_renders_inline_code_in_the_taxonomy_table(tmp_path):
     rows = _section(html, "taxonomy").split("<tbody>", 1)[1].split("</tr>")
     row = next(r for r in rows if f"<td>{first}</td>" in r)  # the table lists the largest first
     assert "`" not in row and f"<code>{'_<wbr>'.join(other.split('_'))}</code>" in row
+
+
+def test_report_command(offline_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(offline_run, run)
+    result = invoke("report", run)
+    html = (run / "report.html").read_text()
+    assert "Report:" in result.output and 'id="taxonomy"' in html and "<svg" in html
