@@ -138,3 +138,24 @@ def test_a_random_small_rubric_runs_through_the_model_too(gemini_env, tmp_path, 
     invoke("run", corpus, "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
     capabilities = json.loads((run_dir / "taxonomy.json").read_text())["capabilities"]
     assert 1 <= len(capabilities) <= distinct and all(c["share"] > 0 for c in capabilities)
+
+
+@pytest.mark.parametrize(
+    "criteria",
+    [
+        # two Thai criteria with no word in common
+        ["เอเจนต์ เปรียบเทียบ ที่อยู่ลูกค้า พร้อมลิงก์", "คำตอบ ยืนยัน เงื่อนไขการรับประกัน อย่างชัดเจน"],
+        # two kana criteria that differ only in their verb, and one in English
+        [
+            "レポートはリンクつきで ポイントを せつめいする。",
+            "レポートはリンクつきで ポイントを ていじする。",
+            "The agent quotes the cancellation policy without jargon!",
+        ],
+    ],
+    ids=["thai_two", "kana_three"],
+)
+def test_two_or_three_criteria_in_any_script_get_one_capability_each(offline_env, tmp_path, criteria):
+    corpus = _rubric(tmp_path, [("t1", c) for c in criteria])
+    run_dir = tmp_path / "run"
+    invoke("run", corpus, "--provider", "offline", "--run-dir", run_dir, "-q", "--no-report")
+    assert sorted(_shares(run_dir)) == pytest.approx([1 / len(criteria)] * len(criteria))

@@ -32,6 +32,9 @@ from taxonomy.text import stem, tokens
 __all__ = ["CriterionSpace", "features"]
 
 SVD_FIT_MAX = 20_000  # above this many criteria a deterministic sample fits the SVD basis
+# Two or three criteria give one or two SVD dimensions, where task-mean subtraction leaves nothing to tell them
+# apart: their tokens are kept as they are.
+IDENTITY_MAX = 4_096
 _CACHE: dict[str, "CriterionSpace"] = {}
 
 
@@ -169,8 +172,8 @@ def _reduce(x: sp.csr_matrix, dims: int) -> tuple[np.ndarray, np.ndarray]:
     """(unit vectors, basis): the vectors are normalize(x @ basis.T)."""
     n, d = x.shape
     wanted, dims = dims, min(dims, d - 1, n - 1)
-    if dims < 2:  # a handful of criteria or tokens: the token presence itself, when it is small
-        basis = np.eye(d, dtype=np.float32) if d <= wanted else np.zeros((1, d), np.float32)
+    if dims < 3:  # up to three criteria, or tokens: the token presence itself, where it fits in memory
+        basis = np.eye(d, dtype=np.float32) if d <= max(wanted, IDENTITY_MAX) else np.zeros((1, d), np.float32)
         return normalize(np.asarray(x @ basis.T)), basis
     svd = TruncatedSVD(n_components=dims, random_state=0, algorithm="randomized", n_iter=4)
     if n > SVD_FIT_MAX:
