@@ -222,7 +222,7 @@ def offline_names(
     micro-capabilities'), as the offline merge names a capability, with its title and phrases; without the
     run's criteria on disk, after its largest micro-capability."""
     if run is not None and cfg is not None and run.has(CRITERIA) and run.has(LABELS):
-        from taxonomy.offline.cards import describe_groups
+        from taxonomy.offline.merge import describe_groups
 
         criteria = run.read_parquet(CRITERIA)
         stage1 = run.read_parquet(LABELS)

@@ -295,7 +295,7 @@ def test_offline_path_applies_the_category_check(offline_env, tmp_path):
             "brief": [""] * 2,
         }
     )
-    from taxonomy.offline import kinds as offline
+    from taxonomy.offline import discover as offline
 
     original = offline.discover_offline
 

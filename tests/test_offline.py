@@ -18,7 +18,7 @@ from taxonomy.config import LabelRules, OfflineConfig
 from taxonomy.corpus import CorpusConfig, load_corpus
 from taxonomy.naming import name_cluster_offline
 from taxonomy.offline.features import CriterionSpace
-from taxonomy.offline.kinds import discover_offline
+from taxonomy.offline.discover import discover_offline
 from taxonomy.offline.tag import tag_offline
 from taxonomy.text import FUNCTION_WORDS, tokens, words
 from taxonomy.schemas import Taxonomy, TaxonomyCapability
@@ -250,7 +250,7 @@ def test_a_corpus_with_no_word_two_tasks_share_still_gets_a_taxonomy(offline_env
 def test_fine_kinds_nest_in_broad_kinds_of_one_tree(two_level):
     """Stage 2 can only recover the broad kinds if every fine kind lies inside one of them; the
     tree over pre-cluster centroids (large corpora) must keep that, and give every criterion a kind."""
-    from taxonomy.offline.kinds import cut
+    from taxonomy.offline.discover import cut
 
     frame, kinds = _chinese_corpus()
     opts = OfflineConfig(ward_exact_max=100, ward_centroids=60) if two_level else OfflineConfig()

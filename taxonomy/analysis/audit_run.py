@@ -18,7 +18,7 @@ def fit_scores(criteria: pl.DataFrame, tags: pl.DataFrame, taxonomy, cfg, folder
     """LLM tags carry no score, so how well a criterion fits is measured the same way for every backend: by the
     key-less tagger fitted on the corpus of the run that holds the taxonomy (`folder`), applied to each criterion
     alone (never refitted on the audited corpus); by the taxonomy's cards where no run's corpus is beside it."""
-    from taxonomy.offline.kinds import discover_offline
+    from taxonomy.offline.discover import discover_offline
     from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}

@@ -63,7 +63,7 @@ class OfflineBackend:
         """Labels that pass the same validators an LLM's answer would; anything that fails is marked failed.
         Each distinct label is checked once (there are about `fine_kinds`), and the batch paraphrase check runs
         as on the LLM path; the rationale quotes its criterion, so it is grounded by construction."""
-        from taxonomy.offline.kinds import discover_offline
+        from taxonomy.offline.discover import discover_offline
         from taxonomy.stages.common import criterion_batches
         from taxonomy.stages.discover import SCHEMA
         from taxonomy.validate import check_distinct_in_batch, check_label_count, check_rationale_prefix, label_problems
@@ -98,7 +98,7 @@ class OfflineBackend:
     def label_embedder(self, criteria, stage1, cfg: PipelineConfig, default):
         if cfg.embedding.provider not in ("auto", "local"):
             return default
-        from taxonomy.offline.embed import CriterionLabelEmbedder
+        from taxonomy.offline.cluster import CriterionLabelEmbedder
 
         return CriterionLabelEmbedder(criteria, stage1, cfg.offline)
 
@@ -116,7 +116,7 @@ class OfflineBackend:
     def merge(self, micro, centroids, cfg, pipeline_name, co_micro, criteria, stage1):
         from taxonomy.merge.check import share_violations
         from taxonomy.merge.solver import solve_merge
-        from taxonomy.offline.cards import describe_offline
+        from taxonomy.offline.merge import describe_offline
         from taxonomy.offline.tag import Fit, fit_tagger
         from taxonomy.merge.siblings import merge_siblings
         from taxonomy.stages.merge import assemble
@@ -148,7 +148,7 @@ class OfflineBackend:
         """Stage 3 through the tagger fitted on the corpus of the run that holds the taxonomy (`folder`), saved
         there: each criterion tagged by its own text, never by statistics of the criteria tagged with it. A
         taxonomy with no run's corpus beside it (a bare taxonomy.json) is tagged by its cards and labels."""
-        from taxonomy.offline.kinds import discover_offline
+        from taxonomy.offline.discover import discover_offline
         from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 
         tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge, self.fitted)

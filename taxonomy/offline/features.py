@@ -54,7 +54,7 @@ class CriterionSpace:
     column: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64), repr=False)
     weight: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32), repr=False)
     basis: np.ndarray = field(default_factory=lambda: np.zeros((1, 0), np.float32), repr=False)
-    memo: dict = field(default_factory=dict, repr=False, compare=False)  # the Ward tree cut from it (kinds.py)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)  # the Ward tree cut from it (discover.py)
 
     @classmethod
     def fit(cls, texts: list[str], tasks: list[str], opts: OfflineConfig | None = None) -> "CriterionSpace":

@@ -2,7 +2,7 @@
 
 One Ward tree over the criterion vectors (features.py) is cut twice: into `fine_kinds` fine kinds,
 whose names are the Stage 1 labels (the micro-clusters of Stage 2), and into `broad_kinds` broad
-kinds, which the label embedding carries so that the merge recovers them (embed.py). A fine kind is
+kinds, which the label embedding carries so that the merge recovers them (cluster.py). A fine kind is
 named by the check-language words most over-represented in it (spread over many tasks, not piled up
 in a few, never a function word); kinds whose words agree up to order take their next word, so no
 two labels are paraphrases. Scripts without Latin letters get a stable letter code (labels are

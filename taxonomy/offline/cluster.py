@@ -3,7 +3,7 @@
 A Stage 1 label is a few words of its criteria; the string alone says little about which labels
 belong together. Its vector is the mean vector (features.py) of the criteria carrying it, followed
 by the share of those criteria in each broad kind (the high cut of the Ward tree the labels were cut
-from, kinds.py), so merging the micro-clusters recovers the broad kinds instead of re-deriving them
+from, discover.py), so merging the micro-clusters recovers the broad kinds instead of re-deriving them
 from averages. Labels no criterion carries embed as zero rows.
 """
 
@@ -15,7 +15,7 @@ import polars as pl
 from taxonomy.config import OfflineConfig
 from taxonomy.embed import l2_normalize
 from taxonomy.offline.features import CriterionSpace
-from taxonomy.offline.kinds import cut, label_vectors
+from taxonomy.offline.discover import cut, label_vectors
 
 __all__ = ["CriterionLabelEmbedder"]
 

@@ -24,7 +24,7 @@ import polars as pl
 from anyascii import anyascii
 
 from taxonomy.config import LabelRules, PipelineConfig
-from taxonomy.offline.kinds import ascii_word
+from taxonomy.offline.discover import ascii_word
 from taxonomy.offline.represent import (
     MIN_CRITERIA,
     ClassTfidf,
