@@ -20,6 +20,13 @@ from taxonomy.schemas import Taxonomy, TaxonomyCapability
 from tests import run_fixture
 from tests.conftest import ROOT, invoke, support_csv
 
+
+@pytest.fixture(autouse=True)
+def _in_a_folder_of_its_own(tmp_path, monkeypatch):
+    """Commands write their answer cache under ./outputs: each test runs in its own folder, never the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 A, B, C = "file_check_capability", "code_review_capability", "metric_check_capability"
 
 

@@ -18,6 +18,13 @@ from taxonomy.run import TAGGER
 from taxonomy.taxonomy_io import load_taxonomy
 from tests.conftest import ROOT, invoke, write_pipeline
 
+
+@pytest.fixture(autouse=True)
+def _in_a_folder_of_its_own(tmp_path, monkeypatch):
+    """Commands write their answer cache under ./outputs: each test runs in its own folder, never the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 SUPPORT = ROOT / "tests" / "fixtures" / "scripts" / "support_en_120.csv"
 REPORT = ROOT / "benchmarks" / "heldout" / "report_writing.csv"
 

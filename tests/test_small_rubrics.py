@@ -13,6 +13,13 @@ import pytest
 
 from tests.conftest import ROOT, invoke
 
+
+@pytest.fixture(autouse=True)
+def _in_a_folder_of_its_own(tmp_path, monkeypatch):
+    """Commands write their answer cache under ./outputs: each test runs in its own folder, never the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 SUPPORT = ROOT / "tests" / "fixtures" / "scripts" / "support_en_120.csv"
 HELDOUT = ROOT / "benchmarks" / "heldout"
 
