@@ -166,3 +166,11 @@ def test_two_or_three_criteria_in_any_script_get_one_capability_each(offline_env
     run_dir = tmp_path / "run"
     invoke("run", corpus, "--provider", "offline", "--run-dir", run_dir, "-q", "--no-report")
     assert sorted(_shares(run_dir)) == pytest.approx([1 / len(criteria)] * len(criteria))
+
+
+def test_criteria_that_differ_only_in_their_numbers_are_one_check(offline_env, tmp_path):
+    rows = [(f"t{i % 3}", f"The reply gives fact number {i} about the order.") for i in range(1, 10)]
+    run_dir = tmp_path / "run"
+    result = invoke("run", _rubric(tmp_path, rows), "--provider", "offline", "--run-dir", run_dir, "-q", "--no-report")
+    assert "RuntimeWarning" not in result.output
+    assert _shares(run_dir) == [1.0] and len(_bounds_notes(result.output)) == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import re
 from collections import Counter
 from functools import lru_cache
 from typing import Sequence
@@ -26,18 +27,21 @@ from taxonomy.text import normalized
 __all__ = ["BOUND_KEYS", "corpus_bounds", "distinct_counts", "recorded_bounds"]
 
 BOUND_KEYS = ("min_caps", "max_caps", "min_share", "max_share")
+_DIGITS = re.compile(r"\d+")
 _ROUND = 10_000  # shares are written with four decimals, rounded outwards so the grouping found still fits
 
 
 def distinct_counts(texts: Sequence[str | None]) -> list[int]:
-    """Rows per distinct criterion (case, space and punctuation folded), largest first."""
+    """Rows per distinct criterion (case, space, punctuation and numbers folded), largest first."""
     return list(_counts(tuple(t or "" for t in texts)))
 
 
 @lru_cache(maxsize=2)
 def _counts(texts: tuple[str, ...]) -> tuple[int, ...]:
-    # A run reads them twice (when the session opens, and at the merge): the corpus is folded once.
-    return tuple(sorted(Counter(normalized(t) for t in texts).values(), reverse=True))
+    # A run reads them twice (when the session opens, and at the merge): the corpus is folded once. Criteria that
+    # differ only in their numbers ("fact number 1", "fact number 2") are one kind of check: no reading of their
+    # words can part them into capabilities.
+    return tuple(sorted(Counter(normalized(_DIGITS.sub("#", t)) for t in texts).values(), reverse=True))
 
 
 def _balanced(counts: list[int], k: int) -> list[int]:

@@ -176,10 +176,12 @@ def _reduce(x: sp.csr_matrix, dims: int) -> tuple[np.ndarray, np.ndarray]:
         basis = np.eye(d, dtype=np.float32) if d <= max(wanted, IDENTITY_MAX) else np.zeros((1, d), np.float32)
         return normalize(np.asarray(x @ basis.T)), basis
     svd = TruncatedSVD(n_components=dims, random_state=0, algorithm="randomized", n_iter=4)
-    if n > SVD_FIT_MAX:
-        sample = np.random.default_rng(0).choice(n, SVD_FIT_MAX, replace=False)
-        return normalize(svd.fit(x[np.sort(sample)]).transform(x)), svd.components_
-    return normalize(svd.fit_transform(x)), svd.components_
+    # Criteria that all read alike have no variance: the explained-variance ratio it divides by is never read here.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if n > SVD_FIT_MAX:
+            sample = np.random.default_rng(0).choice(n, SVD_FIT_MAX, replace=False)
+            return normalize(svd.fit(x[np.sort(sample)]).transform(x)), svd.components_
+        return normalize(svd.fit_transform(x)), svd.components_
 
 
 def _subtract_task_means(v: np.ndarray, task_index: np.ndarray, share: float) -> np.ndarray:
