@@ -38,7 +38,7 @@ STAGES = ["discover", "cluster", "canonicalize", "merge", "tag"]
 LLM_STAGES = ["discover", "canonicalize", "merge", "tag"]
 
 
-def serve(conn, latency_median: float, sigma: float, cap: float) -> None:
+def serve(conn, latency_median: float, sigma: float, cap: float, batch_running_s: float) -> None:
     """The server in its own process, as a real endpoint: its work must not share the client's GIL."""
     from tests import responders
     from tests.fake_gemini import FakeGeminiServer
@@ -60,7 +60,7 @@ def serve(conn, latency_median: float, sigma: float, cap: float) -> None:
         return answer
 
     with FakeGeminiServer(responder=model) as server:
-        server.batch.running_s = 10.0  # answered a share per poll, as a job runs, not all in one GET
+        server.batch.running_s = batch_running_s  # answered a share per poll, as a job runs, not all in one GET
         conn.send(server.url)
         while True:
             msg = conn.recv()
@@ -258,6 +258,7 @@ def main() -> None:
         "--latency-sigma", type=float, default=0.6, help="log-normal sigma: 0.6 puts p99 near 4x the median"
     )
     ap.add_argument("--latency-cap", type=float, default=30.0)
+    ap.add_argument("--batch-running-s", type=float, default=10.0, help="how long a batch job runs on the server")
     ap.add_argument("--concurrency", type=int, default=32, help="llm.concurrency (the config default)")
     ap.add_argument("--rpm", type=int, default=1000, help="llm.requests_per_minute (the config default)")
     ap.add_argument("--tpm", type=int, default=4_000_000, help="llm.tokens_per_minute (the config default)")
@@ -291,7 +292,9 @@ def main() -> None:
         if any(m != "offline" for m in args.modes):
             parent, server_end = mp.Pipe()
             proc = mp.get_context("spawn").Process(
-                target=serve, args=(server_end, args.latency_median, args.latency_sigma, args.latency_cap), daemon=True
+                target=serve,
+                args=(server_end, args.latency_median, args.latency_sigma, args.latency_cap, args.batch_running_s),
+                daemon=True,
             )
             proc.start()
             conn, url = parent, parent.recv()

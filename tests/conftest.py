@@ -192,6 +192,24 @@ def llm_devai_run(tmp: Path, *then: tuple[str, ...]) -> Path:
     return tmp / "run"
 
 
+def _devai_named(folder: Path) -> None:
+    """The LLM path's Stages 1 to 2b over DevAI, stopped before the merge."""
+    with FakeGeminiServer(responder=responders.model) as srv, pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GOOGLE_GEMINI_BASE_URL", srv.url)
+        mp.setenv("GEMINI_API_KEY", API_KEY)
+        mp.delenv("GOOGLE_API_KEY", raising=False)
+        invoke("discover", write_pipeline(folder), "--provider", "gemini", "--run-dir", folder / "run", "-q")
+        for stage in ("cluster", "canonicalize"):
+            invoke(stage, folder / "run", "--provider", "gemini", "-q")
+
+
+def llm_devai_named(tmp: Path) -> Path:
+    """tmp/run: a copy of the session's LLM DevAI run up to its named micro-clusters (Stage 2b), for tests of the
+    merge and what follows; `taxonomy run` on it sends only the merge and the tagging (its TOML tmp/devai.toml)."""
+    write_pipeline(tmp)
+    return copy_run(built_once("devai-llm-named", _devai_named) / "run", tmp)
+
+
 @pytest.fixture(scope="session")
 def llm_exported_run() -> Path:
     """One LLM-path DevAI run with every export and its report, shared by the report and export tests (read only)."""

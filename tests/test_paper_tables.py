@@ -16,7 +16,7 @@ from taxonomy.shares import FAILED_ROW, UNTAGGED_ROW, primary_shares
 from taxonomy.schemas import Taxonomy
 from taxonomy.merge.siblings import choose_siblings, named_siblings, non_example_problems
 from tests import responders
-from tests.conftest import ROOT, invoke, offline_devai_run, write_pipeline
+from tests.conftest import ROOT, invoke, llm_devai_named, offline_devai_run, write_pipeline
 
 DEVAI_VERDICTS = f"devai:{ROOT / 'data' / 'devai'}"
 
@@ -70,8 +70,8 @@ def test_siblings_rank_by_embedding_and_co_tagging_without_a_cut_off():
 # ---- LLM path -------------------------------------------------------------------------------------
 @pytest.fixture
 def llm_run(gemini_env, tmp_path):
-    run_dir = tmp_path / "run"
-    result = invoke("run", write_pipeline(tmp_path), "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
+    run_dir = llm_devai_named(tmp_path)  # the merge and the tagging run here, on the session's Stages 1-2b
+    result = invoke("run", tmp_path / "devai.toml", "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
     return result, run_dir
 
 
@@ -120,7 +120,8 @@ def test_llm_merge_missing_boundaries_and_principles_is_reasked(gemini_env, tmp_
         return answer
 
     gemini_env.responder = careless
-    invoke("run", write_pipeline(tmp_path), "--provider", "gemini", "--run-dir", tmp_path / "run", "-q", "--no-report")
+    run_dir = llm_devai_named(tmp_path)
+    invoke("run", tmp_path / "devai.toml", "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
 
     def of_kind(kind):
         return [r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) == kind]

@@ -11,7 +11,7 @@ import polars as pl
 import pytest
 
 from tests import responders
-from tests.conftest import invoke, write_pipeline
+from tests.conftest import invoke, llm_devai_named, write_pipeline
 
 pytestmark = pytest.mark.slow  # runs through the SDK
 
@@ -95,8 +95,8 @@ def _giant_first(times: int):
 @pytest.mark.parametrize("faults", [1, 2])
 def test_a_membership_reask_is_a_small_fresh_request(gemini_env, tmp_path, faults):
     gemini_env.responder = _giant_first(faults)
-    run_dir = tmp_path / "run"
-    invoke("run", write_pipeline(tmp_path), "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
+    run_dir = llm_devai_named(tmp_path)  # only the merge and the tagging are sent
+    invoke("run", tmp_path / "devai.toml", "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
     merges = [
         r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) in ("merge", "regroup")
     ]

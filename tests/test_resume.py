@@ -40,6 +40,7 @@ def test_killed_run_resumes_paying_no_call_twice(tmp_path, sig):
         cached = cached_answers(tmp_path / "outputs" / "devai" / "cache.sqlite")
         assert cached >= 1
         server.reset()
+        server.latency_s = 0.0  # the wait only had to keep calls in flight at the kill
         done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stdout + done.stderr
         paid_second = [r.texts[0] for r in server.requests]

@@ -22,6 +22,9 @@ def test_scale_benchmark_prints_a_row_per_stage_and_mode(tmp_path):
             "120",
             "--tasks",
             "6",
+            # a job that runs a second still answers over several polls, without the suite waiting 10 s a stage
+            "--batch-running-s",
+            "1",
             "--keep",
             str(tmp_path),
         ],

@@ -13,13 +13,20 @@ from taxonomy.merge.check import check_merge
 from taxonomy.merge.measures import capability_similarity
 from taxonomy.schemas import MergedCapability, MicroCapability, Taxonomy
 from tests import responders
-from tests.conftest import invoke, write_pipeline
+from tests.conftest import invoke, llm_devai_named, write_pipeline
 
 
 def full_run(tmp_path, *extra: str):
     toml = write_pipeline(tmp_path)  # DevAI: 365 criteria, k = 80 micro-clusters by default
     run_dir = tmp_path / "run"
     result = invoke("run", toml, "--provider", "gemini", "--run-dir", run_dir, "-q", *extra)
+    return result, run_dir
+
+
+def merge_run(tmp_path):
+    """The merge and the tagging of a full run, on a copy of the session's run up to its named micro-clusters."""
+    run_dir = llm_devai_named(tmp_path)
+    result = invoke("run", tmp_path / "devai.toml", "--provider", "gemini", "--run-dir", run_dir, "-q", "--no-report")
     return result, run_dir
 
 
@@ -51,7 +58,7 @@ def assert_taxonomy_passes_every_check(run_dir):
     return taxonomy, micro
 
 
-def test_full_run_produces_a_valid_taxonomy_and_tags(gemini_env, tmp_path):
+def test_full_run_produces_a_valid_taxonomy_and_tags_and_a_rerun_sends_nothing(gemini_env, tmp_path):
     result, run_dir = full_run(tmp_path)
     taxonomy, micro = assert_taxonomy_passes_every_check(run_dir)
     k = pl.read_parquet(run_dir / "clusters.parquet")[
@@ -82,10 +89,7 @@ def test_full_run_produces_a_valid_taxonomy_and_tags(gemini_env, tmp_path):
     assert embeds and embeds[0].path.endswith(":batchEmbedContents")
     assert (run_dir / "taxonomy.md").read_text().startswith("# Capability taxonomy")
     assert (run_dir / "report.html").exists() and "Report:" in result.output
-
-
-def test_rerun_of_a_finished_run_sends_nothing(gemini_env, tmp_path):
-    full_run(tmp_path)
+    # Run again, Stage 1 forced: every answer comes from the cache, so nothing is sent.
     gemini_env.reset()
     full_run(tmp_path, "--force", "discover")
     assert gemini_env.count() == 0
@@ -185,7 +189,7 @@ CARD_BREAKERS = {
 def test_a_card_defect_is_asked_about_that_capability_only(gemini_env, tmp_path, case):
     mutate, idx, message = CARD_BREAKERS[case]
     gemini_env.responder = _merge_breaker(mutate, times=1)
-    _, run_dir = full_run(tmp_path)
+    _, run_dir = merge_run(tmp_path)
     assert len(prompts_of(gemini_env, "merge")) == 1
     (follow_up,) = prompts_of(gemini_env, "cards")
     assert re.findall(r"^### Capability (\d+):", follow_up, re.M) == [str(idx)] and message in follow_up
@@ -214,7 +218,7 @@ def test_a_card_defect_that_persists_is_repaired_in_code(gemini_env, tmp_path):
         return answer
 
     gemini_env.responder = stubborn
-    _, run_dir = full_run(tmp_path)
+    _, run_dir = merge_run(tmp_path)
     assert len(prompts_of(gemini_env, "cards")) == 2  # llm.reask_attempts follow-ups, then the program's repair
     taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
     assert "still broke" in taxonomy.repairs[0] and any(r.startswith("renamed") for r in taxonomy.repairs)
@@ -224,7 +228,7 @@ def test_a_card_defect_that_persists_is_repaired_in_code(gemini_env, tmp_path):
 def test_merge_violation_is_reasked_then_fixed(gemini_env, tmp_path, case):
     mutate, _ = BREAKERS[case]
     gemini_env.responder = _merge_breaker(mutate, times=1)
-    _, run_dir = full_run(tmp_path)
+    _, run_dir = merge_run(tmp_path)
     merges = [
         r for r in gemini_env.requests if r.kind == "generate" and responders.kind(r.texts[0]) in ("merge", "regroup")
     ]
@@ -237,7 +241,7 @@ def test_merge_violation_is_reasked_then_fixed(gemini_env, tmp_path, case):
 
 def test_a_candidate_left_out_is_mapped_in_code_without_a_call(gemini_env, tmp_path):
     gemini_env.responder = _merge_breaker(_drop_micro)
-    _, run_dir = full_run(tmp_path)
+    _, run_dir = merge_run(tmp_path)
     assert len(prompts_of(gemini_env, "merge")) == 1  # no re-ask: the program maps it itself
     taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
     assert len(taxonomy.repairs) == 1 and "which the model left out" in taxonomy.repairs[0]
@@ -252,7 +256,7 @@ def test_a_reason_with_an_abbreviation_is_one_sentence(gemini_env, tmp_path):
         )
 
     gemini_env.responder = _merge_breaker(abbreviated)
-    _, run_dir = full_run(tmp_path)
+    _, run_dir = merge_run(tmp_path)
     assert len(prompts_of(gemini_env, "merge")) == 1
     taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
     assert taxonomy.repairs == [] and "e.g. formula" in taxonomy.capabilities[0].needs_native_inspection_reason
@@ -264,7 +268,7 @@ def test_rejected_boundaries_are_asked_again_about_that_capability_only(gemini_e
     never the merge again, and the merge stage stays within 1.5x the tokens of its membership call."""
     respond, faulted = responders.boundary_fault_model()
     gemini_env.responder = respond
-    _, run_dir = full_run(tmp_path)
+    _, run_dir = merge_run(tmp_path)
     asks = prompts_of(gemini_env, "boundaries")
     assert len(asks) == 2 and all(len(r.texts) == 1 for r in gemini_env.requests if r.kind == "generate")
     follow_up = asks[1]
@@ -282,7 +286,7 @@ def test_rejected_boundaries_are_asked_again_about_that_capability_only(gemini_e
 def test_persistent_merge_violation_is_repaired_in_code(gemini_env, tmp_path, case):
     mutate, _ = BREAKERS[case]
     gemini_env.responder = _merge_breaker(mutate)
-    _, run_dir = full_run(tmp_path)
+    _, run_dir = merge_run(tmp_path)
     taxonomy, _ = assert_taxonomy_passes_every_check(run_dir)
     assert taxonomy.repairs and "still broke" in taxonomy.repairs[0]
     assert not any(r.startswith("unresolved") for r in taxonomy.repairs)
