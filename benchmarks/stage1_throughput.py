@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT))
 
 from taxonomy.config import load_config  # noqa: E402
 from taxonomy.pipeline import ensure_criteria, open_session  # noqa: E402
-from benchmarks.stage_jobs import capture_jobs  # noqa: E402
+from taxonomy.estimate import capture_jobs  # noqa: E402
 from taxonomy.stages.discover import discover  # noqa: E402
 from tests import responders  # noqa: E402
 from tests.fake_gemini import FakeGeminiServer  # noqa: E402

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from taxonomy.config import load_config  # noqa: E402
-from benchmarks.stage_jobs import capture_jobs  # noqa: E402
+from taxonomy.estimate import capture_jobs  # noqa: E402
 from taxonomy.estimate import caching  # noqa: E402
 from taxonomy.pipeline import ensure_criteria, open_session, run_pipeline  # noqa: E402
 from taxonomy.stages.discover import discover  # noqa: E402

@@ -8,7 +8,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Union
+from typing import Any, Callable, TypedDict, Union, Unpack
 
 import polars as pl
 
@@ -194,41 +194,44 @@ def load(run: str | Path) -> Result:
     )
 
 
-def tag(
-    data: Data,
-    run: str | Path | Result,
-    *,
-    name: str | None = None,
-    provider: str | None = None,
-    run_dir: str | Path | None = None,
-    quiet: bool = True,
-) -> Result:
-    """Tag new criteria (a frame, a corpus file or a pipeline TOML) against a fitted run's frozen taxonomy, as
-    `taxonomy tag DATA --taxonomy RUN` does: fit once, apply anywhere. The tags go to their own run folder (default
-    beside the corpus's own runs, named after the taxonomy's hash); the result's taxonomy is the frozen one."""
+class FrozenOptions(TypedDict, total=False):
+    """The keywords of `tag` and `audit`: `name` the pipeline's name, `provider` as for `fit`, `run_dir` the run
+    folder (default beside the corpus's own runs, named after the taxonomy's hash), `quiet` (default True) no
+    progress bars."""
+
+    name: str | None
+    provider: str | None
+    run_dir: str | Path | None
+    quiet: bool
+
+
+def _frozen_session(data: Data, run: str | Path | Result, options: FrozenOptions) -> tuple[Session, Path]:
+    """A session over `data` that tags against `run`'s frozen taxonomy, and that taxonomy's file."""
+    unknown = set(options) - set(FrozenOptions.__annotations__)
+    if unknown:  # a misspelt keyword must not be dropped without a word, as **options alone would
+        raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     frozen_path = _run_folder(run) / TAXONOMY
-    frozen = load_taxonomy(frozen_path)
-    s = _open(data, name, provider, run_dir, quiet, frozen=frozen)
+    get = options.get
+    s = _open(data, get("name"), get("provider"), get("run_dir"), get("quiet", True), frozen=load_taxonomy(frozen_path))
+    return s, frozen_path
+
+
+def tag(data: Data, run: str | Path | Result, **options: Unpack[FrozenOptions]) -> Result:
+    """Tag new criteria (a frame, a corpus file or a pipeline TOML) against a fitted run's frozen taxonomy, as
+    `taxonomy tag DATA --taxonomy RUN` does: fit once, apply anywhere. The tags go to their own run folder; the
+    result's taxonomy is the frozen one. `options`: name, provider, run_dir, quiet (FrozenOptions)."""
+    s, frozen_path = _frozen_session(data, run, options)
     run_stage(s, "tag", taxonomy_path=frozen_path)
+    frozen = load_taxonomy(frozen_path)
     return Result(frozen, s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA), s.run.path, s.backend_name)
 
 
-def audit(
-    data: Data,
-    run: str | Path | Result,
-    *,
-    name: str | None = None,
-    provider: str | None = None,
-    run_dir: str | Path | None = None,
-    quiet: bool = True,
-) -> AuditResult:
+def audit(data: Data, run: str | Path | Result, **options: Unpack[FrozenOptions]) -> AuditResult:
     """Audit a new corpus's coverage against a fitted run's frozen taxonomy, as `taxonomy audit DATA --taxonomy
     RUN` does. Returns the audit's frames: `shares` (against the run's), `task_matrix`, `missing` (tasks lacking a
     capability most tasks have), `unmapped`, `duplicates`, `bundled`; `to_markdown()` gives audit.md. The CSV files
-    and audit.md are written under the audit's run folder, in audit/."""
-    frozen_path = _run_folder(run) / TAXONOMY
-    frozen = load_taxonomy(frozen_path)
-    s = _open(data, name, provider, run_dir, quiet, frozen=frozen)
+    and audit.md are written under the audit's run folder, in audit/. `options`: as for `tag`."""
+    s, frozen_path = _frozen_session(data, run, options)
     return run_audit(s, frozen_path)
 
 
@@ -277,6 +280,6 @@ def breakdown(run: str | Path | Result, verdicts: list[str], **options: Any):
     """A verifier's errors broken down by capability, as `taxonomy breakdown RUN --verdicts SPEC` does (`verdicts`:
     specs such as "devai:data/devai"); writes RUN/breakdown/ and returns its tables and markdown. `options`:
     reference, by, n_boot, as the command's options."""
-    from taxonomy.analysis.breakdown_files import run_breakdown
+    from taxonomy.analysis.breakdown_files import Options, run_breakdown
 
-    return run_breakdown(RunDir(_run_folder(run)), verdicts, **options)
+    return run_breakdown(RunDir(_run_folder(run)), verdicts, Options(**options))

@@ -524,7 +524,7 @@ def breakdown(
     ),
 ) -> None:
     """Per-capability verifier error rate, FP, FN, F1 (unmet), CIs and paired tests against human labels."""
-    from taxonomy.analysis.breakdown_files import run_against, run_breakdown
+    from taxonomy.analysis.breakdown_files import Options, run_against, run_breakdown
 
     if boot < 0:
         raise ConfigError(
@@ -544,11 +544,11 @@ def breakdown(
                 f"{against}: no such run directory; fix: pass the run made "
                 f"by `taxonomy tag CORPUS --taxonomy {run_dir / TAXONOMY}`"
             )
-        result = run_against(run, RunDir(against), verdicts, reference=reference, by=by)
+        result = run_against(run, RunDir(against), verdicts, Options(reference=reference, by=by, n_boot=0))
         out.print(result.markdown, markup=False, highlight=False)
         out.print(f"Table: {result.files[-1]}")
         return
-    result = run_breakdown(run, verdicts, reference=reference, by=by, n_boot=boot)
+    result = run_breakdown(run, verdicts, Options(reference=reference, by=by, n_boot=boot))
     record_use(run, "breakdown", used)
     out.print(result.markdown, markup=False, highlight=False)
     out.print(f"Tables: {run_dir / 'breakdown'}")

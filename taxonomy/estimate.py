@@ -201,9 +201,11 @@ class _DryRunner:
         raise _Captured(list(jobs))
 
 
-def _capture(fn, *args: Any) -> list:
+def capture_jobs(stage: Callable[..., Any], *args: Any) -> list:
+    """The jobs `stage(*args, runner)` would hand its runner (each has a `.prompt`), none sent; [] when it sends
+    none. The estimate prices these; the token benchmarks size them."""
     try:
-        fn(*args, _DryRunner())
+        stage(*args, _DryRunner())
     except _Captured as done:
         return done.jobs
     return []
@@ -353,7 +355,7 @@ def _discover_stage(p: _Plan) -> StageEstimate:
     from taxonomy.stages.discover import discover
 
     criteria, cfg, labels_per, label_chars = p.criteria, p.cfg, p.labels_per, p.label_chars
-    jobs = _capture(discover, criteria, cfg)
+    jobs = capture_jobs(discover, criteria, cfg)
     per_item = (
         labels_per * label_chars + len(cfg.labels.rationale_prefix) + RATIONALE_WORDS * WORD_CHARS + ITEM_OVERHEAD_CHARS
     )
@@ -383,7 +385,7 @@ def _canonicalize_stage(p: _Plan) -> StageEstimate:
     )
     # Stand-in label vectors, so each naming prompt lists its nearby clusters as the real one does.
     vectors = np.random.default_rng(0).normal(size=(len(labels), 8)).astype(np.float32)
-    jobs = _capture(
+    jobs = capture_jobs(
         partial(canonicalize, label_embeddings=vectors / np.linalg.norm(vectors, axis=1, keepdims=True)),
         clusters,
         criterion_clusters,
@@ -422,7 +424,7 @@ def _merge_stage(p: _Plan) -> StageEstimate:
     micro, cfg, label_chars = p.micro, p.cfg, p.label_chars
     k = len(micro)
     caps = min(k, (cfg.merge.min_caps + cfg.merge.max_caps) // 2)
-    jobs = _capture(merge, micro, np.zeros((k, 8), dtype=np.float32), cfg)
+    jobs = capture_jobs(merge, micro, np.zeros((k, 8), dtype=np.float32), cfg)
     cap_names = [_label(cfg, 2000 + i) for i in range(caps)]
     p.capabilities = capabilities = [
         TaxonomyCapability(
@@ -451,7 +453,7 @@ def _tag_stage(p: _Plan) -> StageEstimate:
     from taxonomy.stages.tag import tag
 
     criteria, capabilities, cfg, label_chars = p.criteria, p.capabilities, p.cfg, p.label_chars
-    jobs = _capture(tag, criteria, Taxonomy(capabilities=capabilities), cfg)
+    jobs = capture_jobs(tag, criteria, Taxonomy(capabilities=capabilities), cfg)
     per_item = (cfg.tag.min_tags + cfg.tag.max_tags) / 2 * label_chars + ITEM_OVERHEAD_CHARS
     return _stage(
         "tag",

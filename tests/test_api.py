@@ -92,6 +92,8 @@ def test_bad_arguments_stop_with_a_fix_before_anything_is_written(tmp_path, monk
         taxonomy.fit(frame, provider="gemni")
     with pytest.raises(RunError, match="holds no taxonomy.json; fix:"):
         taxonomy.tag(frame, tmp_path)
+    with pytest.raises(TypeError, match="provder"):  # a misspelt keyword is not dropped
+        taxonomy.audit(frame, tmp_path, provder="gemini")
     assert list(tmp_path.iterdir()) == []
 
 

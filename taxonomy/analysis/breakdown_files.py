@@ -20,15 +20,19 @@ class BreakdownResult:
     pooled: pl.DataFrame | None = None
 
 
-def run_breakdown(
-    run: RunDir,
-    specs: list[str],
-    *,
-    reference: str = "human",
-    by: str = "primary",
-    n_boot: int = 1000,
-    seed: int = 0,
-) -> BreakdownResult:
+@dataclass(frozen=True)
+class Options:
+    """What `taxonomy breakdown`'s options choose: the ground-truth verifier, the tag that groups, and the bootstrap
+    resamples of tasks for the CIs (0: none)."""
+
+    reference: str = "human"
+    by: str = "primary"
+    n_boot: int = 1000
+    seed: int = 0
+
+
+def run_breakdown(run: RunDir, specs: list[str], options: Options = Options()) -> BreakdownResult:
+    reference, by, n_boot, seed = options.reference, options.by, options.n_boot, options.seed
     coverage, joined = _joined(run, specs, reference)
     out = run.path / "breakdown"
     sections = [f"# Verifier error breakdown by capability ({by} tag)", "", str(coverage), ""]
@@ -101,18 +105,12 @@ def native_inspection(run: RunDir) -> dict[str, bool | None] | None:
 
 
 def run_against(
-    run_a: RunDir,
-    run_b: RunDir,
-    specs: list[str],
-    *,
-    reference: str = "human",
-    by: str = "primary",
-    n_boot: int = 0,
-    seed: int = 0,
+    run_a: RunDir, run_b: RunDir, specs: list[str], options: Options = Options(n_boot=0)
 ) -> BreakdownResult:
     """Two corpora side by side (Tables A3 and A5): RUN_B must be tagged with RUN_A's taxonomy.
 
     The verdict files are pooled; each run keeps the verdicts whose criterion ids are its own."""
+    reference, by = options.reference, options.by
     from taxonomy.taxonomy_io import load_taxonomy
 
     current = _same_taxonomy(run_a, run_b)
@@ -120,7 +118,7 @@ def run_against(
     verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
     frames, counts, lines = [], [], []
     for run in (run_a, run_b):
-        frame, count, line = _one_corpus(run, verdicts, reference, by, n_boot, seed)
+        frame, count, line = _one_corpus(run, verdicts, reference, by, options.n_boot, options.seed)
         frames.append(frame)
         counts.append(count)
         lines.append(line)
