@@ -173,11 +173,12 @@ def _distinct(frame: pl.DataFrame) -> pl.DataFrame:
 def is_english(text: str, ws: list[str], other_function: frozenset[str]) -> bool:
     """Written in English: mostly Latin letters, and not more stop words of another language the
     corpus uses than English function words ("la", "der" are not English; "the", "of" are)."""
-    letters = [ch for ch in text if ch.isalpha()]
-    if not letters:
-        return True
-    if sum(ch < "\u0250" for ch in letters) < 0.5 * len(letters):
-        return False
+    if not text.isascii():  # ASCII text, most of it, is all Latin letters: no need to count them
+        letters = [ch for ch in text if ch.isalpha()]
+        if not letters:
+            return True
+        if sum(ch < "\u0250" for ch in letters) < 0.5 * len(letters):
+            return False
     english = sum(w in FUNCTION_WORDS and w not in other_function for w in ws)
     return sum(w in other_function and w not in FUNCTION_WORDS for w in ws) <= english
 
