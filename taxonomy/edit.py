@@ -347,7 +347,11 @@ def split_capability(
     cards, notes = llm_names(engine, cap, parts, taken, rules, sum(m.n_criteria for m in micro))
     shown: list[dict] = [{} for _ in parts]
     if cards is None:
-        cards, shown = offline_names(cap, parts, taken, rules, run, pipeline_cfg)
+        # A part titled by its own phrases may spell the split capability's name, which would then name another
+        # set of criteria than the one tagged with it before the edit.
+        cards, shown = offline_names(
+            cap, parts, [*taken, name] if name not in taken else taken, rules, run, pipeline_cfg
+        )
     if keep_name:  # parts come largest first
         cards[0] = CapabilityCard(
             **cap.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern"}), non_examples=[]

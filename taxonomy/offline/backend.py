@@ -8,13 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import polars as pl
-from sklearn.cluster import AgglomerativeClustering
-from threadpoolctl import threadpool_limits
 
 from taxonomy.config import PipelineConfig
-from taxonomy.schemas import MergedCapability, MicroCapability
 
 NOTICE = (
     "Backend: offline (no LLM: criteria grouped by classical NLP statistics; no model read them, so names are their "
@@ -113,10 +109,13 @@ class OfflineBackend:
             taken.add(cards[-1].name)
         return micro_capabilities(inputs, cards, criterion_clusters.height), []
 
-    def merge(self, micro, centroids, cfg, pipeline_name, co_micro, criteria, stage1):
+    def merge(self, micro, centroids, cfg, pipeline_name, co_micro, criteria, stage1, owners=None):
+        """`owners` (criteria x micro, offline/start.py): which micro-clusters each criterion belongs to; by
+        default those its Stage 1 labels fall in, which are its fine kinds."""
         from taxonomy.merge.check import share_violations
         from taxonomy.merge.solver import solve_merge
         from taxonomy.offline.merge import describe_offline
+        from taxonomy.offline.start import merge_start
         from taxonomy.offline.tag import Fit, fit_tagger
         from taxonomy.merge.siblings import merge_siblings
         from taxonomy.stages.merge import assemble
@@ -126,7 +125,7 @@ class OfflineBackend:
             centroids,
             cfg.merge,
             cfg.labels,
-            start=_ward_start(micro, centroids, cfg),
+            start=merge_start(micro, centroids, criteria, stage1, cfg, owners),
             co_micro=co_micro,
             boundaries=True,
         )
@@ -192,29 +191,3 @@ def checked(found: pl.DataFrame, names: list[str], rules) -> pl.DataFrame:
         },
         schema=SCHEMA,
     )
-
-
-def _ward_start(
-    micro: list[MicroCapability], centroids: np.ndarray, cfg: PipelineConfig
-) -> list[MergedCapability] | None:
-    """Ward over the micro-capability centroids, k the middle of the allowed count; the solver then repairs
-    count and shares as for any start. Ward needs no seed, so a corpus gives the same capabilities every run."""
-    k = (cfg.merge.min_caps + cfg.merge.max_caps) // 2
-    weights = np.array([max(m.n_criteria, 0) for m in micro], dtype=float)
-    if len(micro) <= k or weights.sum() <= 0:
-        return None
-    with threadpool_limits(1):  # tiny problem: BLAS/OpenMP threads only contend
-        groups = AgglomerativeClustering(n_clusters=k, linkage="ward").fit_predict(centroids)
-    start = []
-    for g in sorted(set(groups.tolist())):
-        members = [m for m, gi in zip(micro, groups) if gi == g]
-        lead = max(members, key=lambda m: (m.n_criteria, m.name))
-        start.append(
-            MergedCapability(
-                **lead.model_dump(
-                    include={"name", "description", "diagnostic_signal", "example_pattern", "non_examples"}
-                ),
-                member_input_names=[m.name for m in members],
-            )
-        )
-    return start
