@@ -140,8 +140,9 @@ def stand_in_backend(run: RunDir):
             return default
 
         def merge(self, micro, centroids, cfg, corpus, co_micro, criteria, stage1):
-            # Each micro-capability seen through its own criteria's text: the merge reads what the micro-clusters
-            # hold, not which label strings one sample gave them.
+            # Each micro-capability seen through its own criteria's text, and each criterion in its own micro-cluster
+            # (Stage 2a clustered the criteria): the merge reads what the micro-clusters hold, not which label
+            # strings one sample gave them.
             return super().merge(
                 micro,
                 member_centroids(micro, criteria, cfg, self.folder),
@@ -150,6 +151,7 @@ def stand_in_backend(run: RunDir):
                 np.zeros_like(co_micro),
                 criteria,
                 stage1,
+                owners=member_owners(micro, criteria, self.folder),
             )
 
         def tag(self, criteria, taxonomy, cfg, stage1, micro_labels, folder=None):
@@ -174,6 +176,17 @@ def member_centroids(micro, criteria: pl.DataFrame, cfg, run: RunDir) -> np.ndar
         if cluster in index and cid in row:
             sums[index[cluster]] += space.vectors[row[cid]]
     return l2_normalize(sums)
+
+
+def member_owners(micro, criteria: pl.DataFrame, run: RunDir) -> np.ndarray:
+    """(criteria x micro): 1 where micro[m] is the criterion's own micro-cluster (criterion_clusters.parquet)."""
+    index = {m.cluster_id: i for i, m in enumerate(micro)}
+    own = dict(run.read_parquet("criterion_clusters.parquet").select("criterion_id", "dominant_cluster").iter_rows())
+    out = np.zeros((criteria.height, len(micro)))
+    for row, cid in enumerate(criteria["criterion_id"].cast(pl.Utf8).to_list()):
+        if own.get(cid) in index:
+            out[row, index[own[cid]]] = 1.0
+    return out
 
 
 def tag_by_members(criteria: pl.DataFrame, taxonomy, cfg, run: RunDir) -> pl.DataFrame:
