@@ -63,7 +63,7 @@ def _micro(n: int) -> list[MicroCapability]:
     ]
 
 
-def test_label_owners_weigh_first_labels_fully_and_skip_failed_rows():
+def test_criterion_owners_weigh_first_labels_fully_and_skip_failed_rows():
     micro = _micro(3)
     criteria = pl.DataFrame({"criterion_id": ["a", "b", "c"]})
     stage1 = pl.DataFrame(
@@ -73,7 +73,7 @@ def test_label_owners_weigh_first_labels_fully_and_skip_failed_rows():
             "status": ["ok", "ok", "failed"],
         }
     )
-    owners = start.label_owners(criteria, stage1, micro)
+    owners = start.criterion_owners(criteria, stage1, micro)
     assert owners.tolist() == [[1.0, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]
 
 

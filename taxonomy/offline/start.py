@@ -26,7 +26,7 @@ from taxonomy.config import PipelineConfig
 from taxonomy.offline.features import CriterionSpace
 from taxonomy.schemas import MergedCapability, MicroCapability
 
-__all__ = ["merge_start", "label_owners"]
+__all__ = ["merge_start", "criterion_owners"]
 
 FOLDS = 10
 CONSENSUS_MAX = 2_000
@@ -44,14 +44,14 @@ def merge_start(
 ) -> list[MergedCapability] | None:
     """The start (None where there are no more micro-clusters than capabilities to form). `owners[i, m]`: how much
     criterion row i belongs to micro[m], the votes by which a micro-cluster joins a group; by default those its
-    Stage 1 labels fall in (label_owners)."""
+    Stage 1 labels fall in (criterion_owners)."""
     k = (cfg.merge.min_caps + cfg.merge.max_caps) // 2
     weights = np.array([max(m.n_criteria, 0) for m in micro], dtype=float)
     if len(micro) <= k or weights.sum() <= 0:
         return None
     consensus = 2 <= criteria.height <= CONSENSUS_MAX
     if consensus and owners is None:
-        owners = label_owners(criteria, stage1, micro)
+        owners = criterion_owners(criteria, stage1, micro)
     if consensus and owners.sum() > 0:
         texts = [t or "" for t in criteria["text"].to_list()]
         tasks = criteria["task_id"].cast(pl.Utf8).to_list()
@@ -102,7 +102,7 @@ def agreed_groups(vectors: np.ndarray, tasks: list[str], k: int) -> np.ndarray:
         return model.fit_predict(apart).astype(np.int64)
 
 
-def label_owners(criteria: pl.DataFrame, stage1: pl.DataFrame, micro: list[MicroCapability]) -> np.ndarray:
+def criterion_owners(criteria: pl.DataFrame, stage1: pl.DataFrame, micro: list[MicroCapability]) -> np.ndarray:
     """(criteria x micro): the micro-clusters a criterion's Stage 1 labels fall in, its first label counting fully
     and later ones LATER_LABEL_WEIGHT; failed Stage 1 rows count for none."""
     ok = stage1.filter(pl.col("status") == "ok") if "status" in stage1.columns else stage1
