@@ -26,9 +26,14 @@ import numpy as np
 import polars as pl
 
 from taxonomy.config import PipelineConfig
+from taxonomy.llm.batch import check_batch_backend
 from taxonomy.llm.cache import Cache
+from taxonomy.llm.providers import make_provider
 from taxonomy.llm.runner import Answer, Job, Runner, Usage
 from taxonomy.schemas import MicroCapability, Taxonomy
+from taxonomy.stages.common import long_briefs
+from taxonomy.stages.discover import discover
+from taxonomy.stages.tag import tag
 
 
 class Backend(Protocol):
@@ -117,13 +122,12 @@ class LLMBackend:
         return self.runner.run(stage, jobs, title)
 
     def discover(self, criteria, cfg):
-        from taxonomy.stages.discover import discover
-
         return discover(criteria, cfg, self.runner)
 
     def label_embedder(self, criteria, stage1, cfg, default):
         return default
 
+    # lazy: Stage 2b and 2c load scikit-learn (about 1 s), which a session that only tags or drafts never needs
     def canonicalize(self, clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings):
         from taxonomy.stages.canonicalize import canonicalize
 
@@ -137,13 +141,9 @@ class LLMBackend:
         return merge(micro, centroids, cfg, self.runner, pipeline_name=pipeline_name, co_micro=co_micro)
 
     def tag(self, criteria, taxonomy, cfg, stage1, micro_labels, folder=None):  # a model reads the taxonomy itself
-        from taxonomy.stages.tag import tag
-
         return tag(criteria, taxonomy, cfg, self.runner)
 
     def brief_notes(self, criteria, cfg):
-        from taxonomy.stages.common import long_briefs
-
         return long_briefs(criteria, cfg.discover.brief_max_chars)
 
     def fitted_tagger(self, folder):  # a model reads the taxonomy itself: nothing is fitted
@@ -161,14 +161,10 @@ def choose_backend(
 ) -> Backend:
     """The one place that decides what answers the stages: a model through the runner, or none."""
     if name == "offline":
-        from taxonomy.offline.backend import OfflineBackend
+        from taxonomy.offline.backend import OfflineBackend  # lazy: it loads scikit-learn, which no LLM session needs
 
         return OfflineBackend()
-    from taxonomy.llm.providers import make_provider
-
     if cfg.llm.mode == "batch":
-        from taxonomy.llm.batch import check_batch_backend
-
         check_batch_backend(name)
     provider = make_provider(cfg.llm, name, credentials)  # a bad provider setting stops before any file is made
     # One cache per pipeline, wherever the run directory is: a new run dir re-pays nothing.

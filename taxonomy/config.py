@@ -15,6 +15,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from taxonomy.corpus import CorpusConfig
+from taxonomy.corpus.config import corpus_stem
 from taxonomy.corpus.jsonio import decode
 
 
@@ -438,8 +439,6 @@ class PipelineConfig(Section):
             and isinstance(raw.get("corpus"), dict)
             and raw["corpus"].get("path")
         ):
-            from taxonomy.corpus.config import corpus_stem
-
             raw = {**raw, "name": corpus_stem(raw["corpus"]["path"])}
         return raw
 

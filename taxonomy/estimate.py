@@ -22,6 +22,7 @@ applies on a best-effort basis. Cached tokens are priced at `llm.prices.cached_i
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Callable
@@ -31,8 +32,15 @@ import polars as pl
 
 from taxonomy.config import PipelineConfig, Prices
 from taxonomy.corpus import load_corpus
-from taxonomy.llm.context_cache import tokens  # one token count for the estimate and the run's caching decision
+from taxonomy.llm.context_cache import pays, tokens  # one token count for the estimate and the run's caching decision
+from taxonomy.llm.jobs import Job
+from taxonomy.merge.siblings import MAX_NON_EXAMPLES
 from taxonomy.run import STAGES
+from taxonomy.schemas import BoundaryAnswer, MicroCapability, Taxonomy, TaxonomyCapability
+from taxonomy.stages.canonicalize import canonicalize
+from taxonomy.stages.discover import discover
+from taxonomy.stages.merge import boundaries_prompt, merge
+from taxonomy.stages.tag import tag
 
 # What a capable model writes into each field the prompts ask for, in characters: a description of 1-2
 # sentences, a one-sentence diagnostic signal, an example of 1-2 sentences, a boundary that says where
@@ -242,11 +250,6 @@ def _principles() -> dict[str, Any]:
 def _boundaries_job(capabilities: list, cfg: PipelineConfig):
     """The merge's first boundary call over stand-in capabilities, each with its nearest siblings: the prompt the
     stage itself builds (stages/merge.py)."""
-    from taxonomy.llm.jobs import Job
-    from taxonomy.merge.siblings import MAX_NON_EXAMPLES
-    from taxonomy.schemas import BoundaryAnswer
-    from taxonomy.stages.merge import boundaries_prompt
-
     names = [c.name for c in capabilities]
     siblings = {n: [other for other in names if other != n][:MAX_NON_EXAMPLES] for n in names}
     prompt = boundaries_prompt(cfg, names, {c.name: c for c in capabilities}, siblings, {}, 0)
@@ -286,9 +289,6 @@ def _stage(
 def caching(jobs: list, cfg: PipelineConfig) -> tuple[int, int]:
     """(cached prompt tokens, tokens written into explicit caches) for a stage's jobs, as the runner
     and Gemini would serve their shared prefixes (see the module docstring)."""
-    from collections import Counter
-
-    from taxonomy.llm.context_cache import pays
 
     cached = written = 0
     for prefix, calls in Counter(getattr(j, "prefix", "") for j in jobs).items():
@@ -352,8 +352,6 @@ def _cluster_stage(p: _Plan) -> StageEstimate:
 
 
 def _discover_stage(p: _Plan) -> StageEstimate:
-    from taxonomy.stages.discover import discover
-
     criteria, cfg, labels_per, label_chars = p.criteria, p.cfg, p.labels_per, p.label_chars
     jobs = capture_jobs(discover, criteria, cfg)
     per_item = (
@@ -370,9 +368,6 @@ def _discover_stage(p: _Plan) -> StageEstimate:
 
 def _canonicalize_stage(p: _Plan) -> StageEstimate:
     """The naming calls over stand-in clusters of the k the run would use, and the micro-capabilities they give."""
-    from taxonomy.schemas import MicroCapability
-    from taxonomy.stages.canonicalize import canonicalize
-
     criteria, cfg, unique, label_chars = p.criteria, p.cfg, p.unique, p.label_chars
     n, (k, k_note) = criteria.height, cfg.cluster.k_for(unique)
     per_cluster = max(1, unique // k)
@@ -417,10 +412,6 @@ def _canonicalize_stage(p: _Plan) -> StageEstimate:
 def _merge_stage(p: _Plan) -> StageEstimate:
     """Membership over the micro-capabilities, then one call for the boundaries against each capability's nearest
     siblings."""
-    from taxonomy.schemas import TaxonomyCapability
-    from taxonomy.merge.siblings import MAX_NON_EXAMPLES
-    from taxonomy.stages.merge import merge
-
     micro, cfg, label_chars = p.micro, p.cfg, p.label_chars
     k = len(micro)
     caps = min(k, (cfg.merge.min_caps + cfg.merge.max_caps) // 2)
@@ -449,9 +440,6 @@ def _merge_stage(p: _Plan) -> StageEstimate:
 
 
 def _tag_stage(p: _Plan) -> StageEstimate:
-    from taxonomy.schemas import Taxonomy
-    from taxonomy.stages.tag import tag
-
     criteria, capabilities, cfg, label_chars = p.criteria, p.capabilities, p.cfg, p.label_chars
     jobs = capture_jobs(tag, criteria, Taxonomy(capabilities=capabilities), cfg)
     per_item = (cfg.tag.min_tags + cfg.tag.max_tags) / 2 * label_chars + ITEM_OVERHEAD_CHARS

@@ -16,7 +16,10 @@ import polars as pl
 
 from taxonomy.diff import SAME, Side, diff_sides, load_side
 from taxonomy.edit import map_tags, rename_capability
+from taxonomy.provenance import fingerprint
 from taxonomy.run import CRITERIA, TAGS, TAGS_SUMMARY, TAXONOMY, TAXONOMY_MD, now
+from taxonomy.shares import primary_shares, summary_markdown
+from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 from taxonomy.validate import label_problems
 
 
@@ -104,8 +107,6 @@ def final_names(steps: list[tuple[str, str]]) -> dict[str, str]:
 def keep_names(s, like: Side) -> Kept:
     """Rename the session's capabilities after their partners in `like` (see the module docstring) and write
     the run's taxonomy, tags and their provenance once. `s` is a pipeline Session whose run is tagged."""
-    from taxonomy.taxonomy_io import load_taxonomy
-
     run = s.run
     here = by_text(load_side(run.path))
     matches = diff_sides(like, here).matches
@@ -141,10 +142,6 @@ def _renamed(taxonomy, steps: list[tuple[str, str]], renames: dict[str, str], li
 def _write(s, taxonomy, tags: pl.DataFrame) -> None:
     """The renamed taxonomy and its mapped tags replace the run's; the key-less tagger follows the names, and the
     tags' provenance names the renamed taxonomy (so nothing is tagged again)."""
-    from taxonomy.shares import primary_shares, summary_markdown
-    from taxonomy.provenance import fingerprint
-    from taxonomy.taxonomy_io import taxonomy_markdown
-
     run = s.run
     shares = primary_shares(tags, run.read_parquet(CRITERIA))
     run.write_json(TAXONOMY, taxonomy.model_dump())

@@ -24,6 +24,7 @@ from taxonomy.embed.choose import choose_embedder
 from taxonomy.llm.cache import Cache
 from taxonomy.llm.providers import resolve_provider_name
 from taxonomy.merge.bounds import BOUND_KEYS, corpus_bounds
+from taxonomy.merge.siblings import co_label_counts, unbounded_cotagged
 from taxonomy.prompts import template_hash
 from taxonomy.provenance import STAGE_INPUTS, fingerprint, why_stale
 from taxonomy.run import (
@@ -52,6 +53,10 @@ from taxonomy.run import (
 )
 from taxonomy.schemas import MicroCapability
 from taxonomy.shares import primary_shares, summary_markdown
+from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
+
+# lazy: stages/cluster.py, merge.py and stability.py load scikit-learn (about 1 s); the steps that use them import
+# them, so an LLM session that runs none of those steps (guidance, export, lint's review) starts without it.
 
 
 @dataclass
@@ -301,8 +306,6 @@ def micro_centroids(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
 
 def micro_co_labels(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
     """[i, j]: criteria whose Stage 1 labels fall in both micro[i] and micro[j] (sibling choice)."""
-    from taxonomy.merge.siblings import co_label_counts
-
     return co_label_counts(
         run.read_parquet(LABELS, "discover"),
         run.read_parquet(CLUSTERS, "cluster"),
@@ -313,7 +316,6 @@ def micro_co_labels(run: RunDir, micro: list[MicroCapability]) -> np.ndarray:
 
 def step_merge(s: Session) -> dict[str, Any]:
     from taxonomy.stages.merge import constraint_failure
-    from taxonomy.taxonomy_io import taxonomy_markdown
 
     micro = _micro(s)
     centroids, co_micro = micro_centroids(s.run, micro), micro_co_labels(s.run, micro)
@@ -341,9 +343,6 @@ def step_merge(s: Session) -> dict[str, Any]:
 
 
 def step_tag(s: Session, taxonomy_path: Path | None = None) -> dict[str, Any]:
-    from taxonomy.merge.siblings import unbounded_cotagged
-    from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
-
     source = Path(taxonomy_path or s.run.need(TAXONOMY, "merge"))
     taxonomy = load_taxonomy(source)
     stage1 = s.run.read_parquet(LABELS) if s.run.has(LABELS) else None
@@ -408,7 +407,6 @@ def record_stability(s: Session, taxonomy, tags: pl.DataFrame):
 def stability_stale(s: Session) -> bool:
     """Whether the stability figures on disk are not those this run's settings, taxonomy and tags give."""
     from taxonomy.stages.stability import tags_partition_hash
-    from taxonomy.taxonomy_io import load_taxonomy
 
     if not (s.run.has(TAXONOMY) and s.run.has(TAGS)):
         return False
@@ -426,8 +424,6 @@ def stability_stale(s: Session) -> bool:
 
 def refresh_stability(s: Session) -> list[str]:
     """Recompute the stability figures alone (the tags are current), and taxonomy.md with them."""
-    from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
-
     tags = s.run.read_parquet(TAGS, "tag")
     taxonomy, notes = record_stability(s, load_taxonomy(s.run.path / TAXONOMY), tags)
     s.run.write_text(TAXONOMY_MD, taxonomy_markdown(taxonomy, primary_shares(tags, ensure_criteria(s))))
@@ -446,8 +442,6 @@ STEPS: dict[str, Callable[[Session], dict[str, Any]]] = {
 
 
 def _tag_taxonomy_hash(s: Session, taxonomy_path: Path | None) -> str | None:
-    from taxonomy.taxonomy_io import load_taxonomy
-
     path = taxonomy_path or (s.run.path / TAXONOMY)
     return load_taxonomy(path).content_hash if Path(path).is_file() else None
 

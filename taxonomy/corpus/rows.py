@@ -8,6 +8,7 @@ from __future__ import annotations
 import polars as pl
 
 from taxonomy.corpus.config import CorpusConfig
+from taxonomy.text import normalized
 
 
 # Published benchmarks: verdicts name each of their criteria by id, so a repeat is kept (and counted).
@@ -26,8 +27,6 @@ def _sources(frame: pl.DataFrame, limit: int = 5) -> str:
 def check_rows(frame: pl.DataFrame, cfg: CorpusConfig, lint: str) -> tuple[pl.DataFrame, list[str]]:
     """`frame` with exact repeats collapsed, and one warning per kind of bad row. `lint`: the command that lists
     them."""
-    from taxonomy.text import normalized  # text.py reads the config, which reads the corpus settings
-
     warnings = []
     keyed = frame.with_row_index("_i").with_columns(
         _exact=pl.col("text").str.strip_chars(), _folded=pl.col("text").map_elements(normalized, return_dtype=pl.Utf8)

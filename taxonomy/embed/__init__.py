@@ -6,6 +6,7 @@ euclidean (ward) distances rank pairs exactly as cosine distances do.
 
 from __future__ import annotations
 
+import json
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -29,8 +30,6 @@ def l2_normalize(x: np.ndarray) -> np.ndarray:
 
 def split_cached(texts: list[str], cache, key) -> tuple[dict[str, list[float]], list[str]]:
     """(vectors found in the cache by text, the distinct texts still to embed, in order)."""
-    import json
-
     vectors: dict[str, list[float]] = {}
     missing = []
     for text in dict.fromkeys(texts):
@@ -44,8 +43,6 @@ def split_cached(texts: list[str], cache, key) -> tuple[dict[str, list[float]], 
 
 def embed_missing(missing: list[str], vectors: dict[str, list[float]], batch_size: int, call, cache, key) -> None:
     """Embed `missing` in chunks of `batch_size` through `call`, caching each vector as it arrives."""
-    import json
-
     for start in range(0, len(missing), batch_size):
         chunk = missing[start : start + batch_size]
         for text, values in zip(chunk, call(chunk)):

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from taxonomy.config import ConfigError, PipelineConfig
+from taxonomy.embed.gemini import GeminiEmbedder
+from taxonomy.embed.openai import OpenAIEmbedder
 from taxonomy.llm.cache import Cache
 
 # The backends whose provider also serves Gemini embeddings.
@@ -25,8 +27,6 @@ def choose_embedder(
     """`runner` and `cache`: the LLM backend's (None offline); `on_call(n, tokens)` logs each paid embedding call."""
     choice = embedding_choice(cfg, backend)
     if choice == "gemini":
-        from taxonomy.embed.gemini import GeminiEmbedder
-
         if backend not in GEMINI_BACKENDS:
             raise ConfigError(
                 f"{cfg.base_dir}: key embedding.provider: gemini embeddings need --provider gemini or vertex; "
@@ -40,14 +40,12 @@ def choose_embedder(
         return embedder
     if choice == "openai":
         return _openai_embedder(cfg, cache, on_call)
-    from taxonomy.embed.local import LocalEmbedder
+    from taxonomy.embed.local import LocalEmbedder  # lazy: scikit-learn, about 1 s, which only local embeddings need
 
     return LocalEmbedder(dim=cfg.embedding.local_dim, seed=cfg.cluster.seed)
 
 
 def _openai_embedder(cfg: PipelineConfig, cache: Cache | None, on_call: Callable[[int, int], None]):
-    from taxonomy.embed.openai import OpenAIEmbedder
-
     emb, llm = cfg.embedding, cfg.llm
     base_url = emb.base_url or llm.base_url
     where = f"{cfg.base_dir}: key embedding"

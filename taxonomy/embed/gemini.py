@@ -8,6 +8,7 @@ import numpy as np
 from tenacity import retry_if_exception_type, stop_after_attempt, wait_exponential_jitter, Retrying
 
 from taxonomy.embed import embed_missing, l2_normalize, split_cached
+from taxonomy.llm.batch import embed_in_batch
 from taxonomy.llm.base import TransientError
 from taxonomy.llm.cache import Cache, request_key
 
@@ -32,8 +33,6 @@ class GeminiEmbedder:
         inputs = [t.replace("_", " ") for t in texts]
         vectors, missing = split_cached(inputs, self.cache, self._key)
         if missing:
-            from taxonomy.llm.batch import embed_in_batch
-
             batched = embed_in_batch(self.runner, self.model, {self._key(t): t for t in missing}) or {}
             answered = [t for t in missing if self._key(t) in batched]
             if answered and self.on_call is not None:

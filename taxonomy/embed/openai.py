@@ -28,7 +28,7 @@ class OpenAIEmbedder:
         backoff: tuple[float, float] = (0.5, 30.0),
         on_call: Callable[[int, int], None] | None = None,
     ):
-        import openai
+        import openai  # lazy: the openai SDK takes about 0.5 s to import; only OpenAI-compatible embeddings need it
 
         self._openai = openai
         self._client = openai.OpenAI(

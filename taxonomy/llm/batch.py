@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
 from taxonomy.llm.base import Completion, PermanentError, TransientError, Turn, json_schema
 from taxonomy.llm.jobs import Answer, Conversation, Job, Usage
 from taxonomy.llm.providers import ProviderError, gemini_completion
@@ -176,6 +178,8 @@ class BatchSession:
         )
 
     def _submit_embeddings(self, model: str, texts: dict[str, str]) -> dict:
+        # lazy, here and in every google import below: google-genai takes about 0.5 s to import, and the runner
+        # loads this module for every session, offline ones included
         from google.genai import types
 
         record = self._record(list(texts))  # results come back in this order
@@ -231,8 +235,6 @@ class BatchSession:
     # -- polling -------------------------------------------------------------------------------------
 
     def _poll(self, record: dict):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         name, total = record["name"], len(record["keys"])
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         try:

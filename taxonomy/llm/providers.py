@@ -70,7 +70,9 @@ class GeminiProvider:
     """google-genai in Gemini API mode (api key) or Vertex mode (project, location, credentials)."""
 
     def __init__(self, cfg: LLMConfig, *, vertex: bool, credentials: Any = None):
-        from google import genai  # imported here so `--help` stays fast
+        # lazy, here and in every google import below: google-genai takes about 0.5 s to import, and only a Gemini
+        # or Vertex session needs it (this module is loaded by every session, offline ones included)
+        from google import genai
 
         self.name = "vertex" if vertex else "gemini"
         self.model = cfg.model
@@ -233,7 +235,7 @@ class OpenAICompatibleProvider:
     """Any server speaking the OpenAI chat-completions API: vLLM, Ollama, a llama.cpp server."""
 
     def __init__(self, cfg: LLMConfig):
-        import openai
+        import openai  # lazy: the openai SDK takes about 0.5 s to import; only this provider needs it
 
         if not cfg.base_url:
             raise ProviderError(

@@ -23,6 +23,7 @@ from taxonomy.prompts import render
 from taxonomy.schemas import CapabilityCard, MicroCapability
 from taxonomy.naming import name_cluster_offline
 from taxonomy.merge.siblings import MAX_NON_EXAMPLES, MIN_BOUNDARY_WORDS, choose_siblings, pair_counts
+from taxonomy.stages.cluster import cluster_centroids
 from taxonomy.stages.common import shared_prefix
 from taxonomy.validate import Violation, label_problems
 
@@ -124,8 +125,6 @@ def cluster_inputs(
 def _add_nearby(
     inputs: list[dict], clusters: pl.DataFrame, embeddings: np.ndarray, carried: dict[str, set[int]]
 ) -> None:
-    from taxonomy.stages.cluster import cluster_centroids
-
     centroids = cluster_centroids(np.asarray(embeddings), clusters["cluster_id"].to_numpy())
     ids = [inp["cluster_id"] for inp in inputs]
     rows = centroids[ids]

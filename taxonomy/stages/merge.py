@@ -18,6 +18,7 @@ backend (offline/backend.py) goes straight to the solver and `assemble`.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from functools import partial
 
 import numpy as np
@@ -460,7 +461,6 @@ def draw_boundaries(
 def _distinguish(capabilities: list, suffix: str) -> list:
     """Two capabilities cut from one group (a repair split) inherit the same card text; a reader
     and a Stage 3 tagger must still tell them apart, so each names what it covers."""
-    from collections import Counter
 
     def gist(text: str) -> str:  # the offline cards differ only in a parenthesised name
         return re.sub(r"\s*\([^)]*\)", "", text).strip().lower()

@@ -20,11 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
+from scipy.sparse import csr_matrix
 from threadpoolctl import threadpool_limits
 
 from taxonomy.config import ClusterConfig, StabilityConfig
 from taxonomy.embed import l2_normalize
-from taxonomy.schemas import StabilityRun
+from taxonomy.schemas import DISSOLVED, STABLE, StabilityRun
 from taxonomy.stages.cluster import cluster_centroids, cluster_labels
 
 AGREEMENT_SCHEMA = {"criterion_id": pl.Utf8, "agreement": pl.Float64, "drawn": pl.Int64}
@@ -77,8 +78,6 @@ def _placeable(stage1: pl.DataFrame, tags: pl.DataFrame, labels: list[str], name
 
 def _criterion_vectors(units: pl.DataFrame, embedder: CachedEmbedder) -> np.ndarray:
     """Row i: the unit mean of criterion i's label vectors (a sparse product: no loop over the criteria)."""
-    from scipy.sparse import csr_matrix
-
     lengths = units["labels"].list.len().to_numpy()
     rows = np.repeat(np.arange(units.height), lengths)
     cols = units["labels"].explode().replace_strict(embedder.row, return_dtype=pl.Int64).to_numpy()
@@ -165,8 +164,6 @@ def resample_stability(
 
 def summary_note(figures: dict[str, float | None], run: StabilityRun) -> str:
     """One line for the tag stage's output: how many capabilities are stable and which dissolved."""
-    from taxonomy.schemas import DISSOLVED, STABLE
-
     known = {n: v for n, v in figures.items() if v is not None}
     stable = sum(v >= STABLE for v in known.values())
     dissolved = [n for n, v in known.items() if v < DISSOLVED]
