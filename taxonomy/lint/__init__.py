@@ -19,6 +19,7 @@ from typing import Iterable
 
 import polars as pl
 
+from taxonomy.corpus.config import show_path
 from taxonomy.lint.findings import SEVERITIES, Finding, plural, rank
 from taxonomy.lint.reading import Corpus
 from taxonomy.lint.rules import RULES
@@ -66,7 +67,8 @@ def summary_line(frame: pl.DataFrame, target: str, capability: dict[str, str] | 
 
 def run_summary(run_dir: Path) -> str:
     """summary_line for a finished run directory, with its capabilities (what `taxonomy lint RUN` lists)."""
-    from taxonomy.corpus.config import show_path
+    # lazy, here and in report_section: target.py reads a run through the pipeline (jinja2, the LLM runner: about
+    # 0.15 s), and cli.py imports this package to build `taxonomy --help`
     from taxonomy.lint.target import load_target
 
     target = load_target(Path(run_dir))

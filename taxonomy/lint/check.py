@@ -15,6 +15,9 @@ from taxonomy.lint.output import summary
 from taxonomy.lint.reading import Corpus
 from taxonomy.lint.rules import RULES
 from taxonomy.lint.target import Target, load_target
+from taxonomy.llm.context_cache import tokens
+from taxonomy.llm.providers import resolve_provider_name
+from taxonomy.pipeline import open_session
 
 
 FAIL_ON = ("error", "warning", "never")
@@ -85,15 +88,11 @@ def check(path: Path, plan: Plan, provider: str | None = None, quiet: bool = Tru
 def _with_model(
     target: Target, corpus: Corpus, found: list[Finding], chosen: list[str], provider: str | None, quiet: bool
 ) -> tuple[list[Finding], dict]:
-    from taxonomy.llm.providers import resolve_provider_name
-
     backend = resolve_provider_name(provider or target.cfg.llm.provider)
     if backend == "offline":
         return found, {"asked": 0, "why": "offline: set GEMINI_API_KEY or pass --provider for the model's review"}
     if not chosen:
         return found, {"asked": 0, "why": "no rule selected that the model reviews"}
-    from taxonomy.pipeline import open_session
-
     session = open_session(
         target.cfg,
         provider=backend,
@@ -116,8 +115,6 @@ OUTPUT_TOKENS_PER_TASK = 150  # a few findings of about 50 tokens each; most tas
 def review_cost(path: Path) -> str:
     """What the model's review of TARGET would cost (`taxonomy lint --dry-run`): one call per task,
     prompts built exactly; answers sized at OUTPUT_TOKENS_PER_TASK; re-asks not included."""
-    from taxonomy.llm.context_cache import tokens
-
     target = load_target(path)
     asked = jobs(Corpus.of(target.frame))
     prompt = sum(tokens(job.prompt) for _, job in asked)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from taxonomy.lint.coverage import line as not_checked
@@ -140,8 +141,6 @@ def sarif(findings: list[Finding], summ: dict) -> str:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("rubric-taxonomy")
     except PackageNotFoundError:

@@ -104,7 +104,7 @@ def _capability_peers(c: Corpus, suspects: dict) -> dict[int, list[int]]:
 
 def _neighbour_peers(c: Corpus, suspects: dict) -> dict[int, list[int]]:
     try:  # content words only: a shared "the" or "of" makes no neighbour
-        from sklearn.feature_extraction.text import TfidfVectorizer  # here: `taxonomy --help` never loads scikit-learn
+        from sklearn.feature_extraction.text import TfidfVectorizer  # lazy: scikit-learn, about 1 s, for this rule only
 
         vectors = TfidfVectorizer(analyzer=list, min_df=2).fit_transform([sorted(r.content) for r in c.rows])
     except ValueError:  # no word in two criteria: nothing is similar to anything
