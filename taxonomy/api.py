@@ -13,6 +13,7 @@ from typing import Any, Callable, TypedDict, Union, Unpack
 import polars as pl
 
 from taxonomy.analysis.audit import AuditResult
+from taxonomy.analysis.breakdown_files import Options, run_breakdown
 from taxonomy.analysis.audit_run import run_audit
 from taxonomy.config import ConfigError, PipelineConfig, load_config
 from taxonomy.corpus import load_corpus
@@ -271,7 +272,7 @@ def lint_rubric(
 
 def report(run: str | Path | Result) -> Path:
     """Render a run folder's self-contained report.html, as `taxonomy report RUN` does; returns its path."""
-    from taxonomy.analysis.report import render_report
+    from taxonomy.analysis.report import render_report  # lazy: matplotlib, which only the report draws with
 
     return render_report(_run_folder(run))
 
@@ -280,6 +281,4 @@ def breakdown(run: str | Path | Result, verdicts: list[str], **options: Any):
     """A verifier's errors broken down by capability, as `taxonomy breakdown RUN --verdicts SPEC` does (`verdicts`:
     specs such as "devai:data/devai"); writes RUN/breakdown/ and returns its tables and markdown. `options`:
     reference, by, n_boot, as the command's options."""
-    from taxonomy.analysis.breakdown_files import Options, run_breakdown
-
     return run_breakdown(RunDir(_run_folder(run)), verdicts, Options(**options))

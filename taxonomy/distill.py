@@ -11,17 +11,24 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import joblib
 import numpy as np
 import polars as pl
+import sklearn
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import f1_score, precision_recall_fscore_support
+from sklearn.model_selection import GroupShuffleSplit, ShuffleSplit
+from sklearn.pipeline import FeatureUnion, Pipeline
 
+from taxonomy.pipeline import Session, ensure_criteria, stage_usage
 from taxonomy.run import CRITERIA, DISTILLED, LABELS, TAGS, TAGS_SUMMARY, TAXONOMY, RunDir, RunError, elapsed, now
 from taxonomy.schemas import Taxonomy
+from taxonomy.shares import primary_shares, summary_markdown
+from taxonomy.stages.tag import SCHEMA
 from taxonomy.taxonomy_io import load_taxonomy
-
-if TYPE_CHECKING:
-    from taxonomy.pipeline import Session
 
 REPORT_FILE = "distill_report.json"
 FORMAT = 1
@@ -65,10 +72,6 @@ def make_model(seed: int = 0):
     gain; C=10 covered the most DevAI criteria at 90% agreement (80% against 75% for C=1) and about
     the same share of PaperBench (16% against 19%).
     """
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.pipeline import FeatureUnion, Pipeline
-
     words = TfidfVectorizer(
         ngram_range=(1, 2), sublinear_tf=True, lowercase=True, token_pattern=r"(?u)\b\w+\b", min_df=1
     )
@@ -187,8 +190,6 @@ def _training_rows(run: RunDir, taxonomy: Taxonomy) -> pl.DataFrame:
 
 
 def _split(rows: pl.DataFrame, holdout: float, seed: int) -> tuple[np.ndarray, np.ndarray, str]:
-    from sklearn.model_selection import GroupShuffleSplit, ShuffleSplit
-
     groups = rows["task_id"].to_numpy() if "task_id" in rows.columns else np.zeros(rows.height)
     if len(set(groups.tolist())) >= 2:
         # Criteria of one task are near-duplicates of each other; splitting by criterion would let the
@@ -245,9 +246,6 @@ def _calibration(conf: np.ndarray, ok: np.ndarray) -> tuple[list[dict], list[dic
 
 def _save_model(run: RunDir, model, taxonomy: Taxonomy, threshold: float, target: float, agreement: float) -> Path:
     """The bundle `tag --distilled` loads, written atomically."""
-    import joblib
-    import sklearn
-
     model_path = run.path / DISTILLED
     bundle = {
         "format": FORMAT,
@@ -276,8 +274,6 @@ def train_distilled(
     target_agreement: float = TARGET_AGREEMENT,
 ) -> DistillReport:
     """Fit the distilled tagger on a finished Stage 3 and write distilled.joblib + distill_report.json."""
-    from sklearn.metrics import f1_score, precision_recall_fscore_support
-
     if not 0 < holdout < 1:
         raise DistillError(f"holdout = {holdout}: must be between 0 and 1; fix: pass a share such as 0.2")
     start = time.perf_counter()
@@ -383,8 +379,6 @@ def _save_report(run: RunDir, report: DistillReport) -> None:
 # ---- tagging ----------------------------------------------------------------------
 def load_distilled(model_path: Path, taxonomy: Taxonomy) -> dict[str, Any]:
     """The saved bundle, checked against the taxonomy it will tag with."""
-    import joblib
-
     model_path = Path(model_path)
     fix = "fix: run `taxonomy distill RUN_DIR` on a finished run to (re)create it"
     if not model_path.is_file():
@@ -441,8 +435,6 @@ def _fallback_tags(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path, fall
 def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path | None = None) -> pl.DataFrame:
     """The criteria the distilled model is unsure of, through the session's real Stage 3 (offline: the tagger of
     the run in `folder`, which holds the taxonomy)."""
-    from taxonomy.stages.tag import SCHEMA
-
     if not rest.height:
         return pl.DataFrame(schema=SCHEMA)
     stage1 = None
@@ -456,8 +448,6 @@ def _tag_rest(s, rest: pl.DataFrame, taxonomy: Taxonomy, folder: Path | None = N
 
 def _distilled_tags(ids: list, tags: list[list[str]], conf: np.ndarray, confident: np.ndarray) -> pl.DataFrame:
     """Stage 3 rows (source "distilled") for the criteria the model tags with confidence."""
-    from taxonomy.stages.tag import SCHEMA
-
     return pl.DataFrame(
         [
             {
@@ -482,7 +472,7 @@ def _in_order(ids: list, tags: pl.DataFrame) -> pl.DataFrame:
 
 
 def tag_with_distilled(
-    session: "Session",
+    session: Session,
     model_path: Path,
     taxonomy_path: Path | None = None,
     threshold: float | None = None,
@@ -494,9 +484,6 @@ def tag_with_distilled(
     Writes stage3_tags.parquet (the Stage 3 schema plus `source`: distilled | llm | offline) and
     stage3_summary.md into the session's run, and records the "tag" stage in its manifest.
     """
-    from taxonomy.shares import primary_shares, summary_markdown
-    from taxonomy.pipeline import ensure_criteria, stage_usage
-
     start = time.perf_counter()
     s = session
     source = Path(taxonomy_path or s.run.need(TAXONOMY, "merge"))

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from taxonomy.config import ConfigError, MergeConfig, PipelineConfig
+from taxonomy.corpus import load_corpus
 from taxonomy.corpus.config import ColumnMap, corpus_stem
 from taxonomy.corpus.detect import Detected, detect
 from taxonomy.merge.bounds import BOUND_KEYS
@@ -116,8 +117,6 @@ def render(cfg: PipelineConfig, found: Detected, toml_path: Path, pin_output: bo
 
 def config_for_corpus(found: Detected) -> tuple[PipelineConfig, int]:
     """A bare corpus's config and its number of criteria, loaded once (bad input stops here)."""
-    from taxonomy.corpus import load_corpus
-
     cfg = corpus_config(found)
     return cfg, load_corpus(cfg.corpus, Path.cwd()).frame.height
 

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from taxonomy.analysis.breakdown import to_markdown
 from taxonomy.schemas import Taxonomy
 
 UNTAGGED = "(untagged)"
@@ -351,8 +352,6 @@ PCT_COLUMNS = ("share", "reference_share", "diff", "prevalence")
 
 def frame_to_markdown(df: pl.DataFrame, max_rows: int = 50) -> str:
     """A GitHub-style table; long frames are cut with a note, pipes and newlines escaped."""
-    from taxonomy.analysis.breakdown import to_markdown
-
     if df.height == 0:
         return "_none_\n"
     clean = df.with_columns(pl.col(c).str.replace_all("\n", " ") for c, t in df.schema.items() if t == pl.Utf8)

@@ -7,8 +7,11 @@ from pathlib import Path
 import polars as pl
 
 from taxonomy.analysis.audit import AuditResult, audit_coverage
+from taxonomy.analysis.audit_tag import audit_tags
 from taxonomy.analysis.breakdown import write_csv
+from taxonomy.offline.discover import discover_offline
 from taxonomy.offline.novelty import novelty_for
+from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 from taxonomy.pipeline import Session, ensure_criteria, run_stage
 from taxonomy.run import TAGS, record_use
 from taxonomy.taxonomy_io import load_taxonomy
@@ -18,9 +21,6 @@ def fit_scores(criteria: pl.DataFrame, tags: pl.DataFrame, taxonomy, cfg, folder
     """LLM tags carry no score, so how well a criterion fits is measured the same way for every backend: by the
     key-less tagger fitted on the corpus of the run that holds the taxonomy (`folder`), applied to each criterion
     alone (never refitted on the audited corpus); by the taxonomy's cards where no run's corpus is beside it."""
-    from taxonomy.offline.discover import discover_offline
-    from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
-
     micro_labels = {member: cap.labels for cap in taxonomy.capabilities for member in cap.members}
     tagger = tagger_for(folder, taxonomy, micro_labels, cfg.offline, cfg.merge)
     if tagger is not None:
@@ -64,8 +64,6 @@ def run_audit(s: Session, taxonomy_path: Path) -> AuditResult:
             how="left",
         )
     if s.runner is not None:  # with a model, it may also answer that no capability fits, and why
-        from taxonomy.analysis.audit_tag import audit_tags
-
         tags = tags.join(audit_tags(criteria, taxonomy, s.cfg, s.runner), on="criterion_id", how="left")
     result = audit_coverage(
         criteria,

@@ -33,6 +33,7 @@ import numpy as np
 import polars as pl
 
 from taxonomy.analysis.verdicts import VerdictError
+from taxonomy.run import apply_umask
 
 ALL = "ALL"
 KEY = ["criterion_id", "system"]
@@ -399,7 +400,7 @@ def paired_test(joined: pl.DataFrame, a: str, b: str, by: str = "primary") -> pl
 
 
 def _mcnemar(only_a: int, only_b: int) -> float:
-    from scipy.stats import binomtest  # here: scipy.stats takes 1-2 s to import, and only a paired test needs it
+    from scipy.stats import binomtest  # lazy: scipy.stats takes 1-2 s to import; only a paired test needs it
 
     k = only_a + only_b
     return 1.0 if k == 0 else float(binomtest(only_a, k, 0.5).pvalue)
@@ -443,8 +444,6 @@ def to_markdown(df: pl.DataFrame, pct_cols: Sequence[str] | None = None, digits:
 
 def write_csv(df: pl.DataFrame, path: str | Path) -> Path:
     """Write `df` as CSV atomically; list columns become `;`-joined strings."""
-    from taxonomy.run import apply_umask
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]

@@ -10,7 +10,8 @@ import polars as pl
 
 from taxonomy.analysis import breakdown as tables
 from taxonomy.analysis.verdicts import VerdictError, load_verdicts
-from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir
+from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, RunError, taxonomy_in_use
+from taxonomy.taxonomy_io import load_taxonomy
 
 
 @dataclass
@@ -97,8 +98,6 @@ def _joined(run: RunDir, specs: list[str], reference: str) -> tuple[tables.JoinR
 
 def native_inspection(run: RunDir) -> dict[str, bool | None] | None:
     """capability -> P2 from the run's taxonomy.json (None when the run has none)."""
-    from taxonomy.taxonomy_io import load_taxonomy
-
     if not run.has(TAXONOMY):
         return None
     return {c.name: c.needs_native_inspection for c in load_taxonomy(run.path / TAXONOMY).capabilities}
@@ -111,8 +110,6 @@ def run_against(
 
     The verdict files are pooled; each run keeps the verdicts whose criterion ids are its own."""
     reference, by = options.reference, options.by
-    from taxonomy.taxonomy_io import load_taxonomy
-
     current = _same_taxonomy(run_a, run_b)
     names = load_taxonomy(run_a.path / TAXONOMY).names()
     verdicts = pl.concat([load_verdicts(spec) for spec in specs], how="vertical_relaxed")
@@ -153,8 +150,6 @@ def run_against(
 
 def _same_taxonomy(run_a: RunDir, run_b: RunDir) -> str:
     """The hash of RUN_A's taxonomy, which RUN_B must have been tagged with."""
-    from taxonomy.run import RunError, taxonomy_in_use
-
     current = taxonomy_in_use(run_a, "breakdown")
     tagged = (run_b.manifest.get("stages", {}).get("tag") or {}).get("taxonomy_hash")
     if tagged != current:

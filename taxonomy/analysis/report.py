@@ -14,6 +14,7 @@ import json
 import os
 import re
 import tempfile
+import warnings
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,12 +25,16 @@ import matplotlib.colors
 import matplotlib.ticker
 import numpy as np
 import polars as pl
+from markdown_it import MarkdownIt
 from markupsafe import Markup
 from matplotlib.figure import Figure
+from sklearn.decomposition import PCA
+from sklearn.manifold import MDS
 
 from taxonomy.analysis import report_criteria as rc
 from taxonomy.analysis.audit import capability_shares, join_tags, task_capability_matrix
 from taxonomy.guidance.principles import WORD
+from taxonomy.lint import report_section
 from taxonomy.run import (
     CLUSTERS,
     CRITERIA,
@@ -41,8 +46,13 @@ from taxonomy.run import (
     STABILITY,
     TAGS,
     TAXONOMY,
+    RunDir,
+    apply_umask,
+    stale_uses,
 )
-from taxonomy.schemas import STATED, Taxonomy
+from taxonomy.schemas import DISSOLVED, STABLE, STATED, Taxonomy
+from taxonomy.stages.stability import tags_partition_hash
+from taxonomy.taxonomy_io import stability_note
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 MAX_HEATMAP_TASKS = 60
@@ -66,9 +76,6 @@ def render_report(run_dir: Path, out: Path | None = None, diff_markdown: str | N
 
 
 def build_context(run_dir: Path) -> dict[str, Any]:
-    from taxonomy.lint import report_section
-    from taxonomy.run import RunDir, stale_uses
-
     stale = stale_uses(RunDir(run_dir))  # sections made with another taxonomy are left out, never shown as current
     criteria = pl.read_parquet(run_dir / CRITERIA)
     raw_taxonomy = json.loads((run_dir / TAXONOMY).read_text(encoding="utf-8"))
@@ -194,9 +201,6 @@ def _stability(
     """Each capability's stability figure, the note that says how to read it, and the criteria least sure of their
     primary tag; None unless the figures were computed for this taxonomy's membership and these tags (a figure of
     another taxonomy is never shown as this one's)."""
-    from taxonomy.stages.stability import tags_partition_hash
-    from taxonomy.taxonomy_io import stability_note
-
     figures = taxonomy.stability_figures()
     if figures is None or tags is None or taxonomy.stability.tags != tags_partition_hash(tags):
         return None
@@ -215,8 +219,6 @@ def _stability(
 
 
 def _stability_word(value: float | None) -> str:
-    from taxonomy.schemas import DISSOLVED, STABLE
-
     return "" if value is None else "stable" if value >= STABLE else "dissolved" if value < DISSOLVED else "unsure"
 
 
@@ -323,8 +325,6 @@ def _hierarchy(taxonomy: Taxonomy, micro: list[dict], primary: dict[str, float])
 def _diff_section(markdown: str | None) -> Markup | None:
     if not markdown:
         return None
-    from markdown_it import MarkdownIt
-
     # The section has its own <h2>: the diff's title goes, its sections become <h3>.
     body = re.sub(
         r"^(#+) ", lambda m: "#" * (len(m.group(1)) + 1) + " ", re.sub(r"\A# [^\n]*\n", "", markdown), flags=re.M
@@ -341,18 +341,12 @@ def _project_2d(emb: np.ndarray) -> np.ndarray:
     if emb.shape[1] < 2:
         return np.column_stack([emb[:, 0], np.zeros(len(emb))])
     if len(emb) <= MDS_MAX_POINTS:
-        import warnings
-
-        from sklearn.manifold import MDS
-
         unit = emb / np.maximum(np.linalg.norm(emb, axis=1, keepdims=True), 1e-12)
         # scikit-learn warns of changing MDS defaults, and that a square input is read as samples
         # (it is: n labels of n dimensions can happen); the layout is seeded either way.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return MDS(n_components=2, n_init=1, max_iter=300, random_state=0).fit_transform(unit)
-    from sklearn.decomposition import PCA
-
     # PCA centres the cloud, which TruncatedSVD does not.
     return PCA(n_components=2, random_state=0).fit_transform(emb)
 
@@ -618,8 +612,6 @@ _GENERATED = re.compile(r"<footer>Generated [^<]* by ")
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    from taxonomy.run import apply_umask
-
     if path.is_file() and _GENERATED.sub("", path.read_text("utf-8", "replace")) == _GENERATED.sub("", text):
         return  # the same page but its time: a finished run re-run in a folder the user cannot write must not fail
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,6 @@ names no row.
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import logging
@@ -24,14 +23,10 @@ from typing import Any, Iterator
 
 import polars as pl
 
+from taxonomy.corpus import read_json as _read_json
 from taxonomy.corpus.config import data_row
 from taxonomy.corpus.jsonio import decode
 from taxonomy.corpus.tablefile import csv_problem, record_lines, sniff_separator
-
-try:  # the corpus module owns file reading once it exists; until then a tiny fallback
-    from taxonomy.corpus import read_json as _read_json
-except ImportError:  # pragma: no cover - depends on which helpers have landed
-    _read_json = None
 
 log = logging.getLogger("taxonomy.analysis")
 SCHEMA = {"criterion_id": pl.String, "verifier": pl.String, "system": pl.String, "verdict": pl.Boolean}
@@ -58,14 +53,7 @@ def _err(where: Path | str, row: int | str | None, problem: str, fix: str) -> Ve
 
 def read_json(path: Path) -> Any:
     """Read `path`, or `path.gz` when only the compressed copy exists."""
-    path = Path(path)
-    if _read_json is not None:
-        return _read_json(path)
-    if not path.exists() and path.suffix != ".gz" and path.with_name(path.name + ".gz").exists():
-        path = path.with_name(path.name + ".gz")
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return json.load(fh)
+    return _read_json(Path(path))
 
 
 def _load_json(path: Path) -> Any:

@@ -18,6 +18,7 @@ from taxonomy.llm.jobs import Answer, Job
 from taxonomy.prompts import render, template_hash
 from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir
 from taxonomy.schemas import Taxonomy
+from taxonomy.taxonomy_io import load_taxonomy
 
 log = logging.getLogger("taxonomy.guidance")
 
@@ -111,8 +112,6 @@ def generate_guidance(session: Any, notes_path: Path | None = None, examples_per
 
     The caller records the returned dict (e.g. `session.run.record("guidance", info)`).
     """
-    from taxonomy.taxonomy_io import load_taxonomy
-
     notes = read_notes(notes_path)
     run: RunDir = session.run
     criteria = run.read_parquet(CRITERIA, "discover")

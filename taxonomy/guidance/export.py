@@ -23,6 +23,7 @@ from taxonomy.guidance.model import GuidanceDrafts
 from taxonomy.guidance.routes import ExportError, ExportInputs, Written, load_tasks
 from taxonomy.guidance.stored import inputs_fingerprint, load_drafts
 from taxonomy.run import CRITERIA, TAGS, TAXONOMY, RunDir, RunError, record_use, taxonomy_in_use
+from taxonomy.taxonomy_io import load_taxonomy
 
 # One writer per format, each in its own module; the order is the one `--to all` writes and lists them in.
 WRITERS: dict[str, Callable[[ExportInputs, RunDir], Written]] = {
@@ -93,8 +94,6 @@ def export_run(
     session: Any, formats: list[str], out: Path | None = None, notes_path: Path | None = None
 ) -> ExportResult:
     """Write the asked formats under `out` (default RUN/export/) and record them in the run's manifest."""
-    from taxonomy.taxonomy_io import load_taxonomy
-
     run: RunDir = session.run
     cfg = session.cfg.export
     used = taxonomy_in_use(run, "export")  # refuses tags made with another taxonomy than taxonomy.json

@@ -29,6 +29,8 @@ from pathlib import Path
 import numpy as np
 from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
+from taxonomy.provenance import code_hash
+from taxonomy.run import CRITERIA, RunDir
 from taxonomy.text import tokens
 
 __all__ = ["Novelty", "NOVELTY", "novelty_for", "word_pairs"]
@@ -185,9 +187,6 @@ class Novelty:
 def novelty_for(folder: Path | None, alpha: float) -> Novelty | None:
     """The calibration saved in a run folder, refitted on the run's own corpus (never the audited one) and saved
     when missing or fitted for another corpus, code or alpha; None where no run's corpus is beside the taxonomy."""
-    from taxonomy.provenance import code_hash
-    from taxonomy.run import CRITERIA, RunDir
-
     if folder is None or not (Path(folder) / CRITERIA).is_file():
         return None
     run = RunDir(folder)

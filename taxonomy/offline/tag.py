@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
@@ -22,12 +21,11 @@ from sklearn.feature_extraction.text import TfidfVectorizer
 
 from taxonomy.config import MergeConfig, OfflineConfig
 from taxonomy.offline.features import CriterionSpace
-from taxonomy.run import CRITERIA, LABELS
+from taxonomy.offline.model import Tagger, label_owners
+from taxonomy.provenance import code_hash
+from taxonomy.run import CRITERIA, LABELS, RunDir
 from taxonomy.schemas import Taxonomy
 from taxonomy.text import words
-
-if TYPE_CHECKING:
-    from taxonomy.offline.model import Tagger
 
 __all__ = ["tag_offline", "membership_votes", "capability_scores", "fit_tagger", "tagger_for", "tag_with", "Fit"]
 
@@ -176,12 +174,9 @@ def fit_tagger(
     opts: OfflineConfig,
     bounds: MergeConfig | None,
     corpus_hash: str = "",
-) -> "Tagger":
+) -> Tagger:
     """The tagger of a run: its corpus's space, its labels' prototypes (of the Stage 1 rows that passed), the
     taxonomy's owners, offsets for the bounds."""
-    from taxonomy.offline.model import Tagger
-    from taxonomy.provenance import code_hash
-
     if "status" in stage1.columns:
         stage1 = stage1.filter(pl.col("status") == "ok")
     texts = [t or "" for t in criteria["text"].to_list()]
@@ -198,16 +193,13 @@ class Fit:
     """A tagger fitted in this process and the inputs it was fitted on, so a later stage of the same run that
     would fit the same one again rebinds it instead (the merge fits it before the capabilities are named)."""
 
-    tagger: "Tagger"
+    tagger: Tagger
     criteria: pl.DataFrame
     stage1: pl.DataFrame
     bounds: MergeConfig | None
 
-    def reused(self, criteria, stage1, taxonomy: Taxonomy, micro_labels, opts, bounds, corpus: str) -> "Tagger | None":
+    def reused(self, criteria, stage1, taxonomy: Taxonomy, micro_labels, opts, bounds, corpus: str) -> Tagger | None:
         """The tagger bound to `taxonomy`, where fitting it on these inputs would give the same one; else None."""
-        from taxonomy.offline.model import label_owners
-        from taxonomy.provenance import code_hash
-
         tagger = self.tagger
         same = (
             tagger.fitted_for.get("code") == code_hash()
@@ -248,15 +240,11 @@ def tagger_for(
     opts: OfflineConfig,
     bounds: MergeConfig,
     fitted: Fit | None = None,
-) -> "Tagger | None":
+) -> Tagger | None:
     """The tagger saved beside a taxonomy, refitted from that run's own corpus (never the one being tagged) and
     saved when it is missing or was fitted for another taxonomy, corpus, code or settings; None for a taxonomy
     with no run's corpus beside it (or no `folder`). `fitted`, a fit of this process, stands for the refit where
     it was made from the same corpus, labels and settings."""
-    from taxonomy.offline.model import Tagger
-    from taxonomy.provenance import code_hash
-    from taxonomy.run import RunDir
-
     if folder is None:
         return None
     run = RunDir(folder)
@@ -283,7 +271,7 @@ def tagger_for(
     return tagger
 
 
-def tag_with(tagger: "Tagger", frame: pl.DataFrame, max_tags: int) -> pl.DataFrame:
+def tag_with(tagger: Tagger, frame: pl.DataFrame, max_tags: int) -> pl.DataFrame:
     """criterion_id, tags, primary, score: each criterion by its own text through the fitted tagger. The primary
     is the best score; a further tag needs NEAR_RATIO of the best positive score; the score is the best one's part
     of the positive scores of the first `max_tags`."""
