@@ -25,7 +25,7 @@ __all__ = ["Result", "audit", "breakdown", "fit", "lint_rubric", "load", "read_c
 
 def __getattr__(name: str) -> object:
     if name in __all__:
-        from taxonomy import api
+        from taxonomy import api  # lazy: see above; api.py loads polars, scikit-learn and the pipeline
 
         return getattr(api, name)
     raise AttributeError(f"module 'taxonomy' has no attribute {name!r}")

@@ -370,6 +370,8 @@ def taxonomy_in_use(run: RunDir, command: str) -> str:
 
     breakdown, guidance, audit and report call this at their entry (and `record_use` after),
     so tags made with an older taxonomy are never shown under the edited taxonomy's names."""
+    # lazy, here and in stale_uses: taxonomy_io.py builds the pydantic models of every artifact (about 20 ms, 4% of
+    # `taxonomy --help`, which imports this module)
     from taxonomy.taxonomy_io import load_taxonomy
 
     current = load_taxonomy(run.need(TAXONOMY, "merge")).content_hash
