@@ -31,8 +31,17 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict
 
 from taxonomy.config import LabelRules, MergeConfig
+from taxonomy.llm.runner import Job
+from taxonomy.merge.bounds import recorded_bounds
 from taxonomy.merge.check import check_merge
 from taxonomy.merge.measures import capability_similarity, to_taxonomy_capabilities
+from taxonomy.merge.solver import Solver, unique_valid_name
+from taxonomy.offline.backend import checked
+from taxonomy.offline.merge import describe_groups
+from taxonomy.offline.tag import tag_with
+from taxonomy.pipeline import micro_centroids
+from taxonomy.prompts import render
+from taxonomy.provenance import fingerprint
 from taxonomy.run import (
     CRITERIA,
     DISTILLED,
@@ -46,8 +55,12 @@ from taxonomy.run import (
     TAXONOMY_MD,
     RunError,
     now,
+    stale_uses,
+    taxonomy_in_use,
 )
-from taxonomy.schemas import CapabilityCard, MergedCapability, MicroCapability, Taxonomy
+from taxonomy.schemas import CapabilityCard, MergedCapability, MicroCapability, Taxonomy, TaxonomyCapability
+from taxonomy.shares import primary_shares, summary_markdown
+from taxonomy.taxonomy_io import load_taxonomy, taxonomy_markdown
 from taxonomy.validate import Violation, label_problems
 
 OPS = ("rename", "merge", "split", "describe")
@@ -204,8 +217,6 @@ def split_groups(
     members: list[int], micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules
 ) -> tuple[list[int], list[int]]:
     """Two groups of micro indices; the same two-way cut the merge repair makes."""
-    from taxonomy.merge.solver import Solver  # the repair's bisection: one split rule for repair and edit
-
     parts = Solver(micro, centroids, cfg, rules).bisect(members, need_min_share=True)
     if parts is None:
         raise EditError(
@@ -222,8 +233,6 @@ def offline_names(
     micro-capabilities'), as the offline merge names a capability, with its title and phrases; without the
     run's criteria on disk, after its largest micro-capability."""
     if run is not None and cfg is not None and run.has(CRITERIA) and run.has(LABELS):
-        from taxonomy.offline.merge import describe_groups
-
         criteria = run.read_parquet(CRITERIA)
         stage1 = run.read_parquet(LABELS)
         first = dict(zip(stage1["criterion_id"].to_list(), stage1["labels"].list.first().to_list()))
@@ -240,8 +249,6 @@ def offline_names(
                 )
                 for c in cards
             ], shown
-    from taxonomy.merge.solver import unique_valid_name
-
     used = set(taken)
     out = []
     for members in parts:
@@ -286,9 +293,6 @@ def llm_names(
 ) -> tuple[list[CapabilityCard] | None, list[str]]:
     """The parts named by the model through the one runner (cached, re-asked with the violations); None where no
     model runs."""
-    from taxonomy.llm.runner import Job
-    from taxonomy.prompts import render
-
     context = [
         {
             "share": sum(m.n_criteria for m in p) / max(total, 1),
@@ -333,35 +337,79 @@ def split_capability(
     it was given; the other parts are named afresh."""
     i = _find(taxonomy, name)
     cap = taxonomy.capabilities[i]
+    groups = split_groups(_member_indices(cap, micro), micro, centroids, cfg, rules)
+    parts = [[micro[k] for k in g] for g in groups]
+    taken = [n for n in taxonomy.names() if n != name or keep_name]
+    cards, shown, notes = _part_cards(
+        cap, parts, taken, rules, engine, sum(m.n_criteria for m in micro), run, pipeline_cfg
+    )
+    if keep_name:  # parts come largest first
+        notes.append(_keep_name(cap, cards, shown, len(parts[0])))
+    out = taxonomy.model_copy(deep=True)
+    new_caps = _part_capabilities(cap, cards, shown, parts, micro)
+    # Other capabilities' boundaries that named the split one now name both parts.
+    both = " or ".join(f"`{c.name}`" for c in new_caps)
+    for other in out.capabilities:
+        other.non_examples = [ne.replace(f"`{name}`", both) for ne in other.non_examples]
+    out.capabilities[i : i + 1] = new_caps
+    return out, notes
+
+
+def _member_indices(cap: TaxonomyCapability, micro: list[MicroCapability]) -> list[int]:
+    """Where the capability's micro-capabilities sit in `micro`: each must be on disk to be split along."""
     index = {m.name: k for k, m in enumerate(micro)}
     missing = [m for m in cap.members if m not in index]
     if missing:
         raise EditError(
-            f"micro_capabilities.json: no micro-capability {', '.join(missing)} of `{name}`; "
+            f"micro_capabilities.json: no micro-capability {', '.join(missing)} of `{cap.name}`; "
             "fix: split a taxonomy built in this run (its micro-clusters must be on disk)"
         )
-    groups = split_groups([index[m] for m in cap.members], micro, centroids, cfg, rules)
-    parts = [[micro[k] for k in g] for g in groups]
-    taken = [n for n in taxonomy.names() if n != name or keep_name]
-    notes: list[str] = []
-    cards, notes = llm_names(engine, cap, parts, taken, rules, sum(m.n_criteria for m in micro))
+    return [index[m] for m in cap.members]
+
+
+def _part_cards(
+    cap: TaxonomyCapability,
+    parts: list[list[MicroCapability]],
+    taken: list[str],
+    rules: LabelRules,
+    engine,
+    total: int,
+    run=None,
+    pipeline_cfg=None,
+) -> tuple[list[CapabilityCard], list[dict], list[str]]:
+    """A card per part, named by the model or, where none runs or its names break the rules, offline; with what
+    the offline naming shows of each part (title, phrases) and notes for the user."""
+    cards, notes = llm_names(engine, cap, parts, taken, rules, total)
     shown: list[dict] = [{} for _ in parts]
     if cards is None:
         # A part titled by its own phrases may spell the split capability's name, which would then name another
         # set of criteria than the one tagged with it before the edit.
         cards, shown = offline_names(
-            cap, parts, [*taken, name] if name not in taken else taken, rules, run, pipeline_cfg
+            cap, parts, [*taken, cap.name] if cap.name not in taken else taken, rules, run, pipeline_cfg
         )
-    if keep_name:  # parts come largest first
-        cards[0] = CapabilityCard(
-            **cap.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern"}), non_examples=[]
-        )
-        shown[0] = cap.model_dump(include={"title", "key_phrases", "phrase_weights"})
-        notes.append(
-            f"`{name}` was named by hand: its largest part keeps the "
-            f"name ({len(parts[0])} of {len(cap.members)} micro-clusters)"
-        )
-    out = taxonomy.model_copy(deep=True)
+    return cards, shown, notes
+
+
+def _keep_name(cap: TaxonomyCapability, cards: list[CapabilityCard], shown: list[dict], n_largest: int) -> str:
+    """The largest part (first) takes the hand-given name and card in `cards` and `shown`; returns the note."""
+    cards[0] = CapabilityCard(
+        **cap.model_dump(include={"name", "description", "diagnostic_signal", "example_pattern"}), non_examples=[]
+    )
+    shown[0] = cap.model_dump(include={"title", "key_phrases", "phrase_weights"})
+    return (
+        f"`{cap.name}` was named by hand: its largest part keeps the "
+        f"name ({n_largest} of {len(cap.members)} micro-clusters)"
+    )
+
+
+def _part_capabilities(
+    cap: TaxonomyCapability,
+    cards: list[CapabilityCard],
+    shown: list[dict],
+    parts: list[list[MicroCapability]],
+    micro: list[MicroCapability],
+) -> list[TaxonomyCapability]:
+    """The parts as taxonomy capabilities: their cards, members, labels and shares, and what the whole needed."""
     proposal = [
         MergedCapability(**c.model_dump(), member_input_names=[m.name for m in p]) for c, p in zip(cards, parts)
     ]
@@ -374,12 +422,7 @@ def split_capability(
             if getattr(c, key) is None and not getattr(c, f"{key}_reason"):  # a part needs what the whole needed
                 setattr(c, key, getattr(cap, key))
                 setattr(c, f"{key}_reason", getattr(cap, f"{key}_reason"))
-    # Other capabilities' boundaries that named the split one now name both parts.
-    both = " or ".join(f"`{c.name}`" for c in new_caps)
-    for other in out.capabilities:
-        other.non_examples = [ne.replace(f"`{name}`", both) for ne in other.non_examples]
-    out.capabilities[i : i + 1] = new_caps
-    return out, notes
+    return new_caps
 
 
 # ---- constraints ---------------------------------------------------------------------
@@ -398,8 +441,6 @@ def add_boundaries(
     taxonomy: Taxonomy, micro: list[MicroCapability], centroids: np.ndarray, cfg: MergeConfig, rules: LabelRules
 ) -> list[str]:
     """Confusable pairs get boundary sentences naming each other, as the merge repair adds them."""
-    from taxonomy.merge.solver import Solver
-
     proposal = [
         MergedCapability(**c.model_dump(include=set(CapabilityCard.model_fields)), member_input_names=c.members)
         for c in taxonomy.capabilities
@@ -454,11 +495,6 @@ def backup(run_dir: Path, taxonomy_hash: str) -> Path:
 
 def apply_edit(s, op: str, args: list[str], allow_violations: bool = False) -> EditResult:
     """Edit the taxonomy of the session's run and propagate it. `s` is a pipeline Session."""
-    from taxonomy.merge.bounds import recorded_bounds
-    from taxonomy.pipeline import micro_centroids
-    from taxonomy.run import taxonomy_in_use
-    from taxonomy.taxonomy_io import load_taxonomy
-
     run = s.run
     _check_args(op, args)
     taxonomy_in_use(run, "edit")  # the tags on disk must belong to this taxonomy before they are carried over
@@ -575,11 +611,6 @@ def _write(
 ) -> EditResult:
     """The edited taxonomy and tags replace the run's, the old ones kept in edits/<hash>/, and the tags'
     provenance names the new taxonomy."""
-    from taxonomy.shares import primary_shares, summary_markdown
-    from taxonomy.provenance import fingerprint
-    from taxonomy.run import stale_uses
-    from taxonomy.taxonomy_io import taxonomy_markdown
-
     run = s.run
     saved = backup(run.path, old.content_hash)
     stale = dependents(run.path, old.content_hash)
@@ -643,9 +674,6 @@ def _retag(s, taxonomy: Taxonomy, ids: pl.Series, fitted=None) -> pl.DataFrame:
     the edit)."""
     criteria = s.run.read_parquet(CRITERIA).filter(pl.col("criterion_id").is_in(ids.to_list()))
     if fitted is not None:
-        from taxonomy.offline.backend import checked
-        from taxonomy.offline.tag import tag_with
-
         return checked(
             tag_with(_edited_tagger(fitted, taxonomy), criteria, s.cfg.tag.max_tags), taxonomy.names(), s.cfg.tag
         )

@@ -11,6 +11,17 @@ from typing import Any
 import polars as pl
 
 from taxonomy.config import PipelineConfig
+from taxonomy.merge.check import share_violations
+from taxonomy.merge.siblings import merge_siblings
+from taxonomy.provenance import code_hash
+from taxonomy.stages.common import criterion_batches
+from taxonomy.stages.discover import SCHEMA as LABELS_SCHEMA
+from taxonomy.stages.tag import SCHEMA as TAGS_SCHEMA
+from taxonomy.stages.tag import tag_problems
+from taxonomy.validate import check_distinct_in_batch, check_label_count, check_rationale_prefix, label_problems
+
+# lazy: the key-less stages (offline/), the merge solver and Stages 2b and 2c load scikit-learn (about 1.2 s); each
+# method imports the ones it runs, so a key-less session that only reads a run (guidance, export) starts without it.
 
 NOTICE = (
     "Backend: offline (no LLM: criteria grouped by classical NLP statistics; no model read them, so names are their "
@@ -38,8 +49,6 @@ class OfflineBackend:
 
     def identity(self, cfg: PipelineConfig) -> dict[str, Any]:
         # Where no model runs, the code is the model: a run built by another version is not current.
-        from taxonomy.provenance import code_hash
-
         # ... and so are its knobs: a run built with other [offline] settings is not current either.
         return {"backend": "offline", "code": code_hash(), "offline": cfg.offline.model_dump()}
 
@@ -48,7 +57,7 @@ class OfflineBackend:
 
     def fitted_tagger(self, folder):
         """The tagger Stage 3 fitted and saved in the run `folder`, or None where none was saved."""
-        from taxonomy.offline.model import Tagger
+        from taxonomy.offline.model import Tagger  # lazy: scikit-learn, see above
 
         return Tagger.load(folder)
 
@@ -59,10 +68,7 @@ class OfflineBackend:
         """Labels that pass the same validators an LLM's answer would; anything that fails is marked failed.
         Each distinct label is checked once (there are about `fine_kinds`), and the batch paraphrase check runs
         as on the LLM path; the rationale quotes its criterion, so it is grounded by construction."""
-        from taxonomy.offline.discover import discover_offline
-        from taxonomy.stages.common import criterion_batches
-        from taxonomy.stages.discover import SCHEMA
-        from taxonomy.validate import check_distinct_in_batch, check_label_count, check_rationale_prefix, label_problems
+        from taxonomy.offline.discover import discover_offline  # lazy: scikit-learn, see above
 
         rules = cfg.labels
         found = discover_offline(criteria, rules, cfg.offline)
@@ -89,17 +95,17 @@ class OfflineBackend:
                     "problems": wrong,
                 }
             )
-        return pl.DataFrame(rows, schema=SCHEMA)
+        return pl.DataFrame(rows, schema=LABELS_SCHEMA)
 
     def label_embedder(self, criteria, stage1, cfg: PipelineConfig, default):
         if cfg.embedding.provider not in ("auto", "local"):
             return default
-        from taxonomy.offline.cluster import CriterionLabelEmbedder
+        from taxonomy.offline.cluster import CriterionLabelEmbedder  # lazy: scikit-learn, see above
 
         return CriterionLabelEmbedder(criteria, stage1, cfg.offline)
 
     def canonicalize(self, clusters, criterion_clusters, criteria, cfg, stage1, label_embeddings):
-        from taxonomy.stages.canonicalize import cluster_inputs, micro_capabilities, name_offline
+        from taxonomy.stages.canonicalize import cluster_inputs, micro_capabilities, name_offline  # lazy: see above
 
         inputs = cluster_inputs(clusters, criterion_clusters, criteria, cfg)  # the dominant criteria only
         taken: set[str] = set()
@@ -112,12 +118,11 @@ class OfflineBackend:
     def merge(self, micro, centroids, cfg, pipeline_name, co_micro, criteria, stage1, owners=None):
         """`owners` (criteria x micro, offline/start.py): which micro-clusters each criterion belongs to; by
         default those its Stage 1 labels fall in, which are its fine kinds."""
-        from taxonomy.merge.check import share_violations
+        # lazy: scikit-learn, see above
         from taxonomy.merge.solver import solve_merge
         from taxonomy.offline.merge import describe_offline
         from taxonomy.offline.start import merge_start
         from taxonomy.offline.tag import Fit, fit_tagger
-        from taxonomy.merge.siblings import merge_siblings
         from taxonomy.stages.merge import assemble
 
         proposal, notes = solve_merge(
@@ -147,6 +152,7 @@ class OfflineBackend:
         """Stage 3 through the tagger fitted on the corpus of the run that holds the taxonomy (`folder`), saved
         there: each criterion tagged by its own text, never by statistics of the criteria tagged with it. A
         taxonomy with no run's corpus beside it (a bare taxonomy.json) is tagged by its cards and labels."""
+        # lazy: scikit-learn, see above
         from taxonomy.offline.discover import discover_offline
         from taxonomy.offline.tag import tag_offline, tag_with, tagger_for
 
@@ -171,8 +177,6 @@ class OfflineBackend:
 def checked(found: pl.DataFrame, names: list[str], rules) -> pl.DataFrame:
     """Stage 3's table: the tagger's tags through the validators an LLM's answer passes (`rules`: cfg.tag). A
     tagger gives few distinct tag lists, so each is checked once."""
-    from taxonomy.stages.tag import SCHEMA, tag_problems
-
     tags = found["tags"].to_list()
     of_tags: dict[tuple, list[str]] = {}
     for t in tags:
@@ -189,5 +193,5 @@ def checked(found: pl.DataFrame, names: list[str], rules) -> pl.DataFrame:
             "status": ["failed" if p else "ok" for p in problems],
             "problems": problems,
         },
-        schema=SCHEMA,
+        schema=TAGS_SCHEMA,
     )
