@@ -161,7 +161,7 @@ def choose_backend(
 ) -> Backend:
     """The one place that decides what answers the stages: a model through the runner, or none."""
     if name == "offline":
-        from taxonomy.offline.backend import OfflineBackend  # lazy: it loads scikit-learn, which no LLM session needs
+        from taxonomy.offline.backend import OfflineBackend  # lazy: an LLM session never loads the key-less package
 
         return OfflineBackend()
     if cfg.llm.mode == "batch":
