@@ -13,7 +13,7 @@ import polars as pl
 from taxonomy.config import PipelineConfig
 from taxonomy.merge.check import share_violations
 from taxonomy.merge.siblings import merge_siblings
-from taxonomy.provenance import code_hash
+from taxonomy import provenance
 from taxonomy.stages.common import criterion_batches
 from taxonomy.stages.discover import SCHEMA as LABELS_SCHEMA
 from taxonomy.stages.tag import SCHEMA as TAGS_SCHEMA
@@ -50,7 +50,7 @@ class OfflineBackend:
     def identity(self, cfg: PipelineConfig) -> dict[str, Any]:
         # Where no model runs, the code is the model: a run built by another version is not current.
         # ... and so are its knobs: a run built with other [offline] settings is not current either.
-        return {"backend": "offline", "code": code_hash(), "offline": cfg.offline.model_dump()}
+        return {"backend": "offline", "code": provenance.code_hash(), "offline": cfg.offline.model_dump()}
 
     def ask(self, stage, jobs, title) -> None:
         return None
