@@ -135,16 +135,18 @@ def resample_stability(
     ref = units["ref"].to_numpy()
     sums, seen = np.zeros(len(names)), np.zeros(len(names))
     hits, drawn = np.zeros(units.height), np.zeros(units.height, dtype=np.int64)
-    for _ in range(cfg.resamples):
-        pick = np.sort(rng.choice(units.height, n_draw, replace=False))
-        with threadpool_limits(1):  # small products, many of them: BLAS threads would only wait on each other
+    # Small products, many of them: BLAS threads would only wait on each other. One limit for the loop, since
+    # setting one scans the loaded libraries (milliseconds each time).
+    with threadpool_limits(1):
+        for _ in range(cfg.resamples):
+            pick = np.sort(rng.choice(units.height, n_draw, replace=False))
             got = _one_resample(units, vectors, pick, embedder, cluster_cfg, scaled)
-        best = _best_jaccard(ref[pick], got, len(names))
-        present = ~np.isnan(best)
-        sums[present] += best[present]
-        seen[present] += 1
-        hits[pick] += got == ref[pick]
-        drawn[pick] += 1
+            best = _best_jaccard(ref[pick], got, len(names))
+            present = ~np.isnan(best)
+            sums[present] += best[present]
+            seen[present] += 1
+            hits[pick] += got == ref[pick]
+            drawn[pick] += 1
     figures = {n: (round(float(sums[i] / seen[i]), 4) if seen[i] else None) for i, n in enumerate(names)}
     agreement = units.select("criterion_id").with_columns(
         agreement=pl.Series(np.where(drawn > 0, hits / np.maximum(drawn, 1), np.nan)).round(4).fill_nan(None),
