@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import functools
 import os
 import shutil
@@ -355,9 +356,41 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank[item.path])
 
 
+def _fixture_scope(node: ast.FunctionDef) -> str | None:
+    """A fixture's scope as the scheduler needs it: "module", "autouse" (of module scope), "" (another fixture);
+    None for a plain function."""
+    for dec in node.decorator_list:
+        if isinstance(dec, ast.Call) and ast.unparse(dec.func) in ("pytest.fixture", "fixture"):
+            words = {k.arg: ast.unparse(k.value) for k in dec.keywords}
+            if words.get("scope") == "'module'":
+                return "autouse" if words.get("autouse") == "True" else "module"
+            return ""
+        if ast.unparse(dec) in ("pytest.fixture", "fixture"):
+            return ""
+    return None
+
+
 @functools.cache
-def _has_module_fixture(file: str) -> bool:
-    return 'scope="module"' in (ROOT / file).read_text(encoding="utf-8")
+def _shared_tests(file: str) -> frozenset[str] | None:
+    """The tests of a file that use one of its module-scoped fixtures (directly or through its other fixtures), so
+    must share a worker; None when every test must (an autouse one)."""
+    functions = [n for n in ast.parse((ROOT / file).read_text(encoding="utf-8")).body if isinstance(n, ast.FunctionDef)]
+    scopes = {f.name: _fixture_scope(f) for f in functions}
+    if "autouse" in scopes.values():
+        return None
+    # What a function asks for: its parameters, and the names it may pass to request.getfixturevalue.
+    params = {
+        f.name: {a.arg for a in f.args.args}
+        | {c.value for c in ast.walk(f) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
+        for f in functions
+    }
+    shared = {name for name, scope in scopes.items() if scope == "module"}
+    grown = True
+    while grown:  # a function-scoped fixture that asks for a shared one is shared too
+        more = {n for n, scope in scopes.items() if scope == "" and params[n] & shared} - shared
+        shared |= more
+        grown = bool(more)
+    return frozenset(n for n, scope in scopes.items() if scope is None and params[n] & shared)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
@@ -371,8 +404,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
 
     class ByFileWhereShared(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            file = nodeid.split("::", 1)[0]
-            return file if _has_module_fixture(file) else nodeid
+            file, _, test = nodeid.partition("::")
+            shared = _shared_tests(file)
+            return file if shared is None or test.split("[", 1)[0] in shared else nodeid
 
     config.option.loadscopereorder = False  # LoadScopeScheduling would sort the queue by unit size instead
     return ByFileWhereShared(config, log)

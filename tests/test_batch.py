@@ -151,7 +151,7 @@ def test_kill_9_while_polling_then_the_same_command_polls_the_same_job(tmp_path)
     toml = write_pipeline(tmp_path, extra=FAST)
     run_dir = tmp_path / "run"
     with FakeGeminiServer(responder=responders.model) as server:
-        server.batch.pending_s, server.batch.running_s = 3.0, 1.0
+        server.batch.pending_s, server.batch.running_s = 1.5, 0.5  # still pending when killed after two polls
         cmd, env, proc = _start(tmp_path, server, toml, run_dir)
         _wait_polling(server, proc)
         proc.send_signal(signal.SIGKILL)
