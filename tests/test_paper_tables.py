@@ -16,7 +16,7 @@ from taxonomy.shares import FAILED_ROW, UNTAGGED_ROW, primary_shares
 from taxonomy.schemas import Taxonomy
 from taxonomy.merge.siblings import choose_siblings, named_siblings, non_example_problems
 from tests import responders
-from tests.conftest import ROOT, invoke, llm_devai_named, offline_devai_run, write_pipeline
+from tests.conftest import ROOT, copy_run, invoke, llm_devai_named, offline_devai_run, write_pipeline
 
 DEVAI_VERDICTS = f"devai:{ROOT / 'data' / 'devai'}"
 
@@ -298,25 +298,15 @@ def test_shares_count_failed_and_untagged_criteria(offline_run, _offline, tmp_pa
     assert rows["x"]["share"] == pytest.approx(2 / 6) and rows["x"]["share_of_tagged"] == pytest.approx(2 / 3)
     assert rows[FAILED_ROW]["n"] == 1 and rows[UNTAGGED_ROW]["n"] == 2 and rows[UNTAGGED_ROW]["share_of_tagged"] is None
     assert shares["share"].sum() == pytest.approx(1.0)
-    # Through the CLI: a failed criterion in a run shows as its own row of `taxonomy tag`.
-    run = tmp_path / "run"
-    import shutil
-
-    shutil.copytree(offline_run, run)
+    # Through the CLI: a failed criterion in a run shows as its own row of the shares `taxonomy run` prints.
+    run = copy_run(offline_run, tmp_path)
     table = pl.read_parquet(run / "stage3_tags.parquet")
     failed = table.with_columns(
         status=pl.when(pl.int_range(pl.len()) < 5).then(pl.lit("failed")).otherwise(pl.col("status"))
     )
     failed.write_parquet(run / "stage3_tags.parquet")
-    from taxonomy.cli import _print_shares
-    from taxonomy.cli import out as console_out
-
-    with console_out.capture() as captured:
-        _print_shares(
-            primary_shares(pl.read_parquet(run / "stage3_tags.parquet"), pl.read_parquet(run / "criteria.parquet"))
-        )
-    text = captured.get()
-    assert FAILED_ROW in text and "1.4%" in text  # 5 of 365
+    text = invoke("run", write_pipeline(tmp_path), "--run-dir", run, "-q", "--no-report").output
+    assert f"| {FAILED_ROW} | 5 | 1.4% |" in text  # 5 of 365
 
 
 # ---- guidance starts from the P3 capabilities ------------------------------------------------------
