@@ -206,24 +206,23 @@ class FrozenOptions(TypedDict, total=False):
     quiet: bool
 
 
-def _frozen_session(data: Data, run: str | Path | Result, options: FrozenOptions) -> tuple[Session, Path]:
-    """A session over `data` that tags against `run`'s frozen taxonomy, and that taxonomy's file."""
+def _frozen_session(data: Data, run: str | Path | Result, options: FrozenOptions) -> tuple[Session, Path, Taxonomy]:
+    """A session over `data` that tags against `run`'s frozen taxonomy, that taxonomy's file, and the taxonomy."""
     unknown = set(options) - set(FrozenOptions.__annotations__)
     if unknown:  # a misspelt keyword must not be dropped without a word, as **options alone would
         raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
     frozen_path = _run_folder(run) / TAXONOMY
-    get = options.get
-    s = _open(data, get("name"), get("provider"), get("run_dir"), get("quiet", True), frozen=load_taxonomy(frozen_path))
-    return s, frozen_path
+    frozen, get = load_taxonomy(frozen_path), options.get
+    s = _open(data, get("name"), get("provider"), get("run_dir"), get("quiet", True), frozen=frozen)
+    return s, frozen_path, frozen
 
 
 def tag(data: Data, run: str | Path | Result, **options: Unpack[FrozenOptions]) -> Result:
     """Tag new criteria (a frame, a corpus file or a pipeline TOML) against a fitted run's frozen taxonomy, as
     `taxonomy tag DATA --taxonomy RUN` does: fit once, apply anywhere. The tags go to their own run folder; the
     result's taxonomy is the frozen one. `options`: name, provider, run_dir, quiet (FrozenOptions)."""
-    s, frozen_path = _frozen_session(data, run, options)
+    s, frozen_path, frozen = _frozen_session(data, run, options)
     run_stage(s, "tag", taxonomy_path=frozen_path)
-    frozen = load_taxonomy(frozen_path)
     return Result(frozen, s.run.read_parquet(TAGS), s.run.read_parquet(CRITERIA), s.run.path, s.backend_name)
 
 
@@ -232,7 +231,7 @@ def audit(data: Data, run: str | Path | Result, **options: Unpack[FrozenOptions]
     RUN` does. Returns the audit's frames: `shares` (against the run's), `task_matrix`, `missing` (tasks lacking a
     capability most tasks have), `unmapped`, `duplicates`, `bundled`; `to_markdown()` gives audit.md. The CSV files
     and audit.md are written under the audit's run folder, in audit/. `options`: as for `tag`."""
-    s, frozen_path = _frozen_session(data, run, options)
+    s, frozen_path, _ = _frozen_session(data, run, options)
     return run_audit(s, frozen_path)
 
 
